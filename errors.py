@@ -1,0 +1,51 @@
+"""One exception hierarchy for the whole product.
+
+Every message says what to do next, because these reach users through HTTP, Feishu and the CLI.
+"""
+
+from __future__ import annotations
+
+
+class ClaudeMemoryError(Exception):
+    """Base class: anything the product raises on purpose."""
+
+    status_code: int = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigurationError(ClaudeMemoryError):
+    """Settings are missing or contradict each other."""
+
+    status_code = 500
+
+
+class NotFoundError(ClaudeMemoryError):
+    """A conversation, note or other record with that id does not exist."""
+
+    status_code = 404
+
+    def __init__(self, kind: str, ident: str) -> None:
+        super().__init__(f"{kind} {ident!r} not found; list the {kind}s to see valid ids")
+        self.kind = kind
+        self.ident = ident
+
+
+class InvalidInputError(ClaudeMemoryError):
+    """The caller sent something we cannot accept."""
+
+    status_code = 422
+
+
+class AgentUnavailableError(ClaudeMemoryError):
+    """The Claude CLI could not be started or reached."""
+
+    status_code = 503
+
+
+class BusyError(ClaudeMemoryError):
+    """Too much work is already queued; the caller should retry later."""
+
+    status_code = 429

@@ -1,0 +1,229 @@
+"""All configuration in one pydantic-settings class.
+
+Nothing here runs at import time: `Settings()` is built by the entry point (CLI or `app.py`)
+and passed down. Field names map to env vars with the `CLAUDE_MEMORY_` prefix; Anthropic and
+Feishu variables keep their usual names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_BASH_ALLOWLIST: tuple[str, ...] = (
+    "ls", "cat", "mkdir", "cp", "mv", "rm", "pwd", "head", "tail", "wc", "touch", "echo",
+    "del", "move", "copy", "ren",
+    "Remove-Item", "Move-Item", "Copy-Item", "New-Item", "Get-ChildItem",
+)  # fmt: skip
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _split_csv(value: object) -> object:
+    """Env vars carry lists as comma-separated text; JSON arrays are accepted too."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
+
+
+CsvList = Annotated[list[str], NoDecode]
+
+
+class Settings(BaseSettings):
+    """Settings for the app, the bridge, the hooks and the CLI."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CLAUDE_MEMORY_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        populate_by_name=True,
+    )
+
+    # --- storage -----------------------------------------------------------------------------
+    home: Path = Field(
+        default=Path("~/.claude-memory"),
+        description="Data root: notes (memory/), index.db, workspace, state and logs.",
+    )
+    workspace: Path | None = Field(
+        default=None,
+        description="The agent's working directory; default <home>/workspace.",
+    )
+    log_dir: Path | None = Field(
+        default=None, description="Where request logs go; default <home>/logs."
+    )
+
+    # --- HTTP --------------------------------------------------------------------------------
+    host: str = Field(default="127.0.0.1", description="Bind address of the web app.")
+    port: int = Field(default=8000, description="Bind port of the web app.")
+    api_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token required by the HTTP API and page when set; "
+        "required when binding beyond loopback.",
+    )
+    max_message_chars: int = Field(
+        default=100_000, description="Longest chat message accepted, in characters."
+    )
+
+    # --- agent -------------------------------------------------------------------------------
+    cli_path: Path | None = Field(
+        default=None, description="Claude Code CLI to run; default: the one bundled with the SDK."
+    )
+    max_concurrent_turns: int = Field(
+        default=4, description="Turns that may run at the same time across conversations."
+    )
+    max_live_sessions: int = Field(
+        default=8, description="Connected Claude clients kept alive; least recently used go first."
+    )
+    idle_timeout_seconds: float = Field(
+        default=1800, description="Disconnect a conversation's client after this idle time."
+    )
+    replace_grace_seconds: float = Field(
+        default=20,
+        description="When a conversation is replaced, keep its old client this long first.",
+    )
+    turn_timeout_seconds: float = Field(
+        default=600, description="Interrupt a turn that runs longer than this."
+    )
+    connect_timeout_seconds: float = Field(
+        default=60, description="Give up starting the Claude CLI after this long."
+    )
+    shutdown_timeout_seconds: float = Field(
+        default=10, description="Time allowed to disconnect every client at shutdown."
+    )
+    max_turns_per_request: int | None = Field(
+        default=None, description="Model/tool round trips allowed in one turn (None: no limit)."
+    )
+    bash_allowlist: CsvList = Field(
+        default_factory=lambda: list(DEFAULT_BASH_ALLOWLIST),
+        description="Commands the agent may run through Bash (comma-separated).",
+    )
+    allowed_tools: CsvList = Field(
+        default_factory=lambda: ["WebFetch", "WebSearch", "TodoWrite", "Skill", "Task", "mcp__*"],
+        description="Non-file, non-Bash tools the agent may use; `mcp__*` style prefixes allowed.",
+    )
+    denied_tools: CsvList = Field(
+        default_factory=list, description="Tools always refused, even if allowed above."
+    )
+    system_prompt_append: str = Field(
+        default="", description="Extra instructions appended to the agent's system prompt."
+    )
+
+    # --- Anthropic (usual names, passed to Claude Code) --------------------------------------
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("ANTHROPIC_API_KEY"),
+        description="API key for the Messages API.",
+    )
+    anthropic_auth_token: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("ANTHROPIC_AUTH_TOKEN"),
+        description="Bearer token alternative to the API key.",
+    )
+    anthropic_base_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("ANTHROPIC_BASE_URL"),
+        description="Any Anthropic-compatible endpoint.",
+    )
+    anthropic_model: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("ANTHROPIC_MODEL"),
+        description="Model name; default: the CLI's default.",
+    )
+
+    # --- memory ------------------------------------------------------------------------------
+    context_budget_tokens: int = Field(
+        default=1500, description="Token budget of the memory listing injected every turn."
+    )
+    dedup_threshold: float = Field(
+        default=0.92, description="Similarity above which a new memory counts as a duplicate."
+    )
+
+    # --- Feishu / Lark (usual names) ---------------------------------------------------------
+    feishu_app_id: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FEISHU_APP_ID"),
+        description="Feishu app id; with the secret it enables the bridge.",
+    )
+    feishu_app_secret: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FEISHU_APP_SECRET"),
+        description="Feishu app secret.",
+    )
+    feishu_domain: str = Field(
+        default="https://open.feishu.cn",
+        validation_alias=AliasChoices("FEISHU_DOMAIN"),
+        description="Open platform base URL (Lark: https://open.larksuite.com).",
+    )
+    feishu_encrypt_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FEISHU_ENCRYPT_KEY"),
+        description="Accepted for completeness; unused in websocket mode.",
+    )
+    feishu_verification_token: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FEISHU_VERIFICATION_TOKEN"),
+        description="Accepted for completeness; unused in websocket mode.",
+    )
+    feishu_allowed_users: CsvList = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("FEISHU_ALLOWED_USERS"),
+        description="open_ids allowed to talk to the bot; both lists empty: owner-only after /pair.",
+    )
+    feishu_allowed_chats: CsvList = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("FEISHU_ALLOWED_CHATS"),
+        description="chat_ids whose members may talk to the bot.",
+    )
+
+    @field_validator(
+        "bash_allowlist",
+        "allowed_tools",
+        "denied_tools",
+        "feishu_allowed_users",
+        "feishu_allowed_chats",
+        mode="before",
+    )
+    @classmethod
+    def _split_lists(cls, value: object) -> object:
+        return _split_csv(value)
+
+    # --- derived paths -------------------------------------------------------------------------
+    @property
+    def home_dir(self) -> Path:
+        return self.home.expanduser().resolve()
+
+    @property
+    def workspace_dir(self) -> Path:
+        return (self.workspace or self.home_dir / "workspace").expanduser().resolve()
+
+    @property
+    def logs_dir(self) -> Path:
+        return (self.log_dir or self.home_dir / "logs").expanduser().resolve()
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.home_dir / "memory"
+
+    @property
+    def index_path(self) -> Path:
+        return self.home_dir / "index.db"
+
+    @property
+    def state_path(self) -> Path:
+        return self.home_dir / "state.db"
+
+    @property
+    def feishu_enabled(self) -> bool:
+        return bool(self.feishu_app_id and self.feishu_app_secret)
+
+    @property
+    def is_loopback(self) -> bool:
+        return self.host in LOOPBACK_HOSTS
