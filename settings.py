@@ -175,7 +175,7 @@ class Settings(BaseSettings):
     feishu_allowed_users: CsvList = Field(
         default_factory=list,
         validation_alias=AliasChoices("FEISHU_ALLOWED_USERS"),
-        description="open_ids allowed to talk to the bot; both lists empty: owner-only after /pair.",
+        description="open_ids allowed to talk to the bot; both empty: owner-only after /pair.",
     )
     feishu_allowed_chats: CsvList = Field(
         default_factory=list,
