@@ -106,7 +106,7 @@ class Settings(BaseSettings):
         description="Commands the agent may run through Bash (comma-separated).",
     )
     allowed_tools: CsvList = Field(
-        default_factory=lambda: ["WebFetch", "WebSearch", "TodoWrite", "Skill", "Task", "mcp__*"],
+        default_factory=lambda: ["WebFetch", "WebSearch", "TodoWrite", "Skill", "Task", "mcp__memory__*"],
         description="Non-file, non-Bash tools the agent may use; `mcp__*` style prefixes allowed.",
     )
     denied_tools: CsvList = Field(

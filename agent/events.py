@@ -1,0 +1,87 @@
+"""Typed turn events: what a running turn tells its caller (web SSE, Feishu card, logs).
+
+These are the only shapes the front doors see; SDK message classes never leave `agent/`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+ToolStatus = Literal["started", "ok", "error", "denied"]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of assistant text as the model streams it."""
+
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStep:
+    """A tool call starting or finishing."""
+
+    tool_use_id: str
+    name: str
+    summary: str
+    status: ToolStatus
+    detail: str = ""
+    kind: Literal["tool"] = "tool"
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionEvent:
+    """The permission policy's decision on one tool call."""
+
+    tool_name: str
+    allowed: bool
+    reason: str = ""
+    kind: Literal["permission"] = "permission"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInjected:
+    """Memories added to the prompt of this turn (ids and titles only)."""
+
+    notes: tuple[dict[str, str], ...]
+    kind: Literal["memory"] = "memory"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The end of a turn: one honest reply and where to find the full record."""
+
+    reply: str
+    conversation_id: str
+    session_id: str | None
+    is_error: bool
+    log_file: str
+    cost_usd: float | None = None
+    duration_ms: int | None = None
+    num_turns: int | None = None
+    notices: tuple[str, ...] = field(default_factory=tuple)
+    kind: Literal["result"] = "result"
+
+    def to_public(self) -> dict[str, Any]:
+        """The `/api/chat` response body."""
+        return {
+            "reply": self.reply,
+            "conversation_id": self.conversation_id,
+            "session_id": self.session_id,
+            "is_error": self.is_error,
+            "log_file": self.log_file,
+            "cost_usd": self.cost_usd,
+        }
+
+
+TurnEvent = TextDelta | ToolStep | PermissionEvent | MemoryInjected | TurnResult
+
+
+def event_to_dict(event: TurnEvent) -> dict[str, Any]:
+    """JSON-ready form of an event, with its `kind` as the discriminator."""
+    data = asdict(event)
+    if isinstance(event, MemoryInjected):
+        data["notes"] = [dict(n) for n in event.notes]
+    return data
