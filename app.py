@@ -1,1 +1,107 @@
+"""Composition root: `create_app(settings)` builds everything; the lifespan owns it.
 
+`uvicorn app:app` works too: the module-level `app` is created on first access, never at import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from agent.policy import PolicyConfig
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from agent.conversations import ConversationStore
+from agent.logs import RequestLogs
+from agent.options import prepare_workspace
+from agent.sessions import SessionManager
+from errors import ClaudeMemoryError
+from settings import Settings
+from web.chat_api import create_chat_router
+from web.health import cli_status
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Container:
+    """Everything the running app owns, built in the lifespan and closed on exit."""
+
+    settings: Settings
+    conversations: ConversationStore
+    sessions: SessionManager
+
+    async def aclose(self) -> None:
+        try:
+            async with asyncio.timeout(self.settings.shutdown_timeout_seconds + 5):
+                await self.sessions.aclose()
+        except TimeoutError:
+            logger.warning("sessions did not close within the time limit")
+        self.conversations.close()
+
+
+def build_container(settings: Settings) -> Container:
+    home = settings.home_dir
+    home.mkdir(parents=True, exist_ok=True)
+    prepare_workspace(settings.workspace_dir)
+    conversations = ConversationStore(settings.state_path)
+    sessions = SessionManager(
+        settings,
+        store=conversations,
+        logs=RequestLogs(settings.logs_dir),
+        policy=PolicyConfig.from_settings(settings),
+    )
+    return Container(settings=settings, conversations=conversations, sessions=sessions)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        container = build_container(settings)
+        app.state.container = container
+        try:
+            yield
+        finally:
+            await container.aclose()
+
+    app = FastAPI(
+        title="claude-memory-system",
+        description="A personal Claude agent with a long-term, bilingual memory.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+
+    @app.exception_handler(ClaudeMemoryError)
+    async def _domain_error(request: Request, exc: ClaudeMemoryError) -> JSONResponse:
+        return JSONResponse({"detail": exc.message}, status_code=exc.status_code)
+
+    @app.get("/health", tags=["status"])
+    async def health(request: Request) -> dict[str, Any]:
+        container: Container = request.app.state.container
+        cli = cli_status(container.settings)
+        return {
+            "status": "ok" if cli["found"] else "degraded",
+            "claude_cli": cli,
+            "database": {"ok": True, "path": str(container.settings.state_path)},
+            "feishu": {"enabled": container.settings.feishu_enabled, "connected": False},
+            "encoder": {"state": "disabled"},
+            "live_sessions": len(container.sessions.live()),
+        }
+
+    app.include_router(create_chat_router())
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    # `uvicorn app:app` support without building anything at import time.
+    if name == "app":
+        return create_app()
+    raise AttributeError(name)

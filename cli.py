@@ -1,1 +1,182 @@
-def main() -> None: ...
+"""The `claude-memory` command. Heavy modules are imported inside the subcommands that need
+them, so `claude-memory hook ...` starts fast."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import logging.handlers
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from settings import Settings
+
+    overrides: dict[str, Any] = {}
+    if getattr(args, "home", None):
+        overrides["home"] = Path(args.home)
+    if getattr(args, "host", None):
+        overrides["host"] = args.host
+    if getattr(args, "port", None):
+        overrides["port"] = args.port
+    return Settings(**overrides)
+
+
+def configure_logging(level: str = "INFO", log_file: Path | None = None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(
+            logging.handlers.RotatingFileHandler(
+                log_file, maxBytes=5_000_000, backupCount=3, encoding="utf-8"
+            )
+        )
+    logging.basicConfig(
+        level=level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app import create_app
+    from errors import ConfigurationError
+
+    settings = _settings(args)
+    if not settings.is_loopback and settings.api_token is None:
+        raise ConfigurationError(
+            f"refusing to bind {settings.host}: set CLAUDE_MEMORY_API_TOKEN to expose the API "
+            "beyond loopback, or keep CLAUDE_MEMORY_HOST=127.0.0.1"
+        )
+    configure_logging(args.log_level, settings.logs_dir / "server.log")
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        timeout_graceful_shutdown=int(settings.shutdown_timeout_seconds) + 5,
+    )
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from web.health import cli_status
+
+    settings = _settings(args)
+    problems = 0
+
+    def line(ok: bool, what: str, hint: str = "") -> None:
+        nonlocal problems
+        problems += 0 if ok else 1
+        print(f"[{'ok' if ok else '!!'}] {what}" + (f"\n     -> {hint}" if hint and not ok else ""))
+
+    cli = cli_status(settings)
+    line(cli["found"], f"Claude CLI: {cli['path'] or 'not found'}", cli.get("hint", ""))
+    line(
+        cli["credentials"] or (Path.home() / ".claude").is_dir(),
+        "model credentials: "
+        + ("ANTHROPIC_API_KEY/AUTH_TOKEN set" if cli["credentials"] else "none in environment"),
+        "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment or .env",
+    )
+    home = settings.home_dir
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        probe = home / ".doctor-probe"
+        probe.write_text("ok")
+        probe.unlink()
+        writable = True
+    except OSError:
+        writable = False
+    line(
+        writable, f"home directory writable: {home}", "set CLAUDE_MEMORY_HOME to a writable folder"
+    )
+    line(
+        settings.is_loopback or settings.api_token is not None,
+        f"bind address {settings.host}:{settings.port}",
+        "binding beyond loopback needs CLAUDE_MEMORY_API_TOKEN",
+    )
+    line(
+        True,
+        "Feishu bridge: "
+        + (
+            "configured"
+            if settings.feishu_enabled
+            else "off (set FEISHU_APP_ID and FEISHU_APP_SECRET)"
+        ),
+    )
+    print("all good" if problems == 0 else f"{problems} problem(s) found")
+    return 0 if problems == 0 else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="claude-memory", description="A personal Claude agent with a long-term memory."
+    )
+    parser.add_argument(
+        "--home", help="data root (default: CLAUDE_MEMORY_HOME or ~/.claude-memory)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser(
+        "serve", help="run the web app and API (and the Feishu bridge if configured)"
+    )
+    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="bind port (default 8000)")
+    serve.add_argument("--log-level", default=os.environ.get("CLAUDE_MEMORY_LOG_LEVEL", "INFO"))
+    serve.set_defaults(func=cmd_serve)
+
+    doctor = sub.add_parser("doctor", help="check the installation and say what is missing")
+    doctor.set_defaults(func=cmd_doctor)
+
+    _register_optional(sub)
+    return parser
+
+
+def _register_optional(sub: Any) -> None:
+    """Subcommands owned by other packages register themselves here."""
+    try:
+        from memory import cli as memory_cli
+    except ImportError:  # the memory package ships its CLI later in development
+        return
+
+    def memory_config(args: argparse.Namespace) -> Any:
+        from memory.config import MemoryConfig
+
+        settings = _settings(args)
+        return (
+            MemoryConfig.from_home(settings.home_dir)
+            if hasattr(MemoryConfig, "from_home")
+            else MemoryConfig(root=settings.memory_dir, index_path=settings.index_path)
+        )
+
+    memory_cli.register(sub, memory_config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from errors import ClaudeMemoryError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ClaudeMemoryError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -106,7 +106,14 @@ class Settings(BaseSettings):
         description="Commands the agent may run through Bash (comma-separated).",
     )
     allowed_tools: CsvList = Field(
-        default_factory=lambda: ["WebFetch", "WebSearch", "TodoWrite", "Skill", "Task", "mcp__memory__*"],
+        default_factory=lambda: [
+            "WebFetch",
+            "WebSearch",
+            "TodoWrite",
+            "Skill",
+            "Task",
+            "mcp__memory__*",
+        ],
         description="Non-file, non-Bash tools the agent may use; `mcp__*` style prefixes allowed.",
     )
     denied_tools: CsvList = Field(
@@ -227,3 +234,34 @@ class Settings(BaseSettings):
     @property
     def is_loopback(self) -> bool:
         return self.host in LOOPBACK_HOSTS
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable that sets a field."""
+    alias = Settings.model_fields[field_name].validation_alias
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[0])
+    return f"CLAUDE_MEMORY_{field_name.upper()}"
+
+
+def render_env_example() -> str:
+    """The text of `.env.example`: every setting, its description and its default."""
+    lines = [
+        "# claude-memory-system settings. Copy to .env and uncomment what you need.",
+        "# Generated from settings.Settings; tests/test_settings.py keeps the two in step.",
+    ]
+    for name, info in Settings.model_fields.items():
+        default = info.get_default(call_default_factory=True)
+        if isinstance(default, list):
+            default = ",".join(default)
+        elif default is None:
+            default = ""
+        lines += ["", f"# {info.description}", f"# {env_name(name)}={default}"]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    # `uv run python -m settings > .env.example` regenerates the example file.
+    import sys
+
+    sys.stdout.write(render_env_example())

@@ -1,0 +1,197 @@
+"""Gather one turn's SDK messages into events for the caller and an outcome for the reply."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    ResultMessage,
+    StreamEvent,
+    SystemMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+
+from agent.events import PermissionEvent, TextDelta, ToolStep, TurnEvent
+from agent.logs import RequestLog
+from agent.policy import Allowed, Decision, Denied
+from agent.replies import ToolFailure, TurnOutcome
+
+logger = logging.getLogger(__name__)
+
+EventSink = Callable[[TurnEvent], Awaitable[None]]
+
+
+def summarize_tool_input(name: str, tool_input: Mapping[str, Any], limit: int = 120) -> str:
+    """A short, human-readable line for a tool call (shown in the web page and Feishu card)."""
+    for key in ("command", "file_path", "notebook_path", "pattern", "path", "url", "query"):
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            text = " ".join(value.split())
+            return text if len(text) <= limit else text[: limit - 1] + "…"
+    return name
+
+
+def _result_text(block: ToolResultBlock) -> str:
+    content = block.content
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(item.get("text", "")) for item in content if isinstance(item, dict))
+    return ""
+
+
+class TurnState:
+    """Mutable record of one running turn; owned by the conversation's actor task."""
+
+    def __init__(self, log: RequestLog, sink: EventSink | None) -> None:
+        self.log = log
+        self.sink = sink
+        self.texts: list[str] = []
+        self.tool_names: dict[str, str] = {}
+        self.denied: dict[str, str] = {}
+        self.failures: list[ToolFailure] = []
+        self.result: ResultMessage | None = None
+        self.api_error_kind: str | None = None
+        self.api_error_text: str | None = None
+        self.interrupted = False
+        self.timed_out = False
+        self.crashed: str | None = None
+        self.compacted = False
+        self.session_id: str | None = None
+        self.notices: list[str] = []
+        self.file_changes = 0
+        # Permission hooks run inside the SDK's callback; their events wait for the next message.
+        self._pending: list[TurnEvent] = []
+
+    async def emit(self, event: TurnEvent) -> None:
+        if self.sink is None:
+            return
+        try:
+            await self.sink(event)
+        except Exception:  # a gone web client must not break the turn
+            logger.debug("event sink failed; dropping further events", exc_info=True)
+            self.sink = None
+
+    def record_permission(
+        self,
+        tool_name: str,
+        tool_input: Mapping[str, Any],
+        tool_use_id: str | None,
+        decision: Decision,
+    ) -> None:
+        match decision:
+            case Denied(reason=reason):
+                allowed = False
+                if tool_use_id:
+                    self.denied[tool_use_id] = reason
+                else:
+                    self.failures.append(ToolFailure(tool_name, reason, denied=True))
+            case Allowed():
+                allowed, reason = True, ""
+        self.log.write(
+            "permission",
+            {
+                "tool_name": tool_name,
+                "tool_use_id": tool_use_id,
+                "input": dict(tool_input),
+                "allowed": allowed,
+                "reason": reason,
+            },
+        )
+        if self.sink is not None:
+            self._pending.append(PermissionEvent(tool_name, allowed, reason))
+
+    async def flush_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        for event in pending:
+            await self.emit(event)
+
+    async def consume(self, message: Any) -> None:
+        """Take one SDK message: log it, turn it into events, remember what matters."""
+        self.log.write("message", message)
+        await self.flush_pending()
+        match message:
+            case StreamEvent(event=event, parent_tool_use_id=None):
+                delta = event.get("delta") if event.get("type") == "content_block_delta" else None
+                if isinstance(delta, dict) and delta.get("type") == "text_delta":
+                    await self.emit(TextDelta(str(delta.get("text", ""))))
+            case AssistantMessage(parent_tool_use_id=None) as msg:
+                await self._assistant(msg)
+            case UserMessage(parent_tool_use_id=None) as msg:
+                await self._user(msg)
+            case SystemMessage(subtype="init", data=data):
+                self.session_id = data.get("session_id") or self.session_id
+            case SystemMessage(subtype="compact_boundary"):
+                self.compacted = True
+            case ResultMessage() as msg:
+                self.result = msg
+                self.session_id = msg.session_id or self.session_id
+            case _:
+                pass
+
+    async def _assistant(self, msg: AssistantMessage) -> None:
+        if msg.error is not None:
+            self.api_error_kind = str(msg.error)
+            self.api_error_text = " ".join(
+                b.text for b in msg.content if isinstance(b, TextBlock)
+            ).strip()
+            return
+        for block in msg.content:
+            if isinstance(block, TextBlock):
+                self.texts.append(block.text)
+            elif isinstance(block, ToolUseBlock):
+                self.tool_names[block.id] = block.name
+                if block.name in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
+                    self.file_changes += 1
+                await self.emit(
+                    ToolStep(
+                        block.id,
+                        block.name,
+                        summarize_tool_input(block.name, block.input),
+                        "started",
+                    )
+                )
+
+    async def _user(self, msg: UserMessage) -> None:
+        if not isinstance(msg.content, list):
+            return
+        for block in msg.content:
+            if not isinstance(block, ToolResultBlock):
+                continue
+            name = self.tool_names.get(block.tool_use_id, "tool")
+            text = _result_text(block)
+            if block.tool_use_id in self.denied:
+                reason = self.denied[block.tool_use_id]
+                self.failures.append(ToolFailure(name, reason, denied=True))
+                await self.emit(ToolStep(block.tool_use_id, name, "", "denied", reason))
+            elif block.is_error:
+                self.failures.append(ToolFailure(name, text or "the tool reported an error"))
+                await self.emit(ToolStep(block.tool_use_id, name, "", "error", text[:500]))
+            else:
+                await self.emit(ToolStep(block.tool_use_id, name, "", "ok", text[:200]))
+
+    def outcome(self, *, timeout_seconds: float | None) -> TurnOutcome:
+        r = self.result
+        return TurnOutcome(
+            log_file=str(self.log.path),
+            texts=tuple(self.texts),
+            result_text=r.result if r else None,
+            result_subtype=r.subtype if r else None,
+            result_is_error=bool(r.is_error) if r else False,
+            terminal_reason=r.terminal_reason if r else None,
+            api_error_status=r.api_error_status if r else None,
+            api_error_kind=self.api_error_kind,
+            api_error_text=self.api_error_text,
+            tool_failures=tuple(self.failures),
+            interrupted=self.interrupted,
+            timed_out=self.timed_out,
+            timeout_seconds=timeout_seconds,
+            crashed=self.crashed,
+            notices=tuple(self.notices),
+        )

@@ -1,0 +1,237 @@
+"""Persistent conversation state: conversation id -> SDK session id, counters and turn history.
+
+Lives in `<home>/state.db` (SQLite, WAL). This is what lets a conversation continue after a
+restart: the next message resumes the recorded SDK session.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE conversations (
+        id TEXT PRIMARY KEY,
+        session_id TEXT,
+        title TEXT NOT NULL DEFAULT '',
+        source TEXT NOT NULL DEFAULT 'web',
+        created REAL NOT NULL,
+        updated REAL NOT NULL,
+        turns INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0
+    );
+    CREATE TABLE turns (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id TEXT NOT NULL,
+        started REAL NOT NULL,
+        message TEXT NOT NULL,
+        reply TEXT NOT NULL,
+        is_error INTEGER NOT NULL,
+        log_file TEXT NOT NULL,
+        session_id TEXT,
+        cost_usd REAL,
+        injected TEXT NOT NULL DEFAULT '[]'
+    );
+    CREATE INDEX turns_by_conversation ON turns(conversation_id, id);
+    """,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    id: str
+    session_id: str | None
+    title: str
+    source: str
+    created: float
+    updated: float
+    turns: int
+    cost_usd: float
+
+    def to_public(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "title": self.title,
+            "source": self.source,
+            "created": self.created,
+            "updated": self.updated,
+            "turns": self.turns,
+            "cost_usd": self.cost_usd,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    started: float
+    message: str
+    reply: str
+    is_error: bool
+    log_file: str
+    session_id: str | None
+    cost_usd: float | None
+    injected: list[dict[str, Any]]
+
+    def to_public(self) -> dict[str, Any]:
+        return {
+            "started": self.started,
+            "message": self.message,
+            "reply": self.reply,
+            "is_error": self.is_error,
+            "log_file": self.log_file,
+            "session_id": self.session_id,
+            "cost_usd": self.cost_usd,
+            "injected": self.injected,
+        }
+
+
+class ConversationStore:
+    """Small synchronous store; calls are short, so the async side may call it directly."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        self._lock = threading.Lock()
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA busy_timeout=5000")
+        self._migrate()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._tx() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
+            done = {r[0] for r in db.execute("SELECT version FROM schema_migrations")}
+            for version, script in enumerate(_MIGRATIONS, start=1):
+                if version in done:
+                    continue
+                for statement in filter(str.strip, script.split(";")):
+                    db.execute(statement)
+                db.execute("INSERT INTO schema_migrations(version) VALUES (?)", (version,))
+
+    # --- conversations -----------------------------------------------------------------------
+    def get(self, conversation_id: str) -> Conversation | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT * FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+        return _conversation(row) if row else None
+
+    def list(self, limit: int = 200) -> list[Conversation]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM conversations ORDER BY updated DESC LIMIT ?", (limit,)
+            ).fetchall()
+        return [_conversation(r) for r in rows]
+
+    def ensure(self, conversation_id: str, *, title: str, source: str) -> None:
+        now = time.time()
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO conversations(id, title, source, created, updated)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (conversation_id, title[:80], source, now, now),
+            )
+
+    def set_session(self, conversation_id: str, session_id: str | None) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE conversations SET session_id = ? WHERE id = ?",
+                (session_id, conversation_id),
+            )
+
+    def record_turn(
+        self,
+        conversation_id: str,
+        *,
+        started: float,
+        message: str,
+        reply: str,
+        is_error: bool,
+        log_file: str,
+        session_id: str | None,
+        cost_usd: float | None,
+        injected: list[dict[str, Any]],
+    ) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO turns(conversation_id, started, message, reply, is_error, log_file,"
+                " session_id, cost_usd, injected) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    started,
+                    message,
+                    reply,
+                    int(is_error),
+                    log_file,
+                    session_id,
+                    cost_usd,
+                    json.dumps(injected, ensure_ascii=False),
+                ),
+            )
+            db.execute(
+                "UPDATE conversations SET updated = ?, turns = turns + 1,"
+                " cost_usd = cost_usd + ?, session_id = COALESCE(?, session_id) WHERE id = ?",
+                (time.time(), cost_usd or 0.0, session_id, conversation_id),
+            )
+
+    def turns(self, conversation_id: str, limit: int = 500) -> list[TurnRecord]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM turns WHERE conversation_id = ? ORDER BY id LIMIT ?",
+                (conversation_id, limit),
+            ).fetchall()
+        return [
+            TurnRecord(
+                started=r["started"],
+                message=r["message"],
+                reply=r["reply"],
+                is_error=bool(r["is_error"]),
+                log_file=r["log_file"],
+                session_id=r["session_id"],
+                cost_usd=r["cost_usd"],
+                injected=json.loads(r["injected"]),
+            )
+            for r in rows
+        ]
+
+    def delete(self, conversation_id: str) -> bool:
+        with self._tx() as db:
+            cur = db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            db.execute("DELETE FROM turns WHERE conversation_id = ?", (conversation_id,))
+        return cur.rowcount > 0
+
+
+def _conversation(row: sqlite3.Row) -> Conversation:
+    return Conversation(
+        id=row["id"],
+        session_id=row["session_id"],
+        title=row["title"],
+        source=row["source"],
+        created=row["created"],
+        updated=row["updated"],
+        turns=row["turns"],
+        cost_usd=row["cost_usd"],
+    )

@@ -1,0 +1,567 @@
+"""Conversations -> session actors. One asyncio task owns one ClaudeSDKClient.
+
+* Turns of one conversation run one at a time, in arrival order (the actor's queue).
+* Different conversations run in parallel, up to `max_concurrent_turns` (a semaphore, no global
+  lock).
+* Idle actors disconnect after `idle_timeout_seconds`; at most `max_live_sessions` clients stay
+  connected (the least recently used idle one goes first); a replaced conversation keeps its
+  client for `replace_grace_seconds`.
+* The conversation -> SDK session id mapping is persisted, so after a restart the next message
+  resumes the session and the model sees the earlier turns.
+
+`SessionManager.run_agent` is the single pipeline every front door (HTTP, SSE, Feishu) uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from claude_agent_sdk import ClaudeSDKClient
+
+from agent._turn import EventSink, TurnState
+from agent.conversations import ConversationStore
+from agent.events import TurnResult
+from agent.logs import RequestLogs
+from agent.options import (
+    OptionsExtras,
+    SessionStart,
+    build_options,
+    permission_gates,
+)
+from agent.policy import PolicyConfig
+from agent.replies import build_reply
+from errors import InvalidInputError
+from settings import Settings
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONVERSATION = "main"
+_DRAIN_SECONDS = 15.0
+
+TurnKind = Literal["chat", "compact"]
+ExtrasFactory = Callable[[str], OptionsExtras]
+TurnListener = Callable[["TurnInfo"], Awaitable[None]]
+CloseListener = Callable[[str, str], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInfo:
+    """What a finished turn tells listeners (memory capture, episodes)."""
+
+    conversation_id: str
+    message: str
+    result: TurnResult
+    file_changes: int
+    started: float
+
+
+@dataclass(slots=True)
+class _TurnRequest:
+    message: str
+    kind: TurnKind
+    sink: EventSink | None
+    future: asyncio.Future[TurnResult]
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+class _Stop:
+    """Queue sentinel: finish queued turns first, then disconnect."""
+
+
+class _Wake:
+    """Queue sentinel: re-check the stop deadline without stopping."""
+
+
+_QueueItem = _TurnRequest | _Stop | _Wake
+
+
+@dataclass(frozen=True, slots=True)
+class LiveStatus:
+    conversation_id: str
+    session_id: str | None
+    running: bool
+    queued: int
+    connected: bool
+    last_used: float
+
+
+class _Actor:
+    """One conversation's task: owns its client from connect to disconnect."""
+
+    def __init__(self, manager: SessionManager, conversation_id: str) -> None:
+        self.manager = manager
+        self.conversation_id = conversation_id
+        self.queue: asyncio.Queue[_QueueItem] = asyncio.Queue()
+        self.client: ClaudeSDKClient | None = None
+        self.session_id: str | None = None
+        self.current: TurnState | None = None
+        self.last_used = time.monotonic()
+        self.stop_at: float | None = None
+        self.stopping = False
+        self.done = asyncio.Event()
+
+    # --- control from other tasks --------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.current is not None
+
+    @property
+    def idle(self) -> bool:
+        return self.current is None and self.queue.empty()
+
+    def request_stop(self, after: float = 0.0) -> None:
+        if after <= 0:
+            self.stopping = True
+            self.queue.put_nowait(_Stop())
+        else:
+            self.stop_at = time.monotonic() + after
+            self.queue.put_nowait(_Wake())  # wake the loop so it re-reads stop_at
+
+    async def interrupt(self) -> bool:
+        state, client = self.current, self.client
+        if state is None or client is None:
+            return False
+        state.interrupted = True
+        try:
+            await client.interrupt()
+        except Exception:
+            logger.warning("interrupt of %s failed", self.conversation_id, exc_info=True)
+        return True
+
+    # --- the task --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            while True:
+                item = await self._next()
+                match item:
+                    case None:
+                        if self.stop_at is None:
+                            await self.manager._notify_close(self.conversation_id, "idle")
+                        break
+                    case _Stop():
+                        break
+                    case _Wake():
+                        continue
+                    case _TurnRequest():
+                        self.last_used = time.monotonic()
+                        await self._handle(item)
+                        self.last_used = time.monotonic()
+        except asyncio.CancelledError:
+            logger.info("conversation %s cancelled", self.conversation_id)
+        except Exception:
+            logger.exception("conversation %s actor failed", self.conversation_id)
+        finally:
+            await self._shutdown()
+
+    async def _next(self) -> _QueueItem | None:
+        settings = self.manager.settings
+        while True:
+            timeout = settings.idle_timeout_seconds
+            if self.stop_at is not None:
+                remaining = self.stop_at - time.monotonic()
+                if remaining <= 0 and self.queue.empty():
+                    return None
+                timeout = min(timeout, max(remaining, 0.0))
+            try:
+                return await asyncio.wait_for(self.queue.get(), timeout=timeout)
+            except TimeoutError:
+                if self.stop_at is not None and time.monotonic() < self.stop_at:
+                    continue
+                if self.stop_at is None:
+                    logger.info("conversation %s idle; disconnecting", self.conversation_id)
+                return None
+
+    async def _shutdown(self) -> None:
+        self.stopping = True
+        self.manager._forget(self)
+        await self._disconnect()
+        while not self.queue.empty():
+            item = self.queue.get_nowait()
+            if isinstance(item, _TurnRequest) and not item.future.done():
+                # Never leave a caller hanging: hand the turn to a fresh actor.
+                self.manager._requeue(self.conversation_id, item)
+        self.done.set()
+
+    async def _disconnect(self) -> None:
+        client, self.client = self.client, None
+        if client is None:
+            return
+        try:
+            async with asyncio.timeout(self.manager.settings.shutdown_timeout_seconds):
+                await client.disconnect()
+        except BaseException:
+            logger.warning("disconnect of %s did not finish cleanly", self.conversation_id)
+
+    async def _connect(self, state: TurnState) -> None:
+        manager = self.manager
+        known = manager.store.get(self.conversation_id)
+        resume = known.session_id if known else None
+        if resume:
+            try:
+                await self._open(SessionStart(resume=resume), state)
+                self.session_id = resume
+                return
+            except Exception as exc:
+                logger.warning(
+                    "could not resume session %s of %s: %s", resume, self.conversation_id, exc
+                )
+                state.log.write("error", {"stage": "resume", "session_id": resume, "error": exc})
+                state.notices.append(
+                    f"(The earlier session {resume} could not be resumed; "
+                    "this conversation continues in a fresh session without its history.)"
+                )
+        new_id = str(uuid.uuid4())
+        await self._open(SessionStart(session_id=new_id), state)
+        self.session_id = new_id
+
+    async def _open(self, start: SessionStart, state: TurnState) -> None:
+        manager = self.manager
+        gates = permission_gates(manager.policy, _CurrentTurn(self))
+        extras = manager.extras_factory(self.conversation_id) if manager.extras_factory else None
+        options = build_options(manager.settings, start=start, gates=gates, extras=extras)
+        client = ClaudeSDKClient(options)
+        try:
+            async with asyncio.timeout(manager.settings.connect_timeout_seconds):
+                await client.connect()
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                await client.disconnect()
+            raise
+        self.client = client
+
+    async def _handle(self, turn: _TurnRequest) -> None:
+        manager = self.manager
+        started = time.time()
+        log = manager.logs.open(self.conversation_id)
+        state = TurnState(log, turn.sink)
+        log.write(
+            "request",
+            {"conversation_id": self.conversation_id, "message": turn.message, "kind": turn.kind},
+        )
+        try:
+            async with manager.turn_slots:
+                self.current = state
+                try:
+                    await self._run_turn(turn, state)
+                finally:
+                    self.current = None
+            result = self._finish(turn, state)
+        except Exception as exc:
+            logger.exception("turn of %s failed", self.conversation_id)
+            log.write("error", {"stage": "turn", "error": exc})
+            result = TurnResult(
+                reply=f"Execution failed: {exc}. Log: {log.path}",
+                conversation_id=self.conversation_id,
+                session_id=self.session_id,
+                is_error=True,
+                log_file=str(log.path),
+            )
+        log.write("response", result.to_public())
+        log.close()
+        if turn.kind == "chat":
+            manager.store.record_turn(
+                self.conversation_id,
+                started=started,
+                message=turn.message,
+                reply=result.reply,
+                is_error=result.is_error,
+                log_file=result.log_file,
+                session_id=result.session_id,
+                cost_usd=result.cost_usd,
+                injected=[],
+            )
+        if not turn.future.done():
+            turn.future.set_result(result)
+        await manager._notify_turn(
+            TurnInfo(self.conversation_id, turn.message, result, state.file_changes, started)
+        )
+
+    async def _run_turn(self, turn: _TurnRequest, state: TurnState) -> None:
+        settings = self.manager.settings
+        if self.client is None:
+            try:
+                await self._connect(state)
+            except Exception as exc:
+                state.log.write("error", {"stage": "connect", "error": exc})
+                state.crashed = f"could not start: {exc}"
+                return
+        client = self.client
+        assert client is not None
+        try:
+            async with asyncio.timeout(settings.turn_timeout_seconds):
+                await client.query(turn.message)
+                async for message in client.receive_response():
+                    await state.consume(message)
+        except TimeoutError:
+            state.timed_out = True
+            state.log.write("error", {"stage": "timeout", "seconds": settings.turn_timeout_seconds})
+            await self._interrupt_and_drain(state)
+        except Exception as exc:
+            state.crashed = f"{type(exc).__name__}: {exc}"
+            state.log.write("error", {"stage": "receive", "error": exc})
+            await self._disconnect()
+
+    async def _interrupt_and_drain(self, state: TurnState) -> None:
+        client = self.client
+        if client is None:
+            return
+        try:
+            async with asyncio.timeout(_DRAIN_SECONDS):
+                await client.interrupt()
+                async for message in client.receive_response():
+                    await state.consume(message)
+        except Exception as exc:
+            # The client is in an unknown state: drop it; the next turn resumes the session.
+            state.log.write("error", {"stage": "drain", "error": exc})
+            await self._disconnect()
+
+    def _finish(self, turn: _TurnRequest, state: TurnState) -> TurnResult:
+        settings = self.manager.settings
+        if state.crashed is not None:
+            # The next turn must reconnect (and resume) rather than reuse a dead client.
+            self.client = None
+        if state.session_id and state.result is not None:
+            self.session_id = state.session_id
+            self.manager.store.set_session(self.conversation_id, state.session_id)
+        outcome = state.outcome(timeout_seconds=settings.turn_timeout_seconds)
+        if turn.kind == "compact":
+            text, is_error = self._compact_reply(state, outcome)
+        else:
+            reply = build_reply(outcome, base_url=settings.anthropic_base_url)
+            text, is_error = reply.text, reply.is_error
+        r = state.result
+        return TurnResult(
+            reply=text,
+            conversation_id=self.conversation_id,
+            session_id=self.session_id,
+            is_error=is_error,
+            log_file=str(state.log.path),
+            cost_usd=r.total_cost_usd if r else None,
+            duration_ms=r.duration_ms if r else None,
+            num_turns=r.num_turns if r else None,
+            notices=tuple(state.notices),
+        )
+
+    @staticmethod
+    def _compact_reply(state: TurnState, outcome: Any) -> tuple[str, bool]:
+        if state.compacted:
+            return "Compacted the conversation: earlier turns are now a summary.", False
+        reply = build_reply(outcome)
+        if reply.is_error:
+            return f"Compaction failed: {reply.text}", True
+        return "Nothing to compact yet.", False
+
+
+class _CurrentTurn:
+    """Routes permission decisions to whichever turn of the actor is running."""
+
+    def __init__(self, actor: _Actor) -> None:
+        self.actor = actor
+
+    def record_permission(self, *args: Any) -> None:
+        state = self.actor.current
+        if state is not None:
+            state.record_permission(*args)
+
+
+class SessionManager:
+    """Owns every conversation actor; an async context manager owned by the app's lifespan."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: ConversationStore,
+        logs: RequestLogs,
+        policy: PolicyConfig,
+        extras_factory: ExtrasFactory | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.logs = logs
+        self.policy = policy
+        self.extras_factory = extras_factory
+        self.turn_slots = asyncio.Semaphore(settings.max_concurrent_turns)
+        self._actors: dict[str, _Actor] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._turn_listeners: list[TurnListener] = []
+        self._close_listeners: list[CloseListener] = []
+        self._closed = False
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    async def __aenter__(self) -> SessionManager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop every actor: interrupt running turns, disconnect all within the time limit."""
+        self._closed = True
+        actors = list(self._actors.values())
+        for actor in actors:
+            await actor.interrupt()
+            actor.request_stop()
+        tasks = list(self._tasks)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=self.settings.shutdown_timeout_seconds)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+        for actor in actors:
+            await self._notify_close(actor.conversation_id, "shutdown")
+
+    def on_turn(self, listener: TurnListener) -> None:
+        self._turn_listeners.append(listener)
+
+    def on_close(self, listener: CloseListener) -> None:
+        """`listener(conversation_id, reason)` when a conversation ends (memory episodes)."""
+        self._close_listeners.append(listener)
+
+    # --- the pipeline ----------------------------------------------------------------------------
+    async def run_agent(
+        self,
+        message: str,
+        *,
+        conversation_id: str | None = None,
+        new_conversation: bool = False,
+        on_event: EventSink | None = None,
+        source: str = "web",
+    ) -> TurnResult:
+        """Run one turn and return its honest result. The single entry for every front door."""
+        self.validate_message(message)
+        if new_conversation:
+            if conversation_id:
+                await self.close_conversation(
+                    conversation_id, grace=self.settings.replace_grace_seconds
+                )
+            conversation_id = f"c-{uuid.uuid4().hex[:12]}"
+        conversation_id = conversation_id or DEFAULT_CONVERSATION
+        self.store.ensure(conversation_id, title=_title(message), source=source)
+        return await self._submit(conversation_id, message, "chat", on_event)
+
+    async def compact(self, conversation_id: str) -> TurnResult:
+        """Compact a conversation's session (Claude Code's /compact)."""
+        known = self.store.get(conversation_id)
+        if known is None or not known.session_id:
+            return TurnResult(
+                reply="Nothing to compact yet.",
+                conversation_id=conversation_id,
+                session_id=None,
+                is_error=False,
+                log_file="",
+            )
+        return await self._submit(conversation_id, "/compact", "compact", None)
+
+    async def interrupt(self, conversation_id: str) -> bool:
+        actor = self._actors.get(conversation_id)
+        return await actor.interrupt() if actor else False
+
+    async def close_conversation(
+        self, conversation_id: str, *, grace: float = 0.0, reason: str = "closed"
+    ) -> None:
+        """Disconnect a conversation's client (after `grace` seconds); its history stays."""
+        actor = self._actors.get(conversation_id)
+        if actor is not None:
+            actor.request_stop(after=grace)
+        await self._notify_close(conversation_id, reason)
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        actor = self._actors.get(conversation_id)
+        if actor is not None:
+            await actor.interrupt()
+            actor.request_stop()
+            await actor.done.wait()
+        await self._notify_close(conversation_id, "deleted")
+        return self.store.delete(conversation_id)
+
+    def live(self) -> list[LiveStatus]:
+        return [
+            LiveStatus(
+                a.conversation_id,
+                a.session_id,
+                a.running,
+                a.queue.qsize(),
+                a.client is not None,
+                a.last_used,
+            )
+            for a in self._actors.values()
+        ]
+
+    def live_status(self, conversation_id: str) -> LiveStatus | None:
+        return next((s for s in self.live() if s.conversation_id == conversation_id), None)
+
+    # --- internals -------------------------------------------------------------------------------
+    async def _submit(
+        self, conversation_id: str, message: str, kind: TurnKind, sink: EventSink | None
+    ) -> TurnResult:
+        if self._closed:
+            raise InvalidInputError("the app is shutting down; send the message again shortly")
+        future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
+        self._requeue(conversation_id, _TurnRequest(message, kind, sink, future))
+        return await future
+
+    def _requeue(self, conversation_id: str, turn: _TurnRequest) -> None:
+        if self._closed:
+            turn.future.set_exception(
+                InvalidInputError("the app is shutting down; send the message again shortly")
+            )
+            return
+        actor = self._actors.get(conversation_id)
+        if actor is None or actor.stopping:
+            actor = self._start_actor(conversation_id)
+        elif actor.stop_at is not None:
+            actor.stop_at = None  # a replaced conversation got a new message: keep it
+        actor.queue.put_nowait(turn)
+
+    def _start_actor(self, conversation_id: str) -> _Actor:
+        self._evict_if_full()
+        actor = _Actor(self, conversation_id)
+        self._actors[conversation_id] = actor
+        task = asyncio.get_running_loop().create_task(
+            actor.run(), name=f"conversation:{conversation_id}"
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return actor
+
+    def _evict_if_full(self) -> None:
+        live = [a for a in self._actors.values() if not a.stopping]
+        excess = len(live) - self.settings.max_live_sessions + 1
+        if excess <= 0:
+            return
+        idle = sorted((a for a in live if a.idle), key=lambda a: a.last_used)
+        for actor in idle[:excess]:
+            logger.info("evicting idle conversation %s (live limit)", actor.conversation_id)
+            actor.request_stop()
+
+    def _forget(self, actor: _Actor) -> None:
+        if self._actors.get(actor.conversation_id) is actor:
+            del self._actors[actor.conversation_id]
+
+    async def _notify_turn(self, info: TurnInfo) -> None:
+        for listener in self._turn_listeners:
+            try:
+                await listener(info)
+            except Exception:
+                logger.exception("turn listener failed")
+
+    async def _notify_close(self, conversation_id: str, reason: str) -> None:
+        for listener in self._close_listeners:
+            try:
+                await listener(conversation_id, reason)
+            except Exception:
+                logger.exception("close listener failed")
+
+
+def _title(message: str) -> str:
+    line = " ".join(message.split())
+    return line[:60] + ("…" if len(line) > 60 else "")

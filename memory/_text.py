@@ -1,0 +1,162 @@
+"""Text helpers shared by the index, search and dedup: CJK spacing, normalisation, shingles.
+
+Index-side segmentation needs no dictionary: every CJK character becomes its own token
+(spaces are inserted around it before the text reaches SQLite's `unicode61` tokenizer), so a
+query word of any length matches as a phrase of characters. The dictionary segmenter (rjieba)
+is only used on the query side, to decide which characters form a word.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import struct
+import unicodedata
+import zlib
+from collections.abc import Iterable
+
+# Han (incl. extensions and compatibility ideographs), kana, CJK punctuation is left alone.
+CJK_CHAR = (
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u3400-\u4dbf"  # Han extension A
+    "\u4e00-\u9fff"  # Han
+    "\uf900-\ufaff"  # compatibility ideographs
+    "\U00020000-\U0003134f"  # Han extensions B-G
+)
+_CJK_RE = re.compile(f"([{CJK_CHAR}])")
+_CJK_RUN_RE = re.compile(f"[{CJK_CHAR}]+")
+HAS_CJK_RE = re.compile(f"[{CJK_CHAR}]")
+_WS_RE = re.compile(r"\s+")
+_NON_WORD_RE = re.compile(r"[\W_]+")
+_LATIN_TOKEN_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-$]*[A-Za-z0-9_]|[A-Za-z0-9_]")
+
+SHINGLE_SIZE = 3
+SIMILARITY_CHARS = 20_000
+MINHASH_BUCKETS = 16
+BAND_ROWS = 4
+BAND_COUNT = MINHASH_BUCKETS // BAND_ROWS
+
+
+def space_cjk(text: str) -> str:
+    """Put spaces around every CJK character so `unicode61` indexes each as one token."""
+    return _CJK_RE.sub(r" \1 ", text)
+
+
+def latin_tokens(text: str) -> str:
+    """Unique ASCII words and identifiers of a text, for the substring (trigram) index."""
+    seen: dict[str, None] = {}
+    for match in _LATIN_TOKEN_RE.finditer(_CJK_RUN_RE.sub(" ", text)):
+        token = match.group(0).lower()
+        if len(token) >= 3:
+            seen.setdefault(token, None)
+    return " ".join(seen)
+
+
+def normalize_content(text: str) -> str:
+    """NFKC, case-folded, whitespace collapsed: the form whose hash finds exact duplicates."""
+    return _WS_RE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()
+
+
+def file_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def similarity_text(text: str) -> str:
+    """Normalised text with punctuation and spaces folded, capped: the input of shingling."""
+    return _NON_WORD_RE.sub(" ", normalize_content(text[: SIMILARITY_CHARS * 2]))[
+        :SIMILARITY_CHARS
+    ].strip()
+
+
+def shingles(text: str) -> set[str]:
+    """Character 3-grams of `similarity_text(text)` (the whole text if shorter)."""
+    norm = similarity_text(text)
+    if len(norm) <= SHINGLE_SIZE:
+        return {norm} if norm else set()
+    return {norm[i : i + SHINGLE_SIZE] for i in range(len(norm) - SHINGLE_SIZE + 1)}
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    if not a and not b:
+        return 1.0
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def minhash_bands(grams: Iterable[str]) -> list[int]:
+    """Locality-sensitive band keys (one-permutation MinHash, 16 buckets, 4 bands of 4).
+
+    Two texts with Jaccard similarity 0.92 share at least one band with probability > 0.99;
+    unrelated texts almost never do. Bands with an empty bucket are skipped (short texts rely
+    on the exact hash).
+    """
+    mins = [0xFFFFFFFF] * MINHASH_BUCKETS
+    for gram in grams:
+        h = zlib.crc32(gram.encode("utf-8"))
+        h = (h * 0x9E3779B1) & 0xFFFFFFFF  # mix: crc32 alone is linear
+        h ^= h >> 15
+        bucket = h % MINHASH_BUCKETS
+        value = h // MINHASH_BUCKETS
+        if value < mins[bucket]:
+            mins[bucket] = value
+    keys: list[int] = []
+    for band in range(BAND_COUNT):
+        rows = mins[band * BAND_ROWS : (band + 1) * BAND_ROWS]
+        if 0xFFFFFFFF in rows:
+            continue
+        digest = hashlib.blake2b(struct.pack("<5I", band, *rows), digest_size=8).digest()
+        keys.append(struct.unpack("<q", digest)[0])
+    return keys
+
+
+def estimate_tokens(text: str) -> int:
+    """Token estimate: each CJK character ~1 token, other text ~4 characters per token."""
+    cjk = len(HAS_CJK_RE.findall(text))
+    other = len(text) - cjk
+    return cjk + (other + 3) // 4
+
+
+_HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_MD_NOISE_RE = re.compile(r"[*_`>#\[\]]+")
+
+
+def derive_title(body: str, fallback: str = "Untitled", limit: int = 80) -> str:
+    """The first heading, else the first non-empty line, shortened."""
+    for line in body.splitlines():
+        match = _HEADING_RE.match(line)
+        if match and match.group(1).strip():
+            return shorten(match.group(1), limit)
+    for line in body.splitlines():
+        clean = _MD_NOISE_RE.sub("", line).strip(" -\t")
+        if clean:
+            return shorten(clean, limit)
+    return fallback
+
+
+def derive_summary(body: str, limit: int = 160) -> str:
+    """The first non-heading paragraph line, shortened to one line."""
+    for line in body.splitlines():
+        if _HEADING_RE.match(line):
+            continue
+        clean = _MD_NOISE_RE.sub("", line).strip(" -\t")
+        if clean:
+            return shorten(clean, limit)
+    return ""
+
+
+def shorten(text: str, limit: int) -> str:
+    one_line = _WS_RE.sub(" ", text).strip()
+    if len(one_line) <= limit:
+        return one_line
+    return one_line[: max(limit - 1, 1)].rstrip() + "…"
+
+
+def slugify(text: str, limit: int = 40) -> str:
+    """A file-name friendly slug; keeps CJK and other letters, drops punctuation."""
+    slug = _NON_WORD_RE.sub("-", unicodedata.normalize("NFKC", text).lower()).strip("-")
+    return slug[:limit].strip("-") or "note"

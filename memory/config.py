@@ -1,0 +1,54 @@
+"""Configuration of the memory store.
+
+`MemoryConfig` is built by the app (from its Settings), by the CLI or by a test and passed
+down; `memory/` never reads environment variables or settings itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class RankingWeights:
+    """How the four score parts are combined (see docs/search.md)."""
+
+    relevance: float = 0.65
+    type: float = 0.20
+    recency: float = 0.10
+    importance: float = 0.05
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Where the notes and the index live, and how the store behaves."""
+
+    root: Path
+    """The notes folder, normally `<home>/memory`."""
+    index_path: Path
+    """The SQLite index, normally `<home>/index.db`; derived data, safe to delete."""
+    ranking: RankingWeights = field(default_factory=RankingWeights)
+    dedup_threshold: float = 0.92
+    """Similarity (0..1) above which a new note counts as a near duplicate of an existing one."""
+    rescan_interval: float = 2.0
+    """Seconds between full file scans triggered by reads on large stores (see docs/search.md)."""
+    scan_budget_ms: float = 2.0
+    """If the last full scan took less than this, every read rescans (small stores)."""
+    max_note_bytes: int = 20_000_000
+    """Larger notes are refused by `save`/`update` (hand-written ones are indexed in part)."""
+    max_indexed_chars: int = 500_000
+    """Body characters indexed per note; the file always keeps everything."""
+    busy_timeout_ms: int = 5000
+    lock_timeout: float = 60.0
+    """Total seconds a write waits for other processes before failing."""
+    fsync: bool = True
+    """fsync note files before the rename that publishes them."""
+    index_json_interval: float = 2.0
+    """Minimum seconds between rewrites of `_index.json` while notes change (always on close)."""
+
+    @classmethod
+    def for_home(cls, home: Path, **overrides: object) -> MemoryConfig:
+        """The standard layout: `<home>/memory` for notes and `<home>/index.db` for the index."""
+        home = Path(home).expanduser()
+        return cls(root=home / "memory", index_path=home / "index.db", **overrides)  # type: ignore[arg-type]

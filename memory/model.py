@@ -1,0 +1,417 @@
+"""What a memory is: note types, scopes, statuses, the `Note` record and its front matter schema.
+
+Pure data and validation; no I/O. Everything that reaches the store from outside (HTTP, CLI,
+hand-edited files) passes through the `normalize_*` helpers here, which raise
+`InvalidInputError` with a message that says what is accepted.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any, Final, Literal, get_args
+
+from errors import InvalidInputError
+
+NoteType = Literal[
+    "identity",
+    "preference",
+    "decision",
+    "architecture",
+    "project",
+    "research",
+    "code",
+    "bug",
+    "conversation",
+    "general",
+]
+NoteStatus = Literal["active", "deprecated", "superseded"]
+SortKey = Literal["updated", "created", "importance", "access"]
+
+NOTE_TYPES: Final[tuple[NoteType, ...]] = get_args(NoteType)
+NOTE_STATUSES: Final[tuple[NoteStatus, ...]] = get_args(NoteStatus)
+SORT_KEYS: Final[tuple[SortKey, ...]] = get_args(SortKey)
+
+DAY = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class TypeProfile:
+    """How much a type counts in ranking and how fast its notes age."""
+
+    weight: float
+    half_life_days: float
+
+
+TYPE_PROFILES: Final[dict[NoteType, TypeProfile]] = {
+    "identity": TypeProfile(1.0, 3650.0),
+    "preference": TypeProfile(0.9, 365.0),
+    "decision": TypeProfile(0.9, 180.0),
+    "architecture": TypeProfile(0.8, 180.0),
+    "project": TypeProfile(0.8, 90.0),
+    "research": TypeProfile(0.8, 365.0),
+    "code": TypeProfile(0.6, 90.0),
+    "bug": TypeProfile(0.6, 90.0),
+    "conversation": TypeProfile(0.3, 30.0),
+    "general": TypeProfile(0.5, 60.0),
+}
+
+# Entity names used by knowledge-graph style memory tools, mapped onto our types.
+ENTITY_TYPE_MAP: Final[dict[str, NoteType]] = {
+    "decision": "decision",
+    "architecture": "architecture",
+    "file": "code",
+    "preference": "preference",
+    "concept": "research",
+    "habit": "preference",
+}
+
+DEFAULT_TYPE: Final[NoteType] = "general"
+DEFAULT_SCOPE: Final = "user"
+DEFAULT_IMPORTANCE: Final = 0.5
+
+# Keys of the front matter, in the order they are written.
+FRONT_MATTER_KEYS: Final[tuple[str, ...]] = (
+    "id",
+    "title",
+    "type",
+    "scope",
+    "tags",
+    "created",
+    "updated",
+    "summary",
+    "importance",
+    "status",
+    "superseded_by",
+    "expires_at",
+    "source",
+    "access_count",
+)
+
+_SCOPE_RE = re.compile(r"^(?:user|project:[\w.\-]{1,100}|chat:[^\s/\\]{1,200})$")
+_ID_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def normalize_type(value: object) -> NoteType:
+    """A note type from its name or an entity name (`Decision`, `File`, `Habit`, ...)."""
+    if value is None or value == "":
+        return DEFAULT_TYPE
+    if not isinstance(value, str):
+        raise InvalidInputError(f"type must be a string, got {type(value).__name__}")
+    key = value.strip().lower()
+    if key in TYPE_PROFILES:
+        return key  # type: ignore[return-value]
+    if key in ENTITY_TYPE_MAP:
+        return ENTITY_TYPE_MAP[key]
+    allowed = ", ".join(NOTE_TYPES)
+    raise InvalidInputError(
+        f"unknown type {value!r}: use one of {allowed} "
+        "(or an entity name: Decision, Architecture, File, Preference, Concept, Habit)"
+    )
+
+
+def normalize_scope(value: object) -> str:
+    """`user`, `project:<key>` or `chat:<id>`."""
+    if value is None or value == "":
+        return DEFAULT_SCOPE
+    if not isinstance(value, str) or not _SCOPE_RE.match(value.strip()):
+        raise InvalidInputError(
+            f"invalid scope {value!r}: use 'user', 'project:<key>' (letters, digits, . _ -) "
+            "or 'chat:<id>'"
+        )
+    return value.strip()
+
+
+def normalize_status(value: object) -> NoteStatus:
+    if value is None or value == "":
+        return "active"
+    if isinstance(value, str) and value.strip().lower() in NOTE_STATUSES:
+        return value.strip().lower()  # type: ignore[return-value]
+    raise InvalidInputError(f"invalid status {value!r}: use one of {', '.join(NOTE_STATUSES)}")
+
+
+def normalize_sort(value: object) -> SortKey:
+    if value is None or value == "":
+        return "updated"
+    if isinstance(value, str) and value in SORT_KEYS:
+        return value  # type: ignore[return-value]
+    raise InvalidInputError(f"invalid sort {value!r}: use one of {', '.join(SORT_KEYS)}")
+
+
+def normalize_importance(value: object) -> float:
+    if value is None or value == "":
+        return DEFAULT_IMPORTANCE
+    if isinstance(value, bool):
+        raise InvalidInputError("importance must be a number between 0 and 1")
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"importance must be a number between 0 and 1, got {value!r}"
+        ) from None
+    if not 0.0 <= number <= 1.0:
+        raise InvalidInputError(f"importance must be between 0 and 1, got {number}")
+    return number
+
+
+def normalize_tags(value: object) -> tuple[str, ...]:
+    """Tags from a list or a comma-separated string; trimmed, `#` dropped, duplicates removed."""
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        items: list[object] = list(value.split(","))
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise InvalidInputError("tags must be a list of strings or a comma-separated string")
+    seen: dict[str, str] = {}
+    for item in items:
+        if not isinstance(item, str | int | float) or isinstance(item, bool):
+            raise InvalidInputError(f"tag {item!r} is not a string")
+        tag = str(item).strip().lstrip("#").strip()
+        if not tag:
+            continue
+        if len(tag) > 100 or "\n" in tag:
+            raise InvalidInputError(f"tag {tag[:40]!r}... is too long or spans lines")
+        seen.setdefault(tag.casefold(), tag)
+    return tuple(seen.values())
+
+
+def normalize_id(value: object) -> str:
+    if not isinstance(value, str) or not _ID_RE.match(value.strip()):
+        raise InvalidInputError(
+            f"invalid note id {value!r}: ids use letters, digits, '_', '.', '-' (max 100)"
+        )
+    return value.strip()
+
+
+def parse_datetime(value: object, field_name: str = "date") -> datetime | None:
+    """ISO 8601 text, a `date` or a `datetime` -> an aware UTC datetime (naive means UTC)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise InvalidInputError(
+                f"{field_name} {value!r} is not an ISO 8601 date or datetime "
+                "(e.g. 2025-06-30 or 2025-06-30T12:00:00+08:00)"
+            ) from None
+    else:
+        raise InvalidInputError(f"{field_name} must be an ISO 8601 string, got {value!r}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def format_datetime(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _b32(number: int, width: int) -> str:
+    chars = []
+    for _ in range(width):
+        chars.append(_CROCKFORD[number & 31])
+        number >>= 5
+    return "".join(reversed(chars))
+
+
+def new_note_id(now: float | None = None) -> str:
+    """`mem_` + 10 base32 chars of milliseconds + 6 random chars: short, sortable, unique."""
+    millis = int((time.time() if now is None else now) * 1000)
+    random_part = int.from_bytes(os.urandom(4), "big")
+    return f"mem_{_b32(millis, 10)}{_b32(random_part, 6)}"
+
+
+def path_note_id(relpath: str) -> str:
+    """The id of a hand-written note without one: derived from its path, so stable per path."""
+    digest = hashlib.blake2b(relpath.encode("utf-8"), digest_size=10).digest()
+    return "mem_f" + base64.b32encode(digest).decode("ascii").lower().rstrip("=")[:15]
+
+
+@dataclass(frozen=True)
+class Note:
+    """One memory: a markdown file's front matter and body."""
+
+    id: str
+    title: str
+    type: NoteType
+    scope: str
+    tags: tuple[str, ...]
+    created: datetime
+    updated: datetime
+    summary: str
+    importance: float
+    status: NoteStatus
+    superseded_by: str | None
+    expires_at: datetime | None
+    source: str | None
+    access_count: int
+    body: str
+    path: str
+    """Relative POSIX path inside the memory root."""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Front matter keys we do not know; kept as they are when the note is rewritten."""
+
+    def is_expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+    def front_matter(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "title": self.title,
+            "type": self.type,
+            "scope": self.scope,
+            "tags": list(self.tags),
+            "created": format_datetime(self.created),
+            "updated": format_datetime(self.updated),
+            "summary": self.summary,
+            "importance": self.importance,
+            "status": self.status,
+            "superseded_by": self.superseded_by,
+            "expires_at": format_datetime(self.expires_at) if self.expires_at else None,
+            "source": self.source,
+            "access_count": self.access_count,
+        }
+        for key, value in self.extra.items():
+            if key not in data:
+                data[key] = value
+        return data
+
+    def to_dict(self, *, body: bool = True) -> dict[str, Any]:
+        """JSON-ready form (used by the API, export and `_index.json`)."""
+        data = self.front_matter()
+        data["path"] = self.path
+        if body:
+            data["body"] = self.body
+        return data
+
+
+@dataclass(frozen=True)
+class NoteDraft:
+    """What a caller hands to `MemoryStore.save`; the store fills in the rest."""
+
+    content: str
+    title: str | None = None
+    summary: str | None = None
+    type: str = DEFAULT_TYPE
+    """A note type or an entity name (`Decision`, `File`, ...)."""
+    scope: str = DEFAULT_SCOPE
+    tags: tuple[str, ...] | list[str] = ()
+    importance: float = DEFAULT_IMPORTANCE
+    expires_at: datetime | str | None = None
+    source: str | None = None
+    supersedes: str | None = None
+    """Id of a note this one replaces; the old note is marked `superseded`."""
+    # The fields below are for import; normal callers leave them unset.
+    id: str | None = None
+    created: datetime | str | None = None
+    updated: datetime | str | None = None
+    status: str = "active"
+    superseded_by: str | None = None
+    access_count: int = 0
+    path: str | None = None
+    """Preferred relative path inside the memory root (used when free)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SaveResult:
+    id: str
+    deduplicated: bool
+    path: str
+    """Relative POSIX path of the note inside the memory root."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreParts:
+    """The four inputs of a search score, each in 0..1, and the weighted total."""
+
+    relevance: float
+    type_weight: float
+    recency: float
+    importance: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    id: str
+    title: str
+    type: NoteType
+    scope: str
+    summary: str
+    path: str
+    tags: tuple[str, ...]
+    status: NoteStatus
+    updated: datetime
+    score: float
+    parts: ScoreParts
+    snippet: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "type": self.type,
+            "scope": self.scope,
+            "summary": self.summary,
+            "path": self.path,
+            "tags": list(self.tags),
+            "status": self.status,
+            "updated": format_datetime(self.updated),
+            "score": round(self.score, 6),
+            "score_parts": {
+                "relevance": round(self.parts.relevance, 6),
+                "type_weight": round(self.parts.type_weight, 6),
+                "recency": round(self.parts.recency, 6),
+                "importance": round(self.parts.importance, 6),
+            },
+            "snippet": self.snippet,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SyncIssue:
+    path: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class SyncReport:
+    """What a sync or rebuild found."""
+
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    issues: tuple[SyncIssue, ...] = ()
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.removed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "removed": self.removed,
+            "unchanged": self.unchanged,
+            "issues": [{"path": i.path, "message": i.message} for i in self.issues],
+            "seconds": round(self.seconds, 3),
+        }

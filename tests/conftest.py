@@ -1,0 +1,81 @@
+"""Shared fixtures: an isolated environment for every test, the fake model, app factories."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from settings import Settings
+from tests.fakes.anthropic_api import FakeMessagesAPI
+
+_LEAKY_PREFIXES = ("CLAUDE_MEMORY_", "ANTHROPIC_", "FEISHU_", "CLAUDE_CODE_", "CLAUDECODE")
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No test sees the developer's home, Claude config, .env or network settings."""
+    for name in list(os.environ):
+        if name.startswith(_LEAKY_PREFIXES):
+            monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "user-home"
+    (home / ".claude").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
+    monkeypatch.setenv("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+    monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+    monkeypatch.setenv("DISABLE_AUTOUPDATER", "1")
+    monkeypatch.setenv("DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(proxy, raising=False)
+    monkeypatch.chdir(tmp_path)  # Settings reads ./.env: make sure it is ours (none)
+    return home
+
+
+@pytest.fixture
+def fake_model() -> Iterator[FakeMessagesAPI]:
+    fake = FakeMessagesAPI().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path, fake_model: FakeMessagesAPI) -> Callable[..., Settings]:
+    """Settings for an app whose model is the fake; keyword arguments override fields."""
+
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "home": tmp_path / "cm-home",
+            "anthropic_base_url": fake_model.url,
+            "anthropic_api_key": "dummy-key",
+            "connect_timeout_seconds": 45,
+            "turn_timeout_seconds": 60,
+            "shutdown_timeout_seconds": 10,
+        }
+        values.update(overrides)
+        return Settings(**values)
+
+    return make
+
+
+@contextlib.asynccontextmanager
+async def running_app(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """The real app with its lifespan, reached through httpx's ASGI transport."""
+    from app import create_app
+
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://testserver", timeout=120
+        ) as client:
+            client.app = app  # type: ignore[attr-defined]
+            yield client

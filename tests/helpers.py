@@ -1,0 +1,70 @@
+"""Small test helpers: waiting on conditions, reading SSE, finding our CLI processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+async def wait_until(
+    condition: Callable[[], bool], timeout: float = 10.0, step: float = 0.05
+) -> None:
+    """Poll `condition` until true; fail the test with a clear message after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(step)
+
+
+def parse_sse(body: str) -> list[tuple[str, dict[str, Any]]]:
+    events: list[tuple[str, dict[str, Any]]] = []
+    for block in body.split("\n\n"):
+        name, data = "message", []
+        for line in block.splitlines():
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+        if data:
+            events.append((name, json.loads("\n".join(data))))
+    return events
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name may contain spaces and parentheses: split after the last ')'.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if fields[0] == "Z":
+            continue  # zombies are exited processes waiting to be reaped
+        tree.setdefault(int(fields[1]), []).append(int(entry.name))
+    return tree
+
+
+def claude_processes() -> list[int]:
+    """Live Claude CLI processes started (directly or not) by this test process."""
+    tree = _children()
+    found: list[int] = []
+    stack = list(tree.get(os.getpid(), []))
+    while stack:
+        pid = stack.pop()
+        stack.extend(tree.get(pid, []))
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if cmd.endswith(b"/claude") or cmd == b"claude":
+            found.append(pid)
+    return sorted(found)
