@@ -148,13 +148,13 @@ def _api_error_reply(o: TurnOutcome, base_url: str | None) -> Reply | None:
         text = f"The model API at {where} refused the request (403): the key lacks access."
     elif status == 429 or kind == "rate_limit":
         text = "The model API is rate-limiting requests (429). Wait a minute and try again."
-    elif status in (529, 503) or (kind == "server_error" and status is None):
-        text = f"The model service is overloaded ({status or 'server error'}). Try again shortly."
-    elif "ECONNREFUSED" in raw or ("Connection" in raw and status is None):
+    elif status is None and ("ECONNREFUSED" in raw or "Connection" in raw):
         text = (
             f"Could not reach the model API at {where}: connection refused. "
             "Check ANTHROPIC_BASE_URL and that the endpoint is running."
         )
+    elif status in (529, 503) or (kind == "server_error" and status is None):
+        text = f"The model service is overloaded ({status or 'server error'}). Try again shortly."
     elif status is not None and status >= 500:
         text = f"The model API failed with HTTP {status}. Try again shortly."
     elif status is not None:

@@ -438,15 +438,29 @@ class SessionManager:
     ) -> TurnResult:
         """Run one turn and return its honest result. The single entry for every front door."""
         self.validate_message(message)
-        if new_conversation:
-            if conversation_id:
-                await self.close_conversation(
-                    conversation_id, grace=self.settings.replace_grace_seconds
-                )
-            conversation_id = f"c-{uuid.uuid4().hex[:12]}"
-        conversation_id = conversation_id or DEFAULT_CONVERSATION
+        conversation_id = await self.resolve_conversation(conversation_id, new_conversation)
         self.store.ensure(conversation_id, title=_title(message), source=source)
         return await self._submit(conversation_id, message, "chat", on_event)
+
+    def validate_message(self, message: str) -> None:
+        if not message or not message.strip():
+            raise InvalidInputError("message is empty: send some text")
+        if len(message) > self.settings.max_message_chars:
+            raise InvalidInputError(
+                f"message has {len(message)} characters; the limit is "
+                f"{self.settings.max_message_chars} (CLAUDE_MEMORY_MAX_MESSAGE_CHARS)"
+            )
+
+    async def resolve_conversation(self, conversation_id: str | None, new: bool) -> str:
+        """The id a message goes to: `main` by default; a fresh id (the old one retired after
+        its grace period) when a new conversation is asked for."""
+        if not new:
+            return conversation_id or DEFAULT_CONVERSATION
+        if conversation_id:
+            await self.close_conversation(
+                conversation_id, grace=self.settings.replace_grace_seconds, reason="replaced"
+            )
+        return f"c-{uuid.uuid4().hex[:12]}"
 
     async def compact(self, conversation_id: str) -> TurnResult:
         """Compact a conversation's session (Claude Code's /compact)."""

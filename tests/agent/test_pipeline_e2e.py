@@ -95,7 +95,10 @@ async def test_lost_session_starts_fresh_and_says_so(
 async def test_denied_tool_call_reads_as_failure(
     make_settings: Callable[..., Settings], fake_model: FakeMessagesAPI
 ) -> None:
-    fake_model.on("fetch it", tool("Bash", {"command": "curl http://example.com"}), Reply())
+    # After the refusal the model says nothing (twice: the CLI nudges it once).
+    fake_model.on(
+        "fetch it", tool("Bash", {"command": "curl http://example.com"}), Reply(), Reply()
+    )
     async with running_app(make_settings()) as client:
         body = (await client.post("/api/chat", json={"message": "fetch it"})).json()
     assert body["is_error"] is True

@@ -113,12 +113,20 @@ class RecordedRequest:
         if last is None or last.get("role") != "user":
             return None
         content = last.get("content")
-        if isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-        ):
-            return None
+        if isinstance(content, list):
+            # After an interruption the CLI puts the next prompt in the same message as the
+            # interrupted tool's result: only text after the last tool result can be a prompt.
+            results = [
+                i
+                for i, b in enumerate(content)
+                if isinstance(b, dict) and b.get("type") == "tool_result"
+            ]
+            if results:
+                content = content[results[-1] + 1 :]
         texts = [t for t in _texts(content) if not t.lstrip().startswith(_NOT_PROMPT)]
-        return texts[-1] if texts else None
+        if not texts or texts[-1].lstrip().startswith(_CONTINUATION):
+            return None
+        return texts[-1]
 
     @property
     def tool_results(self) -> list[dict[str, Any]]:
@@ -133,7 +141,15 @@ class RecordedRequest:
         return [t.get("name", "") for t in self.body.get("tools", []) if isinstance(t, dict)]
 
 
-_NOT_PROMPT = ("<system-reminder>", "<local-command", "<command-name>")
+# Text blocks the CLI adds itself; none of them is the user's prompt.
+_NOT_PROMPT = (
+    "<system-reminder>",
+    "<local-command",
+    "<command-name>",
+    "[Request interrupted",
+)
+# The CLI's nudge after an empty answer continues the turn: it is not a new prompt.
+_CONTINUATION = "[Your previous response had no visible output"
 
 
 def _texts(content: Any, *, include_tool_results: bool = False) -> list[str]:
@@ -229,6 +245,7 @@ class FakeMessagesAPI:
     def stop(self) -> None:
         if self._server is not None:
             self._server.should_exit = True
+            self._server.force_exit = True  # do not wait for scripted slow responses
         if self._thread is not None:
             self._thread.join(timeout=5)
 

@@ -1,0 +1,642 @@
+"""A fake Feishu/Lark open platform for end-to-end tests of the bridge.
+
+One loopback port serves what the real `lark.ws.Client` and `lark.Client` need
+(see /work/shared/notes/feishu-offline.md):
+
+* `POST /callback/ws/endpoint` -> the websocket URL and a fast-reconnect ClientConfig,
+* the websocket itself, speaking binary protobuf frames (`lark_oapi.ws.pb.pbbp2_pb2.Frame`):
+  pings are answered with pongs, events are pushed with `push_event(...)` and their acks recorded,
+* the tenant token, `GET /open-apis/bot/v3/info`, IM message create / reply / patch / edit and
+  message resources (images and files).
+
+History for assertions: `fake.sent` (every IM call: method, path, body, headers), `fake.acks`
+(with timing), `fake.messages` (every bot message and its latest content). `fail_next(...)`
+injects 429 / error responses, `drop_connection()` closes the websocket from the server side.
+Every instance uses its own app_id: lark's tenant token cache is process-global.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+SERVICE_ID = 33554678
+BOT_OPEN_ID = "ou_fakebot0000000000000000000000"
+OWNER_OPEN_ID = "ou_owner000000000000000000000000"
+
+
+@dataclass
+class SentCall:
+    """One IM API call the bridge made."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: dict[str, Any]
+    headers: dict[str, str]
+    at: float
+    status: int = 200
+    message_id: str | None = None  # the bot message created or targeted
+
+    @property
+    def kind(self) -> str:
+        """create / reply / patch / edit / resource / other."""
+        if self.path.endswith("/reply"):
+            return "reply"
+        if "/resources/" in self.path:
+            return "resource"
+        if self.method == "PATCH":
+            return "patch"
+        if self.method == "PUT":
+            return "edit"
+        if self.method == "POST" and self.path.rstrip("/").endswith("/im/v1/messages"):
+            return "create"
+        return "other"
+
+    @property
+    def content(self) -> dict[str, Any]:
+        raw = self.body.get("content")
+        return json.loads(raw) if isinstance(raw, str) else {}
+
+
+@dataclass
+class BotMessage:
+    """A message the bot sent, with every version of its content (patches append)."""
+
+    message_id: str
+    msg_type: str
+    reply_to: str | None
+    chat_id: str | None
+    uuid: str | None
+    versions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def content(self) -> dict[str, Any]:
+        return self.versions[-1]
+
+    @property
+    def text(self) -> str:
+        return visible_text(self.msg_type, self.content)
+
+
+@dataclass
+class Ack:
+    frame_id: str
+    event_id: str | None
+    code: int
+    biz_rt: str | None
+    pushed_at: float
+    acked_at: float
+
+    @property
+    def delay(self) -> float:
+        return self.acked_at - self.pushed_at
+
+
+@dataclass
+class Failure:
+    """An injected failure for the next matching IM calls."""
+
+    kind: str  # create / reply / patch / any
+    status: int
+    code: int
+    msg: str
+    reset: str | None
+    remaining: int
+
+
+def visible_text(msg_type: str, content: dict[str, Any]) -> str:
+    """What a user would read: text, markdown of cards, or text of posts."""
+    if msg_type == "text":
+        return str(content.get("text", ""))
+    if msg_type == "interactive":
+        parts: list[str] = []
+        header = content.get("header") or {}
+        title = (header.get("title") or {}).get("content")
+        if title:
+            parts.append(str(title))
+        elements = (content.get("body") or {}).get("elements") or content.get("elements") or []
+        for element in elements:
+            if element.get("tag") in ("markdown", "div", "note"):
+                parts.append(
+                    str(element.get("content") or (element.get("text") or {}).get("content", ""))
+                )
+        return "\n".join(parts)
+    if msg_type == "post":
+        body = content.get("zh_cn") or content.get("en_us") or content
+        lines = [str(body.get("title", ""))] if body.get("title") else []
+        for paragraph in body.get("content", []):
+            lines.append("".join(str(el.get("text", "")) for el in paragraph))
+        return "\n".join(lines)
+    return json.dumps(content, ensure_ascii=False)
+
+
+class FakeFeishu:
+    """Serve the fake platform on a free loopback port in a background thread."""
+
+    def __init__(self, *, bot_open_id: str = BOT_OPEN_ID) -> None:
+        self.app_id = f"cli_test{uuid.uuid4().hex[:12]}"
+        self.app_secret = "fake-secret"
+        self.bot_open_id = bot_open_id
+        self.tenant_token = f"t-{uuid.uuid4().hex}"
+        self.sent: list[SentCall] = []
+        self.acks: list[Ack] = []
+        self.messages: dict[str, BotMessage] = {}
+        self.endpoint_calls = 0
+        self.token_calls = 0
+        self.connections_total = 0
+        self.unknown: list[str] = []
+        self.resources: dict[str, tuple[bytes, str]] = {}  # file_key -> (bytes, file name)
+        self._failures: list[Failure] = []
+        self._sockets: list[WebSocket] = []
+        self._pushed: dict[str, tuple[float, str | None]] = {}
+        self._uuids: dict[str, str] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> FakeFeishu:
+        app = Starlette(
+            routes=[
+                Route("/callback/ws/endpoint", self._endpoint, methods=["POST"]),
+                WebSocketRoute("/ws/v2", self._websocket),
+                Route(
+                    "/open-apis/auth/v3/tenant_access_token/internal",
+                    self._tenant_token,
+                    methods=["POST"],
+                ),
+                Route("/open-apis/bot/v3/info", self._bot_info, methods=["GET"]),
+                Route("/open-apis/im/v1/messages", self._create, methods=["POST"]),
+                Route(
+                    "/open-apis/im/v1/messages/{message_id}/reply", self._reply, methods=["POST"]
+                ),
+                Route(
+                    "/open-apis/im/v1/messages/{message_id}",
+                    self._update,
+                    methods=["PATCH", "PUT"],
+                ),
+                Route(
+                    "/open-apis/im/v1/messages/{message_id}/resources/{file_key}",
+                    self._resource,
+                    methods=["GET"],
+                ),
+                Route("/{path:path}", self._unknown, methods=["GET", "POST", "PUT", "PATCH"]),
+            ]
+        )
+        config = uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
+            ws="websockets-sansio",
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._serve, name="fake-feishu", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("fake Feishu did not start")
+            time.sleep(0.01)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def _serve(self) -> None:
+        assert self._server is not None
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        assert self._server is not None
+        self._loop = asyncio.get_running_loop()
+        await self._server.serve()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._sockets:
+            with_timeout = asyncio.run_coroutine_threadsafe(self._close_all(), self._loop)
+            try:
+                with_timeout.result(timeout=5)
+            except Exception:  # the loop may already be gone; the server stops below anyway
+                pass
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    # --- scripting -------------------------------------------------------------------------------
+    def fail_next(
+        self,
+        kind: str = "any",
+        *,
+        times: int = 1,
+        status: int = 429,
+        code: int = 99991400,
+        msg: str = "request trigger frequency limit",
+        reset: str | None = "1",
+    ) -> None:
+        """Answer the next `times` IM calls of `kind` (create/reply/patch/any) with an error."""
+        with self._lock:
+            self._failures.append(Failure(kind, status, code, msg, reset, times))
+
+    def add_resource(self, file_key: str, data: bytes, file_name: str = "") -> None:
+        self.resources[file_key] = (data, file_name)
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._sockets)
+
+    def push_event(self, payload: dict[str, Any], *, fragments: int = 1) -> str:
+        """Send an event over the live websocket; returns the frame id its ack will carry."""
+        if self._loop is None or not self._sockets:
+            raise RuntimeError("no websocket client is connected")
+        frame_id = uuid.uuid4().hex
+        data = json.dumps(payload).encode("utf-8")
+        size = -(-len(data) // fragments)
+        parts = [data[i * size : (i + 1) * size] for i in range(fragments)]
+        header = payload.get("header") or {}
+        with self._lock:
+            self._pushed[frame_id] = (time.monotonic(), header.get("event_id"))
+        frames = [
+            _frame(
+                method=1,
+                headers={
+                    "type": "event",
+                    "message_id": frame_id,
+                    "sum": str(fragments),
+                    "seq": str(i),
+                    "trace_id": uuid.uuid4().hex[:16],
+                },
+                payload=part,
+                seq=next(self._ids),
+            )
+            for i, part in enumerate(parts)
+        ]
+        future = asyncio.run_coroutine_threadsafe(self._send_frames(frames), self._loop)
+        future.result(timeout=5)
+        return frame_id
+
+    def drop_connection(self) -> None:
+        """Close every websocket from the server side (like a Feishu gateway restart)."""
+        if self._loop is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._close_all(), self._loop).result(timeout=5)
+
+    # --- event builders --------------------------------------------------------------------------
+    def message_event(
+        self,
+        content: dict[str, Any],
+        *,
+        message_type: str = "text",
+        chat_id: str = "oc_p2pchat",
+        chat_type: str = "p2p",
+        sender: str = OWNER_OPEN_ID,
+        sender_type: str = "user",
+        message_id: str | None = None,
+        event_id: str | None = None,
+        mentions: list[dict[str, Any]] | None = None,
+        create_time_ms: int | None = None,
+        event_type: str = "im.message.receive_v1",
+    ) -> dict[str, Any]:
+        now_ms = create_time_ms if create_time_ms is not None else int(time.time() * 1000)
+        message: dict[str, Any] = {
+            "message_id": message_id or f"om_{uuid.uuid4().hex}",
+            "create_time": str(now_ms),
+            "update_time": str(now_ms),
+            "chat_id": chat_id,
+            "chat_type": chat_type,
+            "message_type": message_type,
+            "content": json.dumps(content, ensure_ascii=False),
+        }
+        if mentions:
+            message["mentions"] = mentions
+        return {
+            "schema": "2.0",
+            "header": {
+                "event_id": event_id or uuid.uuid4().hex,
+                "event_type": event_type,
+                "create_time": str(now_ms),
+                "token": "",
+                "app_id": self.app_id,
+                "tenant_key": "tenant_fake",
+            },
+            "event": {
+                "sender": {
+                    "sender_id": {"open_id": sender, "union_id": "on_x", "user_id": "u_x"},
+                    "sender_type": sender_type,
+                    "tenant_key": "tenant_fake",
+                },
+                "message": message,
+            },
+        }
+
+    def text_event(self, text: str, **kwargs: Any) -> dict[str, Any]:
+        return self.message_event({"text": text}, **kwargs)
+
+    def bot_mention(self, key: str = "@_user_1") -> dict[str, Any]:
+        return {
+            "key": key,
+            "id": {"open_id": self.bot_open_id, "union_id": "on_bot", "user_id": ""},
+            "name": "MemoryBot",
+            "tenant_key": "tenant_fake",
+            "mentioned_type": "bot",
+        }
+
+    @staticmethod
+    def user_mention(open_id: str, name: str, key: str = "@_user_2") -> dict[str, Any]:
+        return {
+            "key": key,
+            "id": {"open_id": open_id, "union_id": "on_u", "user_id": "u"},
+            "name": name,
+            "tenant_key": "tenant_fake",
+            "mentioned_type": "user",
+        }
+
+    def group_text_event(
+        self, text: str, *, mention_bot: bool, chat_id: str = "oc_group", **kwargs: Any
+    ) -> dict[str, Any]:
+        mentions = [self.bot_mention()] if mention_bot else []
+        body = f"@_user_1 {text}" if mention_bot else text
+        return self.text_event(
+            body, chat_id=chat_id, chat_type="group", mentions=mentions or None, **kwargs
+        )
+
+    def post_event(
+        self, title: str, paragraphs: list[list[dict[str, Any]]], **kwargs: Any
+    ) -> dict[str, Any]:
+        return self.message_event(
+            {"title": title, "content": paragraphs}, message_type="post", **kwargs
+        )
+
+    def push_text(self, text: str, **kwargs: Any) -> dict[str, Any]:
+        event = self.text_event(text, **kwargs)
+        self.push_event(event)
+        return event
+
+    # --- queries ---------------------------------------------------------------------------------
+    def calls(self, kind: str | None = None) -> list[SentCall]:
+        with self._lock:
+            return [c for c in self.sent if kind is None or c.kind == kind]
+
+    def replies_to(self, message_id: str) -> list[BotMessage]:
+        """Bot messages that reply to a user's message, in sending order."""
+        with self._lock:
+            return [m for m in self.messages.values() if m.reply_to == message_id]
+
+    def ack_for(self, frame_id: str) -> Ack | None:
+        with self._lock:
+            return next((a for a in self.acks if a.frame_id == frame_id), None)
+
+    # --- HTTP handlers ---------------------------------------------------------------------------
+    async def _endpoint(self, request: Request) -> Response:
+        body = await request.json()
+        with self._lock:
+            self.endpoint_calls += 1
+        if body.get("AppID") != self.app_id or body.get("AppSecret") != self.app_secret:
+            return JSONResponse({"code": 10003, "msg": "invalid app credentials"})
+        device = uuid.uuid4().hex[:8]
+        return JSONResponse(
+            {
+                "code": 0,
+                "msg": "ok",
+                "data": {
+                    "URL": f"ws://127.0.0.1:{self.port}/ws/v2?device_id={device}"
+                    f"&service_id={SERVICE_ID}",
+                    "ClientConfig": {
+                        "ReconnectCount": -1,
+                        "ReconnectInterval": 1,
+                        "ReconnectNonce": 0,
+                        "PingInterval": 120,
+                    },
+                },
+            }
+        )
+
+    async def _tenant_token(self, request: Request) -> Response:
+        body = await request.json()
+        with self._lock:
+            self.token_calls += 1
+        if body.get("app_id") != self.app_id or body.get("app_secret") != self.app_secret:
+            return JSONResponse({"code": 10014, "msg": "app secret invalid"})
+        return JSONResponse(
+            {"code": 0, "msg": "ok", "tenant_access_token": self.tenant_token, "expire": 7200}
+        )
+
+    def _authorized(self, request: Request) -> bool:
+        return request.headers.get("authorization") == f"Bearer {self.tenant_token}"
+
+    async def _bot_info(self, request: Request) -> Response:
+        if not self._authorized(request):
+            return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
+        return JSONResponse(
+            {
+                "code": 0,
+                "msg": "ok",
+                "bot": {
+                    "activate_status": 2,
+                    "app_name": "MemoryBot",
+                    "avatar_url": "",
+                    "ip_white_list": [],
+                    "open_id": self.bot_open_id,
+                },
+            }
+        )
+
+    async def _record(self, request: Request, message_id: str | None = None) -> SentCall:
+        raw = await request.body()
+        body = json.loads(raw) if raw else {}
+        call = SentCall(
+            method=request.method,
+            path=request.url.path,
+            query=dict(request.query_params),
+            body=body,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            at=time.monotonic(),
+            message_id=message_id,
+        )
+        with self._lock:
+            self.sent.append(call)
+        return call
+
+    def _failure_for(self, call: SentCall) -> Response | None:
+        with self._lock:
+            for failure in self._failures:
+                if failure.remaining > 0 and failure.kind in ("any", call.kind):
+                    failure.remaining -= 1
+                    call.status = failure.status
+                    headers = {"x-ogw-ratelimit-reset": failure.reset} if failure.reset else {}
+                    return JSONResponse(
+                        {"code": failure.code, "msg": failure.msg},
+                        status_code=failure.status,
+                        headers=headers,
+                    )
+        return None
+
+    def _new_message(self, call: SentCall, reply_to: str | None, chat_id: str | None) -> Response:
+        body = call.body
+        key = body.get("uuid")
+        with self._lock:
+            known = self._uuids.get(key) if key else None
+            if known is not None:
+                # Feishu deduplicates sends with the same uuid (1 h): same message, no new one.
+                message = self.messages[known]
+            else:
+                message = BotMessage(
+                    message_id=f"om_bot{next(self._ids):06d}",
+                    msg_type=body.get("msg_type", ""),
+                    reply_to=reply_to,
+                    chat_id=chat_id,
+                    uuid=key,
+                    versions=[call.content],
+                )
+                self.messages[message.message_id] = message
+                if key:
+                    self._uuids[key] = message.message_id
+            call.message_id = message.message_id
+        return JSONResponse(
+            {
+                "code": 0,
+                "msg": "success",
+                "data": {
+                    "message_id": message.message_id,
+                    "chat_id": chat_id or "oc_p2pchat",
+                    "msg_type": message.msg_type,
+                    "create_time": str(int(time.time() * 1000)),
+                    "body": {"content": body.get("content", "")},
+                },
+            },
+            headers={"X-Tt-Logid": uuid.uuid4().hex},
+        )
+
+    async def _create(self, request: Request) -> Response:
+        call = await self._record(request)
+        if not self._authorized(request):
+            return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
+        if (failed := self._failure_for(call)) is not None:
+            return failed
+        return self._new_message(call, None, call.body.get("receive_id"))
+
+    async def _reply(self, request: Request) -> Response:
+        target = request.path_params["message_id"]
+        call = await self._record(request, target)
+        if not self._authorized(request):
+            return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
+        if (failed := self._failure_for(call)) is not None:
+            return failed
+        return self._new_message(call, target, None)
+
+    async def _update(self, request: Request) -> Response:
+        target = request.path_params["message_id"]
+        call = await self._record(request, target)
+        if not self._authorized(request):
+            return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
+        if (failed := self._failure_for(call)) is not None:
+            return failed
+        with self._lock:
+            message = self.messages.get(target)
+            if message is None:
+                return JSONResponse({"code": 230001, "msg": "message not found"}, status_code=400)
+            message.versions.append(call.content)
+        return JSONResponse({"code": 0, "msg": "success", "data": {}})
+
+    async def _resource(self, request: Request) -> Response:
+        await self._record(request, request.path_params["message_id"])
+        key = request.path_params["file_key"]
+        if key not in self.resources:
+            return JSONResponse({"code": 234003, "msg": "file not found"}, status_code=400)
+        data, name = self.resources[key]
+        headers = {"Content-Disposition": f'attachment; filename="{name}"'} if name else {}
+        return Response(data, media_type="application/octet-stream", headers=headers)
+
+    async def _unknown(self, request: Request) -> Response:
+        with self._lock:
+            self.unknown.append(f"{request.method} {request.url.path}")
+        return JSONResponse({"code": 404, "msg": "unknown path"}, status_code=404)
+
+    # --- websocket -------------------------------------------------------------------------------
+    async def _websocket(self, ws: WebSocket) -> None:
+        await ws.accept()
+        with self._lock:
+            self._sockets.append(ws)
+            self.connections_total += 1
+        try:
+            while True:
+                data = await ws.receive_bytes()
+                await self._on_frame(ws, data)
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            with self._lock:
+                if ws in self._sockets:
+                    self._sockets.remove(ws)
+
+    async def _on_frame(self, ws: WebSocket, data: bytes) -> None:
+        frame = Frame()
+        frame.ParseFromString(data)
+        headers = {h.key: h.value for h in frame.headers}
+        if frame.method == 0 and headers.get("type") == "ping":
+            pong = _frame(method=0, headers={"type": "pong"}, payload=b"", seq=0)
+            await ws.send_bytes(pong.SerializeToString())
+            return
+        if frame.method == 1:
+            frame_id = headers.get("message_id", "")
+            try:
+                code = int(json.loads(frame.payload or b"{}").get("code", 0))
+            except ValueError:
+                code = 0
+            with self._lock:
+                pushed_at, event_id = self._pushed.get(frame_id, (time.monotonic(), None))
+                self.acks.append(
+                    Ack(
+                        frame_id, event_id, code, headers.get("biz_rt"), pushed_at, time.monotonic()
+                    )
+                )
+
+    async def _send_frames(self, frames: list[Frame]) -> None:
+        ws = self._sockets[-1]
+        for frame in frames:
+            await ws.send_bytes(frame.SerializeToString())
+
+    async def _close_all(self) -> None:
+        for ws in list(self._sockets):
+            try:
+                await ws.close(code=1001)
+            except RuntimeError:
+                pass
+
+
+def _frame(*, method: int, headers: dict[str, str], payload: bytes, seq: int) -> Frame:
+    frame = Frame()
+    frame.SeqID = seq
+    frame.LogID = seq
+    frame.service = SERVICE_ID
+    frame.method = method
+    for key, value in headers.items():
+        header = frame.headers.add()
+        header.key = key
+        header.value = value
+    if payload:
+        frame.payload = payload
+    return frame
