@@ -12,13 +12,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from agent.policy import PolicyConfig
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from agent.conversations import ConversationStore
 from agent.logs import RequestLogs
 from agent.options import prepare_workspace
+from agent.policy import PolicyConfig
 from agent.sessions import SessionManager
 from errors import ClaudeMemoryError
 from settings import Settings

@@ -21,12 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.policy import PolicyConfig
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
 
 from agent.conversations import ConversationStore
 from agent.logs import RequestLogs
 from agent.options import prepare_workspace
+from agent.policy import PolicyConfig
 from agent.sessions import SessionManager
 from settings import Settings
 from tests.fakes.anthropic_api import FakeMessagesAPI
