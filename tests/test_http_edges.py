@@ -1,0 +1,124 @@
+"""The HTTP surface at its edges: auth, bad input, health, and `claude-memory serve` for real."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cli import main as cli_main
+from settings import Settings
+from tests.conftest import running_app
+
+
+async def test_token_is_required_when_configured(make_settings: Callable[..., Settings]) -> None:
+    async with running_app(make_settings(api_token="s3cret")) as client:
+        missing = await client.get("/api/conversations")
+        wrong = await client.get("/api/conversations", headers={"Authorization": "Bearer nope"})
+        right = await client.get("/api/conversations", headers={"Authorization": "Bearer s3cret"})
+    assert missing.status_code == wrong.status_code == 401
+    assert "CLAUDE_MEMORY_API_TOKEN" in missing.json()["detail"]
+    assert right.status_code == 200
+
+
+async def test_bad_input_gets_clear_errors(make_settings: Callable[..., Settings]) -> None:
+    async with running_app(make_settings(max_message_chars=1000)) as client:
+        malformed = await client.post(
+            "/api/chat", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        bad_utf8 = await client.post(
+            "/api/chat",
+            content=b'{"message": "\xff\xfe"}',
+            headers={"content-type": "application/json"},
+        )
+        empty = await client.post("/api/chat", json={"message": "   "})
+        huge = await client.post("/api/chat", json={"message": "x" * 5000})
+        huge_stream = await client.post("/api/chat/stream", json={"message": "x" * 5000})
+        unknown = await client.post("/api/conversations/nope/interrupt")
+    assert malformed.status_code == 422
+    assert bad_utf8.status_code in (400, 422)
+    assert empty.status_code == 422 and "empty" in empty.json()["detail"]
+    assert huge.status_code == 422 and "limit is 1000" in huge.json()["detail"]
+    assert huge_stream.status_code == 422
+    assert unknown.status_code == 404
+
+
+async def test_health_reports_cli_and_credentials(make_settings: Callable[..., Settings]) -> None:
+    async with running_app(make_settings(anthropic_api_key=None)) as client:
+        health = (await client.get("/health")).json()
+    assert health["claude_cli"]["found"] is True
+    assert health["claude_cli"]["credentials"] is False
+    assert "ANTHROPIC_API_KEY" in health["claude_cli"]["hint"]
+
+
+def test_serve_refuses_to_bind_beyond_loopback_without_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli_main(["--home", str(tmp_path), "serve", "--host", "0.0.0.0"])
+    assert code == 2
+    assert "CLAUDE_MEMORY_API_TOKEN" in capsys.readouterr().err
+
+
+def test_doctor_says_what_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDE_MEMORY_CLI_PATH", str(tmp_path / "no-such-claude"))
+    code = cli_main(["--home", str(tmp_path / "home"), "doctor"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "CLAUDE_MEMORY_CLI_PATH" in out
+    assert "problem(s) found" in out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.e2e
+def test_serve_runs_the_app_and_stops_cleanly(tmp_path: Path, fake_model: object) -> None:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "CLAUDE_MEMORY_HOME": str(tmp_path / "home"),
+        "CLAUDE_MEMORY_PORT": str(port),
+        "ANTHROPIC_BASE_URL": fake_model.url,  # type: ignore[attr-defined]
+        "ANTHROPIC_API_KEY": "dummy",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "serve"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        assert health.json()["claude_cli"]["found"] is True
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/api/chat", json={"message": "over the wire"}, timeout=60
+        ).json()
+        assert reply["reply"] == "echo: over the wire"
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    log = out.decode(errors="replace")
+    # uvicorn re-raises SIGTERM after its graceful shutdown, so -15 is a clean exit here.
+    assert proc.returncode in (0, -15), log[-2000:]
+    assert "Application shutdown complete" in log
