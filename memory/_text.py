@@ -122,7 +122,7 @@ def estimate_tokens(text: str) -> int:
 
 
 _HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
-_MD_NOISE_RE = re.compile(r"[*_`>#\[\]]+")
+_MD_NOISE_RE = re.compile(r"^[\s>#*+\-]+|[*`]+|\[(?=[^\]]*\]\()|\]\([^)]*\)")
 
 
 def derive_title(body: str, fallback: str = "Untitled", limit: int = 80) -> str:

@@ -1,0 +1,271 @@
+"""HTTP API: `/api/memories...` (see docs/ARCHITECTURE contract).
+
+The app mounts `create_memory_router(get_store)` and adds auth around it. Store calls block
+(SQLite, files), so every endpoint runs them with `asyncio.to_thread`. Store errors become
+HTTP errors here (unknown id -> 404, bad input -> 422) so the router is usable on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from errors import ClaudeMemoryError
+from memory.model import Note, NoteDraft, SearchHit
+from memory.store import MemoryStore
+
+T = TypeVar("T")
+
+
+class SaveRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(min_length=1, description="The memory text (markdown, any language).")
+    title: str | None = Field(default=None, max_length=300)
+    summary: str | None = Field(default=None, max_length=1000)
+    type: str | None = Field(
+        default=None, description="Note type or entity name (Decision, File, Habit, ...)."
+    )
+    scope: str | None = Field(default=None, description="user | project:<key> | chat:<id>")
+    tags: list[str] | None = None
+    importance: float | None = Field(default=None, ge=0, le=1)
+    expires_at: datetime | None = None
+    source: str | None = Field(default=None, max_length=1000)
+    supersedes: str | None = Field(default=None, description="Id of a note this one replaces.")
+
+
+class SaveResponse(BaseModel):
+    id: str
+    deduplicated: bool
+    path: str
+
+
+class UpdateRequest(BaseModel):
+    """Only the fields sent are changed; `null` clears expires_at/superseded_by/source."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = Field(default=None, min_length=1)
+    title: str | None = Field(default=None, min_length=1, max_length=300)
+    summary: str | None = Field(default=None, max_length=1000)
+    type: str | None = None
+    scope: str | None = None
+    tags: list[str] | None = None
+    importance: float | None = Field(default=None, ge=0, le=1)
+    status: Literal["active", "deprecated", "superseded"] | None = None
+    superseded_by: str | None = None
+    expires_at: datetime | None = None
+    source: str | None = None
+
+
+class NoteOut(BaseModel):
+    id: str
+    title: str
+    type: str
+    scope: str
+    tags: list[str]
+    created: datetime
+    updated: datetime
+    summary: str
+    importance: float
+    status: str
+    superseded_by: str | None
+    expires_at: datetime | None
+    source: str | None
+    access_count: int
+    path: str
+
+    @classmethod
+    def of(cls, note: Note) -> NoteOut:
+        return cls(**_note_fields(note))
+
+
+class NoteFull(NoteOut):
+    body: str
+
+    @classmethod
+    def of(cls, note: Note) -> NoteFull:
+        return cls(**_note_fields(note), body=note.body)
+
+
+class NoteList(BaseModel):
+    items: list[NoteOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(max_length=2000)
+    limit: int = Field(default=10, ge=1, le=100)
+    type: str | None = None
+    scope: str | None = None
+    tag: str | None = None
+    include_inactive: bool = False
+
+
+class ScorePartsOut(BaseModel):
+    relevance: float
+    type_weight: float
+    recency: float
+    importance: float
+
+
+class SearchHitOut(BaseModel):
+    id: str
+    title: str
+    type: str
+    scope: str
+    summary: str
+    path: str
+    tags: list[str]
+    status: str
+    updated: datetime
+    score: float
+    score_parts: ScorePartsOut
+    snippet: str
+
+    @classmethod
+    def of(cls, hit: SearchHit) -> SearchHitOut:
+        return cls(**hit.to_dict())
+
+
+class SearchResponse(BaseModel):
+    results: list[SearchHitOut]
+
+
+class DeleteResponse(BaseModel):
+    id: str
+    deleted: bool
+
+
+def _note_fields(note: Note) -> dict[str, Any]:
+    return {
+        "id": note.id,
+        "title": note.title,
+        "type": note.type,
+        "scope": note.scope,
+        "tags": list(note.tags),
+        "created": note.created,
+        "updated": note.updated,
+        "summary": note.summary,
+        "importance": note.importance,
+        "status": note.status,
+        "superseded_by": note.superseded_by,
+        "expires_at": note.expires_at,
+        "source": note.source,
+        "access_count": note.access_count,
+        "path": note.path,
+    }
+
+
+async def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a blocking store call off the event loop; map store errors to HTTP errors."""
+    try:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    except ClaudeMemoryError as exc:
+        raise HTTPException(status_code=exc.status_code, detail=exc.message) from exc
+
+
+def create_memory_router(get_store: Callable[[], MemoryStore]) -> APIRouter:
+    """Routes under `/api/memories`. `get_store` returns the app's open store."""
+    router = APIRouter(prefix="/api/memories", tags=["memories"])
+
+    # Fixed paths first, so `/{note_id}` never captures them.
+    @router.get("/stats")
+    async def memory_stats() -> dict[str, Any]:
+        """Counts by type/scope/status, index and encoder state."""
+        return await _run(get_store().stats)
+
+    @router.post("/search", response_model=SearchResponse)
+    async def search_memories(body: SearchRequest) -> SearchResponse:
+        """Ranked keyword search; results carry their score parts."""
+        hits = await _run(
+            get_store().search,
+            body.query,
+            limit=body.limit,
+            type=body.type,
+            scope=body.scope,
+            tag=body.tag,
+            include_inactive=body.include_inactive,
+        )
+        return SearchResponse(results=[SearchHitOut.of(h) for h in hits])
+
+    @router.post("/rebuild")
+    async def rebuild_index() -> dict[str, Any]:
+        """Rebuild the index from the note files."""
+        report = await _run(get_store().rebuild)
+        return report.to_dict()
+
+    @router.post("", response_model=SaveResponse)
+    async def save_memory(body: SaveRequest) -> SaveResponse:
+        """Save a memory; a duplicate refreshes the existing note (`deduplicated: true`)."""
+        draft = NoteDraft(
+            content=body.content,
+            title=body.title,
+            summary=body.summary,
+            type=body.type or "general",
+            scope=body.scope or "user",
+            tags=tuple(body.tags or ()),
+            importance=0.5 if body.importance is None else body.importance,
+            expires_at=body.expires_at,
+            source=body.source,
+            supersedes=body.supersedes,
+        )
+        result = await _run(get_store().save, draft)
+        return SaveResponse(id=result.id, deduplicated=result.deduplicated, path=result.path)
+
+    @router.get("", response_model=NoteList)
+    async def list_memories(
+        type: str | None = None,
+        scope: str | None = None,
+        tag: str | None = None,
+        status: Literal["active", "deprecated", "superseded"] | None = None,
+        limit: int = Query(default=50, ge=1, le=500),
+        offset: int = Query(default=0, ge=0),
+        sort: Literal["updated", "created", "importance", "access"] = "updated",
+    ) -> NoteList:
+        """List notes (all statuses unless `status` is given)."""
+        store = get_store()
+        notes = await _run(
+            store.list,
+            type=type,
+            scope=scope,
+            tag=tag,
+            status=status,
+            limit=limit,
+            offset=offset,
+            sort=sort,
+        )
+        total = await _run(store.count, type=type, scope=scope, tag=tag, status=status)
+        return NoteList(
+            items=[NoteOut.of(n) for n in notes], total=total, limit=limit, offset=offset
+        )
+
+    @router.get("/{note_id}", response_model=NoteFull)
+    async def get_memory(note_id: str) -> NoteFull:
+        """A note with its full text, read from its file."""
+        return NoteFull.of(await _run(get_store().get, note_id))
+
+    @router.put("/{note_id}", response_model=NoteFull)
+    async def update_memory(note_id: str, body: UpdateRequest) -> NoteFull:
+        """Partial update; the note is rewritten and re-indexed."""
+        changes = body.model_dump(exclude_unset=True)
+        if not changes:
+            raise HTTPException(status_code=422, detail="send at least one field to change")
+        return NoteFull.of(await _run(get_store().update, note_id, **changes))
+
+    @router.delete("/{note_id}", response_model=DeleteResponse)
+    async def delete_memory(note_id: str) -> DeleteResponse:
+        """Delete the note file and its index entry."""
+        await _run(get_store().delete, note_id)
+        return DeleteResponse(id=note_id, deleted=True)
+
+    return router

@@ -1,0 +1,340 @@
+"""`claude-memory memory ...`: search, add, list, show, rm, reindex, export, import, stats.
+
+The root `cli.py` calls `register(subparsers, get_config)`; the `memory` parser sets
+`func`, so the root runs `args.func(args)` and exits with the code it returns.
+For development: `uv run python -m memory.cli --home DIR search 连接池`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from errors import ClaudeMemoryError
+from memory.config import MemoryConfig
+from memory.files import render_note
+from memory.model import NOTE_STATUSES, NOTE_TYPES, SORT_KEYS, NoteDraft
+from memory.store import MemoryStore
+
+GetConfig = Callable[[argparse.Namespace], MemoryConfig]
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr: `index [#######-------] 512/1000`."""
+
+    def __init__(self, stream: TextIO | None = None, width: int = 30, interval: float = 0.1):
+        self.stream = stream or sys.stderr
+        self.width = width
+        self.interval = interval
+        self._last = 0.0
+        self._stage = ""
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        finished = done >= total
+        if stage != self._stage:
+            self._stage = stage
+        elif not finished and now - self._last < self.interval:
+            return
+        self._last = now
+        filled = self.width if total <= 0 else int(self.width * min(done, total) / total)
+        bar = "#" * filled + "-" * (self.width - filled)
+        self.stream.write(f"\r{stage:<6} [{bar}] {done}/{total}")
+        if finished:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def register(subparsers: argparse._SubParsersAction, get_config: GetConfig) -> None:
+    """Add the `memory` command and its subcommands."""
+    parser = subparsers.add_parser(
+        "memory", help="search and manage the long-term memory", description=__doc__
+    )
+    sub = parser.add_subparsers(dest="memory_command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("search", help="ranked keyword search (Chinese and English)")
+    p.add_argument("query", nargs="+")
+    p.add_argument("-n", "--limit", type=int, default=10)
+    p.add_argument("--type", choices=NOTE_TYPES)
+    p.add_argument("--scope")
+    p.add_argument("--tag")
+    p.add_argument("--all", action="store_true", help="include expired/deprecated/superseded")
+    _json_flag(p)
+    p.set_defaults(memory_handler=_search)
+
+    p = sub.add_parser("add", help="save a memory (text argument or stdin)")
+    p.add_argument("text", nargs="?", help="the memory; '-' or nothing reads stdin")
+    p.add_argument("--title")
+    p.add_argument("--summary")
+    p.add_argument("--type", default="general", help="note type or entity name")
+    p.add_argument("--scope", default="user")
+    p.add_argument("--tags", default="", help="comma-separated")
+    p.add_argument("--importance", type=float, default=0.5)
+    p.add_argument("--expires-at")
+    p.add_argument("--source")
+    p.add_argument("--supersedes", help="id of the note this one replaces")
+    _json_flag(p)
+    p.set_defaults(memory_handler=_add)
+
+    p = sub.add_parser("list", help="list notes")
+    p.add_argument("--type", choices=NOTE_TYPES)
+    p.add_argument("--scope")
+    p.add_argument("--tag")
+    p.add_argument("--status", choices=NOTE_STATUSES)
+    p.add_argument("-n", "--limit", type=int, default=50)
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--sort", choices=SORT_KEYS, default="updated")
+    _json_flag(p)
+    p.set_defaults(memory_handler=_list)
+
+    p = sub.add_parser("show", help="print a note")
+    p.add_argument("id")
+    _json_flag(p)
+    p.set_defaults(memory_handler=_show)
+
+    p = sub.add_parser("rm", help="delete a note (file and index entry)")
+    p.add_argument("ids", nargs="+", metavar="id")
+    p.set_defaults(memory_handler=_rm)
+
+    p = sub.add_parser("reindex", help="rebuild the index from the note files")
+    _json_flag(p)
+    p.set_defaults(memory_handler=_reindex)
+
+    p = sub.add_parser("export", help="write notes as JSONL or as a markdown tree")
+    p.add_argument("dest", help="a .jsonl file, '-' for stdout, or a folder")
+    p.add_argument("--format", choices=("jsonl", "markdown"), help="default: from dest")
+    p.set_defaults(memory_handler=_export)
+
+    p = sub.add_parser(
+        "import", help="import JSONL, a folder of markdown notes, or MEMORY.md / CLAUDE.md"
+    )
+    p.add_argument("path", type=Path)
+    p.add_argument("--scope", help="scope for every imported note")
+    p.add_argument("--type", help="type for every imported note")
+    _json_flag(p)
+    p.set_defaults(memory_handler=_import)
+
+    p = sub.add_parser("stats", help="counts and index state")
+    _json_flag(p)
+    p.set_defaults(memory_handler=_stats)
+
+    def run_memory(args: argparse.Namespace) -> int:
+        return run(args, get_config)
+
+    parser.set_defaults(func=run_memory)
+
+
+def _json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run(args: argparse.Namespace, get_config: GetConfig) -> int:
+    """Open the store, run the chosen subcommand, close. Returns the exit code."""
+    try:
+        with MemoryStore.open(get_config(args)) as store:
+            code: int = args.memory_handler(store, args)
+            return code
+    except ClaudeMemoryError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+def _search(store: MemoryStore, args: argparse.Namespace) -> int:
+    hits = store.search(
+        " ".join(args.query),
+        limit=args.limit,
+        type=args.type,
+        scope=args.scope,
+        tag=args.tag,
+        include_inactive=args.all,
+    )
+    if args.json:
+        _print_json([h.to_dict() for h in hits])
+        return 0
+    if not hits:
+        print("no matches")
+        return 0
+    for hit in hits:
+        p = hit.parts
+        print(f"{hit.score:.3f}  {hit.id}  [{hit.type}] {hit.title}")
+        print(
+            f"       rel {p.relevance:.2f} · type {p.type_weight:.2f} · "
+            f"recency {p.recency:.2f} · importance {p.importance:.2f}  {hit.path}"
+        )
+        if hit.snippet or hit.summary:
+            print(f"       {hit.snippet or hit.summary}")
+    return 0
+
+
+def _add(store: MemoryStore, args: argparse.Namespace) -> int:
+    text = args.text
+    if text is None or text == "-":
+        text = sys.stdin.read()
+    result = store.save(
+        NoteDraft(
+            content=text,
+            title=args.title,
+            summary=args.summary,
+            type=args.type,
+            scope=args.scope,
+            tags=args.tags,
+            importance=args.importance,
+            expires_at=args.expires_at,
+            source=args.source,
+            supersedes=args.supersedes,
+        )
+    )
+    if args.json:
+        _print_json({"id": result.id, "deduplicated": result.deduplicated, "path": result.path})
+    elif result.deduplicated:
+        print(f"duplicate of {result.id} ({result.path}); refreshed it")
+    else:
+        print(f"saved {result.id} ({result.path})")
+    return 0
+
+
+def _list(store: MemoryStore, args: argparse.Namespace) -> int:
+    notes = store.list(
+        type=args.type,
+        scope=args.scope,
+        tag=args.tag,
+        status=args.status,
+        limit=args.limit,
+        offset=args.offset,
+        sort=args.sort,
+    )
+    if args.json:
+        _print_json([n.to_dict(body=False) for n in notes])
+        return 0
+    for note in notes:
+        flag = "" if note.status == "active" else f" ({note.status})"
+        print(f"{note.id}  {note.updated:%Y-%m-%d}  [{note.type}] {note.title}{flag}")
+    if not notes:
+        print("no notes")
+    return 0
+
+
+def _show(store: MemoryStore, args: argparse.Namespace) -> int:
+    note = store.get(args.id)
+    if args.json:
+        _print_json(note.to_dict())
+    else:
+        print(f"# {store.abspath(note.path)}")
+        print(render_note(note), end="")
+    return 0
+
+
+def _rm(store: MemoryStore, args: argparse.Namespace) -> int:
+    for note_id in args.ids:
+        store.delete(note_id)
+        print(f"deleted {note_id}")
+    return 0
+
+
+def _reindex(store: MemoryStore, args: argparse.Namespace) -> int:
+    report = store.rebuild(progress=ProgressBar())
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print(f"indexed {report.added} notes in {report.seconds:.1f}s")
+        for issue in report.issues:
+            print(f"  warning: {issue.path}: {issue.message}")
+    return 0
+
+
+def _export(store: MemoryStore, args: argparse.Namespace) -> int:
+    from memory.transfer import export_jsonl, export_markdown
+
+    fmt = args.format or (
+        "jsonl" if args.dest == "-" or args.dest.endswith(".jsonl") else "markdown"
+    )
+    if fmt == "jsonl":
+        if args.dest == "-":
+            count = export_jsonl(store, sys.stdout)
+        else:
+            Path(args.dest).parent.mkdir(parents=True, exist_ok=True)
+            with open(args.dest, "w", encoding="utf-8") as out:
+                count = export_jsonl(store, out)
+    else:
+        count = export_markdown(store, Path(args.dest))
+    print(f"exported {count} notes to {args.dest}", file=sys.stderr)
+    return 0
+
+
+def _import(store: MemoryStore, args: argparse.Namespace) -> int:
+    from memory.transfer import import_path
+
+    report = import_path(
+        store, args.path, scope=args.scope, note_type=args.type, progress=ProgressBar()
+    )
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print(
+            f"imported {report.added} notes, {report.deduplicated} duplicates refreshed, "
+            f"{report.skipped} already present, {len(report.errors)} errors"
+        )
+        for error in report.errors:
+            print(f"  error: {error}")
+    return 1 if report.errors and not (report.added or report.deduplicated) else 0
+
+
+def _stats(store: MemoryStore, args: argparse.Namespace) -> int:
+    stats = store.stats()
+    if args.json:
+        _print_json(stats)
+        return 0
+    print(f"notes: {stats['total']}  (expired {stats['expired']})")
+    print("by type:   " + ", ".join(f"{k} {v}" for k, v in stats["by_type"].items() if v))
+    print("by scope:  " + ", ".join(f"{k} {v}" for k, v in stats["by_scope"].items()))
+    print("by status: " + ", ".join(f"{k} {v}" for k, v in stats["by_status"].items()))
+    index = stats["index"]
+    size_mb = index["size_bytes"] / 1e6
+    print(f"index: {index['path']} ({size_mb:.1f} MB, schema {index['schema_version']})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """A stand-alone parser (`python -m memory.cli`) with `--home`."""
+    parser = argparse.ArgumentParser(prog="claude-memory")
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=None,
+        help="data root (default: $CLAUDE_MEMORY_HOME or ~/.claude-memory)",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    register(subparsers, _config_from_home)
+    return parser
+
+
+def _config_from_home(args: argparse.Namespace) -> MemoryConfig:
+    home = args.home or Path(os.environ.get("CLAUDE_MEMORY_HOME", "~/.claude-memory"))
+    return MemoryConfig.for_home(Path(home).expanduser())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m memory.cli [--home DIR] COMMAND ...` (the `memory` word is implied)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--home", type=Path, default=None)
+    known, rest = pre.parse_known_args(argv)
+    if rest[:1] != ["memory"]:
+        rest = ["memory", *rest]
+    home = ["--home", str(known.home)] if known.home else []
+    args = build_parser().parse_args([*home, *rest])
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

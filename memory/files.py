@@ -1,0 +1,467 @@
+"""Notes on disk: markdown with YAML front matter, atomic writes, the folder layout.
+
+Files are the source of truth. Reading never rewrites a file: a hand-written note without an
+id gets one derived from its path (`model.path_note_id`), and broken front matter is reported
+as a warning while the whole text stays searchable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path, PurePosixPath
+from typing import Any, Final
+
+import yaml
+
+from errors import InvalidInputError
+from memory import _text
+from memory.capture import sanitize
+from memory.model import (
+    DEFAULT_IMPORTANCE,
+    FRONT_MATTER_KEYS,
+    Note,
+    NoteDraft,
+    new_note_id,
+    normalize_id,
+    normalize_importance,
+    normalize_scope,
+    normalize_status,
+    normalize_tags,
+    normalize_type,
+    parse_datetime,
+    path_note_id,
+    utcnow,
+)
+
+log = logging.getLogger(__name__)
+
+NOTE_SUFFIX: Final = ".md"
+# Never notes, wherever they are.
+RESERVED_NAMES: Final = frozenset({"README.md", "MEMORY_SCHEMA.md", "_index.json", "_index.yaml"})
+LAYOUT_DIRS: Final = ("user", "projects", "sessions", "inbox")
+TEMP_PREFIX: Final = ".tmp-"
+
+try:  # the C loader is ~10x faster; PyYAML wheels ship it
+    _Loader: Any = yaml.CSafeLoader
+    _Dumper: Any = yaml.CSafeDumper
+except AttributeError:  # pragma: no cover - pure-Python PyYAML build
+    _Loader = yaml.SafeLoader
+    _Dumper = yaml.SafeDumper
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    """A note file as read: the note (always), and whether it parsed cleanly."""
+
+    note: Note
+    ok: bool
+    """False when the front matter is broken or the bytes are not UTF-8: not rewritable."""
+    warnings: tuple[str, ...] = field(default=())
+
+
+def is_note_name(name: str) -> bool:
+    return (
+        name.endswith(NOTE_SUFFIX)
+        and name not in RESERVED_NAMES
+        and not name.startswith(".")
+        and not name.startswith(TEMP_PREFIX)
+    )
+
+
+def iter_note_files(root: Path, subdir: str = "") -> Iterator[tuple[str, os.stat_result]]:
+    """(relative POSIX path, stat) of every note under `root/subdir`; hidden folders skipped."""
+    start = root / subdir if subdir else root
+    stack = [start]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif is_note_name(entry.name) and entry.is_file():
+                    rel = Path(entry.path).relative_to(root).as_posix()
+                    yield rel, entry.stat()
+            except FileNotFoundError:  # removed while we looked
+                continue
+
+
+def list_dirs(root: Path) -> list[str]:
+    """Relative paths of the root and every non-hidden folder below it ("" is the root)."""
+    found = [""]
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+                found.append(Path(entry.path).relative_to(root).as_posix())
+    return found
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+
+def _split_front_matter(text: str) -> tuple[str | None, str, bool]:
+    """(front matter text or None, body, well-formed). Only `---` on the first line opens it."""
+    if not (text.startswith("---\n") or text.startswith("---\r\n")):
+        return None, text, True
+    lines = text.splitlines(keepends=True)
+    for i in range(1, len(lines)):
+        if lines[i].rstrip("\r\n") in ("---", "..."):
+            return "".join(lines[1:i]), "".join(lines[i + 1 :]), True
+    return None, text, False
+
+
+def _as_text(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def parse_note(data: bytes, relpath: str, mtime: float | None = None) -> ParsedFile:
+    """Parse a note file. Never raises: problems become warnings and defaults."""
+    warnings: list[str] = []
+    ok = True
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = data.decode("utf-8", errors="replace")
+        warnings.append(f"not valid UTF-8 (byte {exc.start}); undecodable bytes shown as U+FFFD")
+        ok = False
+    text = text.removeprefix("\ufeff")
+    fm_text, body, well_formed = _split_front_matter(text)
+    meta: dict[str, Any] = {}
+    if not well_formed:
+        warnings.append("front matter opened with '---' is never closed; indexed as plain text")
+        meta = _salvage("\n".join(text.splitlines()[1:40]))
+        ok = False
+    elif fm_text is not None:
+        try:
+            loaded = yaml.load(fm_text, Loader=_Loader)
+        except yaml.YAMLError as exc:
+            warnings.append(f"front matter is not valid YAML ({_first_line(exc)}); indexed as text")
+            loaded = _salvage(fm_text)
+            body = text
+            ok = False
+        if isinstance(loaded, dict):
+            meta = {str(k): v for k, v in loaded.items()}
+        elif loaded is not None or (ok and fm_text.strip()):
+            warnings.append("front matter is not a mapping; indexed as plain text")
+            body = text
+            ok = False
+    note = _note_from_meta(meta, body, relpath, mtime, warnings)
+    return ParsedFile(note=note, ok=ok, warnings=tuple(warnings))
+
+
+_SALVAGE_RE = re.compile(r"^(id|title):[ \t]*['\"]?([^'\"\n]+?)['\"]?[ \t]*$", re.MULTILINE)
+
+
+def _salvage(fm_text: str) -> dict[str, Any]:
+    """`id` and `title` from front matter YAML cannot parse, so the note keeps its identity."""
+    found: dict[str, Any] = {}
+    for match in _SALVAGE_RE.finditer(fm_text):
+        found.setdefault(match.group(1), match.group(2))
+    return found
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _field(meta: dict[str, Any], key: str, convert: Any, default: Any, warnings: list[str]) -> Any:
+    if key not in meta or meta[key] is None:
+        return default
+    try:
+        return convert(meta[key])
+    except InvalidInputError as exc:
+        warnings.append(f"{key}: {exc.message}; using {default!r}")
+        return default
+
+
+def _note_from_meta(
+    meta: dict[str, Any], body: str, relpath: str, mtime: float | None, warnings: list[str]
+) -> Note:
+    stamp = (
+        datetime.fromtimestamp(mtime).astimezone()
+        if mtime is not None
+        else utcnow()  # only for parse of text without a file
+    )
+    fallback_title = PurePosixPath(relpath).stem
+    note_id = _field(meta, "id", normalize_id, None, warnings) or path_note_id(relpath)
+    title = _as_text(meta.get("title")) or _text.derive_title(body, fallback_title)
+    created = _field(meta, "created", lambda v: parse_datetime(v, "created"), None, warnings)
+    updated = _field(meta, "updated", lambda v: parse_datetime(v, "updated"), None, warnings)
+    created = created or updated or parse_datetime(stamp)
+    updated = updated or parse_datetime(stamp) or created
+    summary = _as_text(meta.get("summary")) or _text.derive_summary(body)
+    access = meta.get("access_count", 0)
+    if not isinstance(access, int) or isinstance(access, bool) or access < 0:
+        warnings.append(f"access_count: {access!r} is not a count; using 0")
+        access = 0
+    superseded_by = _as_text(meta.get("superseded_by"))
+    extra = {k: v for k, v in meta.items() if k not in FRONT_MATTER_KEYS}
+    return Note(
+        id=note_id,
+        title=_text.shorten(title, 300),
+        type=_field(meta, "type", normalize_type, "general", warnings),
+        scope=_field(meta, "scope", normalize_scope, "user", warnings),
+        tags=_field(meta, "tags", normalize_tags, (), warnings),
+        created=created,
+        updated=updated,
+        summary=_text.shorten(summary, 1000),
+        importance=_field(meta, "importance", normalize_importance, DEFAULT_IMPORTANCE, warnings),
+        status=_field(meta, "status", normalize_status, "active", warnings),
+        superseded_by=superseded_by,
+        expires_at=_field(
+            meta, "expires_at", lambda v: parse_datetime(v, "expires_at"), None, warnings
+        ),
+        source=_as_text(meta.get("source")),
+        access_count=access,
+        body=body,
+        path=relpath,
+        extra=extra,
+    )
+
+
+def render_note(note: Note) -> str:
+    """The file text of a note: YAML front matter, a blank line, the body."""
+    front = yaml.dump(
+        note.front_matter(),
+        Dumper=_Dumper,
+        allow_unicode=True,
+        sort_keys=False,
+        default_flow_style=False,
+        width=100,
+    )
+    body = note.body if note.body.endswith("\n") or not note.body else note.body + "\n"
+    return f"---\n{front}---\n\n{body.lstrip(chr(10))}"
+
+
+def read_note(root: Path, relpath: str) -> ParsedFile:
+    path = root / relpath
+    data = path.read_bytes()
+    return parse_note(data, relpath, path.stat().st_mtime)
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def atomic_write(path: Path, text: str, *, fsync: bool = True, exclusive: bool = False) -> None:
+    """Write through a uniquely named temp file in the same folder, then rename over `path`.
+
+    With `exclusive`, fail with FileExistsError instead of replacing an existing file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(6)}{path.suffix}"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            if fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        if exclusive:
+            os.link(tmp, path)  # atomic "create if absent"
+            tmp.unlink()
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def note_folder(note_type: str, scope: str) -> str:
+    """Where a new note goes: project scope -> projects/<key>/, chat scope or conversation
+    -> sessions/, user-scoped identity/preference -> user/, anything else -> inbox/."""
+    if scope.startswith("project:"):
+        return f"projects/{_text.slugify(scope.split(':', 1)[1], 60)}"
+    if scope.startswith("chat:") or note_type == "conversation":
+        return "sessions"
+    if note_type in ("identity", "preference"):
+        return "user"
+    return "inbox"
+
+
+def new_note_path(root: Path, folder: str, note: Note) -> str:
+    """A free relative path `<folder>/<date>-<slug>-<id tail>.md`."""
+    stem = f"{note.created:%Y%m%d}-{_text.slugify(note.title)}-{note.id[-6:]}"
+    for attempt in range(100):
+        name = f"{stem}{'' if attempt == 0 else f'-{attempt}'}{NOTE_SUFFIX}"
+        rel = f"{folder}/{name}" if folder else name
+        if not (root / rel).exists():
+            return rel
+    raise InvalidInputError(f"no free file name for {stem!r} in {folder!r}")  # pragma: no cover
+
+
+def safe_relpath(relpath: str) -> str:
+    """Reject paths that leave the memory root or are not notes."""
+    pure = PurePosixPath(relpath.replace("\\", "/"))
+    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
+        raise InvalidInputError(f"note path {relpath!r} must be relative, inside the memory root")
+    if not is_note_name(pure.name) or any(p.startswith(".") for p in pure.parts):
+        raise InvalidInputError(f"note path {relpath!r} must end in .md and not be reserved")
+    return pure.as_posix()
+
+
+def note_from_draft(draft: NoteDraft, *, relpath: str = "", now: datetime | None = None) -> Note:
+    """Validate a draft and make it a note; text fields are sanitized (private spans, secrets)."""
+    if not isinstance(draft.content, str):
+        raise InvalidInputError("content must be a string")
+    body = sanitize(draft.content)
+    if not body.strip():
+        raise InvalidInputError("content is empty (after removing <private> spans)")
+    moment = now or utcnow()
+    title = sanitize(draft.title).strip() if draft.title else _text.derive_title(body)
+    summary = sanitize(draft.summary).strip() if draft.summary else _text.derive_summary(body)
+    created = parse_datetime(draft.created, "created") or moment
+    updated = parse_datetime(draft.updated, "updated") or created
+    if not isinstance(draft.access_count, int) or draft.access_count < 0:
+        raise InvalidInputError("access_count must be a non-negative integer")
+    return Note(
+        id=normalize_id(draft.id) if draft.id else new_note_id(moment.timestamp()),
+        title=_text.shorten(title, 300) or "Untitled",
+        type=normalize_type(draft.type),
+        scope=normalize_scope(draft.scope),
+        tags=tuple(sanitize(t) for t in normalize_tags(draft.tags)),
+        created=created,
+        updated=updated,
+        summary=_text.shorten(summary, 1000),
+        importance=normalize_importance(draft.importance),
+        status=normalize_status(draft.status),
+        superseded_by=draft.superseded_by,
+        expires_at=parse_datetime(draft.expires_at, "expires_at"),
+        source=sanitize(draft.source) if draft.source else None,
+        access_count=draft.access_count,
+        body=body,
+        path=relpath,
+        extra=dict(draft.extra),
+    )
+
+
+def create_inbox_note(
+    root: Path, draft: NoteDraft, *, fsync: bool = True, now: datetime | None = None
+) -> Note:
+    """Write a new capture into `inbox/` without touching the index (the next sync picks it up).
+
+    For processes that must not open the database; `MemoryStore.save` is the usual path and
+    also deduplicates.
+    """
+    note = note_from_draft(draft, now=now)
+    rel = new_note_path(root, "inbox", note)
+    note = _with_path(note, rel)
+    atomic_write(root / rel, render_note(note), fsync=fsync, exclusive=True)
+    return note
+
+
+def _with_path(note: Note, relpath: str) -> Note:
+    return replace(note, path=relpath)
+
+
+# --- layout ----------------------------------------------------------------------------------
+
+README_TEXT: Final = """\
+# Memory
+
+This folder is a long-term memory: one markdown file per memory, readable and editable in
+any editor. The files are the truth; `../index.db` is a search index rebuilt from them
+(`claude-memory memory reindex`).
+
+- `user/` - your profile and preferences (maintained by hand; start with `profile.md`)
+- `projects/<project-key>/` - memories about one project
+- `sessions/` - one summary per CLI or chat session
+- `inbox/` - new captures awaiting organisation
+
+See `MEMORY_SCHEMA.md` for the front matter fields. Edits, new files and deletions show up
+in search on their own. `README.md`, `MEMORY_SCHEMA.md` and `_index.json` are not memories.
+"""
+
+SCHEMA_TEXT: Final = """\
+# Memory note format
+
+Each note is a markdown file (`.md`) with YAML front matter between `---` lines:
+
+```yaml
+---
+id: mem_01jb3k0qz8x2ab      # stable id; missing -> derived from the file path
+title: 修复连接池泄漏
+type: bug                   # identity preference decision architecture project research
+                            # code bug conversation general
+                            # (Decision Architecture File Preference Concept Habit accepted)
+scope: project:api          # user | project:<key> | chat:<id>
+tags: [database, 连接池]
+created: '2025-06-01T08:00:00+00:00'
+updated: '2025-06-02T09:30:00+00:00'
+summary: One line used in listings.
+importance: 0.7             # 0..1
+status: active              # active | deprecated | superseded
+superseded_by: null         # id of the replacing note
+expires_at: null            # ISO date; past -> left out of search
+source: null                # where it came from
+access_count: 3             # how often it was found
+---
+
+Body in any language.
+```
+
+Every field is optional; missing ones get defaults. Secrets are redacted and
+`<private>...</private>` text is removed before the store writes a note.
+"""
+
+PROFILE_TEXT: Final = """\
+---
+id: mem_user_profile
+title: User profile
+type: identity
+scope: user
+tags: [profile]
+summary: Who the user is, how they like to work and to be spoken to.
+importance: 0.9
+status: active
+---
+
+# User profile
+
+## Preferences
+
+## Technical background
+
+## Communication style
+"""
+
+
+def ensure_memory_layout(root: Path) -> None:
+    """Create the folders, `user/profile.md`, `README.md` and `MEMORY_SCHEMA.md` if missing.
+
+    Existing files are never overwritten (several processes may run this at once).
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    for name in LAYOUT_DIRS:
+        (root / name).mkdir(exist_ok=True)
+    for rel, text in (
+        ("README.md", README_TEXT),
+        ("MEMORY_SCHEMA.md", SCHEMA_TEXT),
+        ("user/profile.md", PROFILE_TEXT),
+    ):
+        path = root / rel
+        if path.exists():
+            continue
+        with contextlib.suppress(FileExistsError):  # another process was first
+            atomic_write(path, text, fsync=False, exclusive=True)

@@ -1,0 +1,628 @@
+"""The SQLite index: derived from the note files, rebuilt from them at will.
+
+- WAL journal, `busy_timeout`, numbered migrations recorded in `schema_migrations`.
+- `notes`: one row per note file (front matter fields, the indexed body, file stat and hashes).
+- `notes_fts`: FTS5 `unicode61 remove_diacritics 2` over a copy of title, tags, summary and
+  body where every CJK character stands alone (see `_text.space_cjk`); contentless, so the
+  text is stored once (in `notes.body`).
+- `notes_tri`: FTS5 `trigram` over the unique ASCII words/identifiers of a note, for
+  substring matches such as `ConnPool` in `getConnPoolSize`.
+- `note_tags` (tag filter) and `note_bands` (MinHash bands for near-duplicate candidates).
+
+One writer path: `Index.write()` takes an in-process lock, then `BEGIN IMMEDIATE` (retried
+while another process holds the lock, up to `lock_timeout`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from errors import ClaudeMemoryError
+from memory import _text
+from memory.capture import sanitize
+from memory.files import ParsedFile
+from memory.model import Note, SortKey, path_note_id
+
+log = logging.getLogger(__name__)
+
+TEXT_VERSION: Final = "1"
+"""Bump when indexed text changes (segmentation, sanitising): the FTS tables are rebuilt."""
+
+_MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
+    (
+        1,
+        "notes",
+        (
+            """CREATE TABLE notes (
+                nid INTEGER PRIMARY KEY,
+                id TEXT NOT NULL UNIQUE,
+                path TEXT NOT NULL UNIQUE,
+                dir TEXT NOT NULL,
+                title TEXT NOT NULL,
+                type TEXT NOT NULL,
+                scope TEXT NOT NULL,
+                tags TEXT NOT NULL,
+                summary TEXT NOT NULL,
+                body TEXT NOT NULL,
+                importance REAL NOT NULL,
+                status TEXT NOT NULL,
+                superseded_by TEXT,
+                created TEXT NOT NULL,
+                created_ts REAL NOT NULL,
+                updated TEXT NOT NULL,
+                updated_ts REAL NOT NULL,
+                expires_at TEXT,
+                expires_ts REAL,
+                source TEXT,
+                access_count INTEGER NOT NULL DEFAULT 0,
+                access_pending INTEGER NOT NULL DEFAULT 0,
+                content_hash TEXT NOT NULL,
+                file_hash TEXT NOT NULL,
+                mtime_ns INTEGER NOT NULL,
+                size INTEGER NOT NULL,
+                verified_ns INTEGER NOT NULL,
+                parse_ok INTEGER NOT NULL,
+                warnings TEXT NOT NULL DEFAULT ''
+            )""",
+            "CREATE INDEX notes_dir ON notes(dir)",
+            "CREATE INDEX notes_updated ON notes(updated_ts)",
+            "CREATE INDEX notes_created ON notes(created_ts)",
+            "CREATE INDEX notes_type ON notes(type)",
+            "CREATE INDEX notes_scope ON notes(scope)",
+            "CREATE INDEX notes_hash ON notes(content_hash)",
+            "CREATE INDEX notes_pending ON notes(access_pending) WHERE access_pending > 0",
+        ),
+    ),
+    (
+        2,
+        "tags and near-duplicate bands",
+        (
+            "CREATE TABLE note_tags (tag TEXT NOT NULL, nid INTEGER NOT NULL,"
+            " PRIMARY KEY (tag, nid)) WITHOUT ROWID",
+            "CREATE INDEX note_tags_nid ON note_tags(nid)",
+            "CREATE TABLE note_bands (band INTEGER NOT NULL, nid INTEGER NOT NULL,"
+            " PRIMARY KEY (band, nid)) WITHOUT ROWID",
+            "CREATE INDEX note_bands_nid ON note_bands(nid)",
+        ),
+    ),
+    (
+        3,
+        "full-text tables",
+        (
+            "CREATE VIRTUAL TABLE notes_fts USING fts5(title, tags, summary, body,"
+            " content='', tokenize='unicode61 remove_diacritics 2')",
+            "CREATE VIRTUAL TABLE notes_tri USING fts5(words, content='', tokenize='trigram')",
+        ),
+    ),
+    (
+        4,
+        "meta",
+        (
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            f"INSERT INTO meta VALUES ('text_version', '{TEXT_VERSION}')",
+            "INSERT INTO meta VALUES ('generation', '0')",
+        ),
+    ),
+)
+SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
+
+NOTE_COLUMNS: Final = (
+    "nid, id, path, title, type, scope, tags, summary, body, importance, status, superseded_by,"
+    " created, updated, updated_ts, expires_at, expires_ts, source, access_count, access_pending,"
+    " mtime_ns, size, parse_ok"
+)
+# Title, tags and summary weigh more than the body in BM25.
+BM25_WEIGHTS: Final = "10.0, 6.0, 4.0, 1.0"
+
+_BUSY_CODES: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+class IndexBusyError(ClaudeMemoryError):
+    """Another process held the index too long."""
+
+    status_code = 503
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A note as the index stores it (computed outside the write lock)."""
+
+    note: Note
+    dir: str
+    body: str
+    """Sanitized, capped body: what is searchable."""
+    content_hash: str
+    file_hash: str
+    mtime_ns: int
+    size: int
+    verified_ns: int
+    parse_ok: bool
+    warnings: tuple[str, ...]
+    bands: tuple[int, ...]
+
+
+def make_entry(
+    parsed: ParsedFile,
+    *,
+    data_hash: str,
+    mtime_ns: int,
+    size: int,
+    verified_ns: int,
+    max_chars: int,
+) -> Entry:
+    note = parsed.note
+    # Hand-written notes may hold secrets or private spans: the index never does.
+    clean_body = sanitize(note.body)
+    note = replace(
+        note,
+        title=sanitize(note.title),
+        summary=sanitize(note.summary),
+        tags=tuple(sanitize(t) for t in note.tags),
+    )
+    rel_dir = note.path.rsplit("/", 1)[0] if "/" in note.path else ""
+    return Entry(
+        note=note,
+        dir=rel_dir,
+        body=clean_body[:max_chars],
+        content_hash=_text.content_hash(clean_body),
+        file_hash=data_hash,
+        mtime_ns=mtime_ns,
+        size=size,
+        verified_ns=verified_ns,
+        parse_ok=parsed.ok,
+        warnings=parsed.warnings,
+        bands=tuple(_text.minhash_bands(_text.shingles(clean_body))),
+    )
+
+
+def _ts(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def _fts_values(title: str, tags_json: str, summary: str, body: str) -> tuple[str, ...]:
+    tags_text = " ".join(json.loads(tags_json))
+    return (
+        _text.space_cjk(title),
+        _text.space_cjk(tags_text),
+        _text.space_cjk(summary),
+        _text.space_cjk(body),
+    )
+
+
+def _tri_value(title: str, tags_json: str, summary: str, body: str) -> str:
+    return _text.latin_tokens(" ".join((title, " ".join(json.loads(tags_json)), summary, body)))
+
+
+class Index:
+    """Connections (one per thread), migrations and the single write path."""
+
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 5000, lock_timeout: float = 60.0):
+        self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._lock_timeout = lock_timeout
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._conn_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        self._closed = False
+
+    # --- connections -------------------------------------------------------------------------
+
+    def conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise ClaudeMemoryError("the memory store is closed; open it again")
+        existing = getattr(self._local, "conn", None)
+        if existing is not None:
+            return existing
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self._busy_timeout_ms / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
+        self._retry(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA temp_store=MEMORY")
+        self._local.conn = conn
+        with self._conn_lock:
+            self._connections.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._conn_lock:
+            self._closed = True
+            for conn in self._connections:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.close()
+            self._connections.clear()
+
+    def _retry(self, action: Any) -> Any:
+        deadline = time.monotonic() + self._lock_timeout
+        delay = 0.005
+        while True:
+            try:
+                return action()
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode not in _BUSY_CODES or time.monotonic() > deadline:
+                    if exc.sqlite_errorcode in _BUSY_CODES:
+                        raise IndexBusyError(
+                            f"the memory index {self.path} stayed locked for "
+                            f"{self._lock_timeout:.0f}s; another process is writing, retry"
+                        ) from exc
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: in-process lock, then BEGIN IMMEDIATE (retried when busy)."""
+        conn = self.conn()
+        with self._write_lock:
+            if conn.in_transaction:  # nested use from the same thread: join the outer one
+                yield conn
+                return
+            self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            self._retry(lambda: conn.execute("COMMIT"))
+
+    @contextlib.contextmanager
+    def try_write(self, timeout: float) -> Iterator[sqlite3.Connection | None]:
+        """Like `write()`, but yields None instead of waiting more than `timeout` seconds."""
+        conn = self.conn()
+        if not self._write_lock.acquire(timeout=timeout):
+            yield None
+            return
+        try:
+            if conn.in_transaction:
+                yield conn
+                return
+            conn.execute(f"PRAGMA busy_timeout={max(int(timeout * 1000), 1)}")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                began = True
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode not in _BUSY_CODES:
+                    raise
+                began = False
+            finally:
+                conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
+            if not began:
+                yield None
+                return
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            self._retry(lambda: conn.execute("COMMIT"))
+        finally:
+            self._write_lock.release()
+
+    # --- schema ------------------------------------------------------------------------------
+
+    def migrate(self) -> bool:
+        """Apply pending migrations. True when the indexed text must be rebuilt."""
+        conn = self.conn()
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        with self.write() as tx:
+            done = {row[0] for row in tx.execute("SELECT version FROM schema_migrations")}
+            for version, name, statements in _MIGRATIONS:
+                if version in done:
+                    continue
+                for statement in statements:
+                    tx.execute(statement)
+                tx.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                    (version, name, datetime.now(UTC).isoformat(timespec="seconds")),
+                )
+                log.info("memory index migration %d applied: %s", version, name)
+            version = self.get_meta(tx, "text_version")
+        return version != TEXT_VERSION
+
+    def schema_version(self) -> int:
+        row = self.conn().execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0)
+
+    @staticmethod
+    def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    @staticmethod
+    def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+        conn.execute(
+            "INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    @staticmethod
+    def bump_generation(conn: sqlite3.Connection) -> None:
+        conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+
+    def generation(self) -> int:
+        return int(self.get_meta(self.conn(), "generation") or 0)
+
+    # --- writes (call inside `write()`) ------------------------------------------------------
+
+    def put(
+        self, conn: sqlite3.Connection, entry: Entry, *, path_exists: Any = None
+    ) -> tuple[str, Entry]:
+        """Insert or replace the row of `entry.note.path`. Returns ("added"|"updated", entry).
+
+        If another file already uses this id: when that file is gone, this is a move and the
+        old row goes; otherwise this file gets an id derived from its path (and a warning).
+        """
+        note = entry.note
+        other = conn.execute(
+            "SELECT nid, path FROM notes WHERE id = ? AND path <> ?", (note.id, note.path)
+        ).fetchone()
+        if other is not None:
+            if path_exists is not None and not path_exists(other["path"]):
+                self.delete(conn, other["nid"])
+            else:
+                new_id = path_note_id(note.path)
+                log.warning(
+                    "memory note %s reuses id %s of %s; indexed as %s (give it its own id)",
+                    note.path,
+                    note.id,
+                    other["path"],
+                    new_id,
+                )
+                note = replace(note, id=new_id)
+                entry = replace(entry, note=note)
+        old = conn.execute("SELECT nid FROM notes WHERE path = ?", (note.path,)).fetchone()
+        tags_json = json.dumps(list(note.tags), ensure_ascii=False)
+        values = {
+            "id": note.id,
+            "path": note.path,
+            "dir": entry.dir,
+            "title": note.title,
+            "type": note.type,
+            "scope": note.scope,
+            "tags": tags_json,
+            "summary": note.summary,
+            "body": entry.body,
+            "importance": note.importance,
+            "status": note.status,
+            "superseded_by": note.superseded_by,
+            "created": _iso(note.created),
+            "created_ts": _ts(note.created),
+            "updated": _iso(note.updated),
+            "updated_ts": _ts(note.updated),
+            "expires_at": _iso(note.expires_at),
+            "expires_ts": _ts(note.expires_at),
+            "source": note.source,
+            "access_count": note.access_count,
+            "content_hash": entry.content_hash,
+            "file_hash": entry.file_hash,
+            "mtime_ns": entry.mtime_ns,
+            "size": entry.size,
+            "verified_ns": entry.verified_ns,
+            "parse_ok": int(entry.parse_ok),
+            "warnings": "\n".join(entry.warnings),
+        }
+        if old is not None:
+            nid = int(old["nid"])
+            self._unindex(conn, nid)
+            assignments = ", ".join(f"{k} = :{k}" for k in values)
+            conn.execute(f"UPDATE notes SET {assignments} WHERE nid = :nid", {**values, "nid": nid})
+            outcome = "updated"
+        else:
+            columns = ", ".join(values)
+            placeholders = ", ".join(f":{k}" for k in values)
+            cursor = conn.execute(f"INSERT INTO notes ({columns}) VALUES ({placeholders})", values)
+            nid = int(cursor.lastrowid or 0)
+            outcome = "added"
+        conn.execute(
+            "INSERT INTO notes_fts (rowid, title, tags, summary, body) VALUES (?, ?, ?, ?, ?)",
+            (nid, *_fts_values(note.title, tags_json, note.summary, entry.body)),
+        )
+        conn.execute(
+            "INSERT INTO notes_tri (rowid, words) VALUES (?, ?)",
+            (nid, _tri_value(note.title, tags_json, note.summary, entry.body)),
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO note_tags VALUES (?, ?)",
+            [(tag.casefold(), nid) for tag in note.tags],
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO note_bands VALUES (?, ?)", [(b, nid) for b in entry.bands]
+        )
+        self.bump_generation(conn)
+        return outcome, entry
+
+    def _unindex(self, conn: sqlite3.Connection, nid: int) -> None:
+        """Remove a row's FTS entries, tags and bands (contentless FTS needs the old values)."""
+        row = conn.execute(
+            "SELECT title, tags, summary, body FROM notes WHERE nid = ?", (nid,)
+        ).fetchone()
+        if row is None:
+            return
+        conn.execute(
+            "INSERT INTO notes_fts (notes_fts, rowid, title, tags, summary, body)"
+            " VALUES ('delete', ?, ?, ?, ?, ?)",
+            (nid, *_fts_values(row["title"], row["tags"], row["summary"], row["body"])),
+        )
+        conn.execute(
+            "INSERT INTO notes_tri (notes_tri, rowid, words) VALUES ('delete', ?, ?)",
+            (nid, _tri_value(row["title"], row["tags"], row["summary"], row["body"])),
+        )
+        conn.execute("DELETE FROM note_tags WHERE nid = ?", (nid,))
+        conn.execute("DELETE FROM note_bands WHERE nid = ?", (nid,))
+
+    def delete(self, conn: sqlite3.Connection, nid: int) -> None:
+        self._unindex(conn, nid)
+        conn.execute("DELETE FROM notes WHERE nid = ?", (nid,))
+        self.bump_generation(conn)
+
+    def delete_all(self, conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO notes_fts (notes_fts) VALUES ('delete-all')")
+        conn.execute("INSERT INTO notes_tri (notes_tri) VALUES ('delete-all')")
+        for table in ("note_tags", "note_bands", "notes"):
+            conn.execute(f"DELETE FROM {table}")
+        self.set_meta(conn, "text_version", TEXT_VERSION)
+        self.bump_generation(conn)
+
+    def mark_verified(self, conn: sqlite3.Connection, path: str, mtime_ns: int, size: int) -> None:
+        """The file's stat changed but not its bytes (e.g. touched): remember the new stat."""
+        conn.execute(
+            "UPDATE notes SET mtime_ns = ?, size = ?, verified_ns = ? WHERE path = ?",
+            (mtime_ns, size, time.time_ns(), path),
+        )
+
+    def add_access(self, conn: sqlite3.Connection, nids: Sequence[int]) -> None:
+        conn.executemany(
+            "UPDATE notes SET access_pending = access_pending + 1 WHERE nid = ?",
+            [(n,) for n in nids],
+        )
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def file_states(self, dirs: Iterable[str] | None = None) -> dict[str, sqlite3.Row]:
+        """path -> (nid, mtime_ns, size, file_hash, verified_ns) for all rows or some folders."""
+        conn = self.conn()
+        sql = "SELECT nid, path, mtime_ns, size, file_hash, verified_ns FROM notes"
+        if dirs is None:
+            rows = conn.execute(sql).fetchall()
+        else:
+            wanted = sorted(set(dirs))
+            rows = []
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                marks = ", ".join("?" * len(chunk))
+                rows.extend(conn.execute(f"{sql} WHERE dir IN ({marks})", chunk).fetchall())
+        return {row["path"]: row for row in rows}
+
+    def row_by_id(self, note_id: str) -> sqlite3.Row | None:
+        return (
+            self.conn()
+            .execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id = ?", (note_id,))
+            .fetchone()
+        )
+
+    def row_by_path(self, relpath: str) -> sqlite3.Row | None:
+        return (
+            self.conn()
+            .execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE path = ?", (relpath,))
+            .fetchone()
+        )
+
+    def count(self) -> int:
+        return int(self.conn().execute("SELECT count(*) FROM notes").fetchone()[0])
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Row filters shared by list, search and context."""
+
+    type: str | None = None
+    scope: str | None = None
+    scope_includes_user: bool = False
+    tag: str | None = None
+    status: str | None = None
+    active_at: float | None = None
+    """When set: only active notes not expired at this timestamp."""
+
+    def sql(self, alias: str = "n") -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.type:
+            clauses.append(f"{alias}.type = ?")
+            params.append(self.type)
+        if self.scope:
+            if self.scope_includes_user and self.scope != "user":
+                clauses.append(f"{alias}.scope IN (?, 'user')")
+            else:
+                clauses.append(f"{alias}.scope = ?")
+            params.append(self.scope)
+        if self.tag:
+            clauses.append(f"{alias}.nid IN (SELECT nid FROM note_tags WHERE tag = ?)")
+            params.append(self.tag.strip().lstrip("#").casefold())
+        if self.status:
+            clauses.append(f"{alias}.status = ?")
+            params.append(self.status)
+        if self.active_at is not None:
+            clauses.append(
+                f"{alias}.status = 'active' AND ({alias}.expires_ts IS NULL"
+                f" OR {alias}.expires_ts > ?)"
+            )
+            params.append(self.active_at)
+        return (" AND ".join(clauses) or "1"), params
+
+
+_ORDER: Final[dict[SortKey, str]] = {
+    "updated": "n.updated_ts DESC, n.id DESC",
+    "created": "n.created_ts DESC, n.id DESC",
+    "importance": "n.importance DESC, n.updated_ts DESC, n.id DESC",
+    "access": "(n.access_count + n.access_pending) DESC, n.updated_ts DESC, n.id DESC",
+}
+
+
+def list_rows(
+    conn: sqlite3.Connection, filters: Filters, sort: SortKey, limit: int, offset: int
+) -> list[sqlite3.Row]:
+    where, params = filters.sql()
+    cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
+    return conn.execute(
+        f"SELECT {cols} FROM notes n WHERE {where} ORDER BY {_ORDER[sort]} LIMIT ? OFFSET ?",
+        [*params, limit, offset],
+    ).fetchall()
+
+
+def count_rows(conn: sqlite3.Connection, filters: Filters) -> int:
+    where, params = filters.sql()
+    return int(conn.execute(f"SELECT count(*) FROM notes n WHERE {where}", params).fetchone()[0])
+
+
+def fts_rows(
+    conn: sqlite3.Connection, match: str, filters: Filters, limit: int
+) -> list[sqlite3.Row]:
+    """Best BM25 matches of an FTS expression (bm25 < 0; lower is better)."""
+    where, params = filters.sql()
+    cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
+    return conn.execute(
+        f"SELECT {cols}, f.bm25 AS bm25 FROM ("
+        f" SELECT rowid, bm25(notes_fts, {BM25_WEIGHTS}) AS bm25 FROM notes_fts"
+        f" WHERE notes_fts MATCH ?) f"
+        f" JOIN notes n ON n.nid = f.rowid WHERE {where}"
+        f" ORDER BY f.bm25, n.id LIMIT ?",
+        [match, *params, limit],
+    ).fetchall()
+
+
+def trigram_rows(
+    conn: sqlite3.Connection, match: str, filters: Filters, limit: int
+) -> list[sqlite3.Row]:
+    """Notes whose words contain the query's identifiers as substrings (newest first)."""
+    where, params = filters.sql()
+    cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
+    return conn.execute(
+        f"SELECT {cols} FROM notes n WHERE n.nid IN"
+        f" (SELECT rowid FROM notes_tri WHERE notes_tri MATCH ?) AND {where}"
+        f" ORDER BY n.updated_ts DESC, n.id LIMIT ?",
+        [match, *params, limit],
+    ).fetchall()

@@ -1,0 +1,268 @@
+"""Keyword search: turn any user text into a safe FTS5 query, and rank what it finds.
+
+Query side (see docs/search.md):
+- Quoted text is one phrase; other text is split into words. Runs of Chinese characters are
+  segmented with rjieba (`连接池泄漏` -> `连接池`, `泄漏`); English words and identifiers stay
+  whole (`auth_timeout`, `GPT-4`).
+- Every word is sent as a quoted FTS phrase (CJK characters spaced, as in the index), so FTS
+  syntax in user text (`*`, `OR`, `-`, `(`, `:`, `^`, `NEAR`) can never break the query.
+  `-word` excludes, `word*` is a prefix, a bare `OR`/`AND`/`NOT` is ignored, and words are
+  OR-ed; ranking rewards notes that contain more of them.
+
+Score = relevance x 0.65 + type weight x 0.20 + recency x 0.10 + importance x 0.05 (weights
+come from `MemoryConfig.ranking`); each part is in 0..1 and returned with the hit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from memory import _text
+from memory.config import RankingWeights
+from memory.model import DAY, TYPE_PROFILES, ScoreParts
+
+MAX_QUERY_CHARS: Final = 2000
+MAX_TERMS: Final = 32
+
+_STOPWORD_TEXT: Final = """
+    的 了 是 在 和 与 及 或 也 都 就 而 吗 呢 吧 啊 呀 么 我 你 他 她 它 我们 你们 他们 这 那 这个
+    那个 有 个 一个 不 没有 怎么 怎样 什么 如何 为什么 哪些 哪个 关于 一下 请 把 被 对 从 到 给 让
+    a an the of to in on for and or is are was were be been being with at by from as it its
+    this that these those how what why when where which who do does did i you we my our your
+    me us can could should would will about into than then there here
+"""
+STOPWORDS: Final = frozenset(_STOPWORD_TEXT.split())
+_OPERATORS: Final = frozenset({"OR", "AND", "NOT", "NEAR"})
+_CHUNK_RE = re.compile(r'"([^"]*)"|(\S+)')
+_WORD_RE = re.compile(r"\w+(?:[.\-'+#]\w+)*", re.UNICODE)
+_HAS_ALNUM_RE = re.compile(r"[^\W_]")
+_NORM_RE = re.compile(r"[\W_]+")
+_CJK_SPLIT_RE = re.compile(f"([{_text.CJK_CHAR}]+)")
+
+_rjieba: Any = None
+
+
+def _cut(text: str) -> list[str]:
+    """Dictionary segmentation of a CJK run (rjieba, imported on first use: ~0.1 s)."""
+    global _rjieba
+    if _rjieba is None:
+        import rjieba
+
+        _rjieba = rjieba
+    return [w for w in _rjieba.cut(text) if w.strip()]
+
+
+def normalize_for_match(text: str) -> str:
+    """Lower case, punctuation to spaces, CJK characters spaced: mirrors the FTS tokenizer."""
+    spaced = _text.space_cjk(unicodedata.normalize("NFKC", text).casefold())
+    return " " + " ".join(_NORM_RE.sub(" ", spaced).split()) + " "
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    text: str
+    """The word as the user wrote it (for snippets and display)."""
+    norm: str
+    """`normalize_for_match(text)` without the outer spaces."""
+    prefix: bool = False
+
+    @property
+    def fts(self) -> str:
+        return f'"{_text.space_cjk(self.text).replace(chr(34), " ")}"' + (
+            "*" if self.prefix else ""
+        )
+
+    @property
+    def is_latin(self) -> bool:
+        return not _text.HAS_CJK_RE.search(self.text)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedQuery:
+    terms: tuple[Term, ...]
+    excluded: tuple[Term, ...]
+    phrase: str
+    """The whole query normalised, for the verbatim-match boost ("" for one-term queries)."""
+
+    @property
+    def empty(self) -> bool:
+        return not self.terms
+
+    def fts(self) -> str:
+        expr = "(" + " OR ".join(t.fts for t in self.terms) + ")"
+        if self.excluded:
+            expr += " NOT (" + " OR ".join(t.fts for t in self.excluded) + ")"
+        return expr
+
+    def trigram(self) -> str | None:
+        """Substring query over identifiers (3+ characters), or None."""
+        words = [t for t in self.terms if t.is_latin and len(t.norm.replace(" ", "")) >= 3]
+        if not words:
+            return None
+        return " OR ".join('"' + t.text.lower().replace('"', " ") + '"' for t in words)
+
+
+def _make_term(text: str, prefix: bool = False) -> Term | None:
+    text = text.strip()
+    if not text or not _HAS_ALNUM_RE.search(text):
+        return None
+    norm = normalize_for_match(text).strip()
+    if not norm:
+        return None
+    return Term(text=text, norm=norm, prefix=prefix)
+
+
+def _words(chunk: str) -> list[str]:
+    """Words of an unquoted chunk: CJK runs segmented, other text split into identifiers."""
+    words: list[str] = []
+    for piece in _CJK_SPLIT_RE.split(chunk):
+        if not piece:
+            continue
+        if _text.HAS_CJK_RE.match(piece):
+            words.extend(_cut(piece))
+        else:
+            words.extend(m.group(0) for m in _WORD_RE.finditer(piece))
+    return words
+
+
+def parse_query(query: str) -> ParsedQuery:
+    """Parse free text into terms. Never raises; an all-punctuation query has no terms."""
+    query = unicodedata.normalize("NFKC", query or "")[:MAX_QUERY_CHARS]
+    positive: list[Term] = []
+    negative: list[Term] = []
+    operators: list[Term] = []
+    for match in _CHUNK_RE.finditer(query):
+        quoted, chunk = match.group(1), match.group(2)
+        if quoted is not None:
+            term = _make_term(" ".join(quoted.split()))
+            if term:
+                positive.append(term)
+            continue
+        if chunk in _OPERATORS:
+            term = _make_term(chunk)
+            if term:
+                operators.append(term)
+            continue
+        negate = chunk.startswith("-") and len(chunk) > 1 and bool(_HAS_ALNUM_RE.match(chunk[1]))
+        body = chunk[1:] if negate else chunk.lstrip("+")
+        prefix = body.endswith("*")
+        words = _words(body)
+        for i, word in enumerate(words):
+            term = _make_term(word, prefix=prefix and i == len(words) - 1 and word.isascii())
+            if term:
+                (negative if negate else positive).append(term)
+    if not positive:
+        # "-foo" alone or a bare "OR": search the words themselves rather than nothing.
+        positive, negative = negative or operators, []
+    content = [t for t in positive if t.norm not in STOPWORDS]
+    if content:
+        positive = content
+    terms = _unique(positive)[:MAX_TERMS]
+    excluded = tuple(
+        t for t in _unique(negative)[:MAX_TERMS] if t.norm not in {x.norm for x in terms}
+    )
+    whole = normalize_for_match(" ".join(t.text for t in terms)).strip()
+    return ParsedQuery(terms=terms, excluded=excluded, phrase=whole if len(terms) > 1 else "")
+
+
+def _unique(terms: Sequence[Term]) -> tuple[Term, ...]:
+    seen: dict[tuple[str, bool], Term] = {}
+    for term in terms:
+        seen.setdefault((term.norm, term.prefix), term)
+    return tuple(seen.values())
+
+
+# --- ranking ---------------------------------------------------------------------------------
+
+HAYSTACK_CHARS: Final = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    row: Any
+    bm25: float | None
+    """FTS5 bm25 (negative, lower is better); None for substring-only matches."""
+
+
+def recency(updated_ts: float, now_ts: float, half_life_days: float) -> float:
+    age = max(0.0, now_ts - updated_ts)
+    return float(0.5 ** (age / (half_life_days * DAY)))
+
+
+def _term_in(term: Term, haystack: str, substring: bool) -> bool:
+    if substring:
+        return term.norm in haystack
+    if term.prefix:
+        return " " + term.norm in haystack
+    return " " + term.norm + " " in haystack
+
+
+def relevance(query: ParsedQuery, candidates: Sequence[Candidate]) -> list[float]:
+    """Relevance in 0..1 for each candidate:
+    0.50 x BM25 scaled by the best BM25 of this query
+    + 0.35 x share of the query's words the note contains
+    + 0.15 x boost (1: the whole query appears verbatim, or all words are in the title;
+                    0.5: some word is in the title).
+    Substring-only (trigram) matches get no BM25 part."""
+    best = max((-c.bm25 for c in candidates if c.bm25 is not None), default=0.0)
+    out: list[float] = []
+    n_terms = max(len(query.terms), 1)
+    for cand in candidates:
+        row = cand.row
+        tags = " ".join(_tags(row))
+        title = normalize_for_match(row["title"] + " " + tags)
+        hay = normalize_for_match(
+            " ".join((row["title"], tags, row["summary"], row["body"][:HAYSTACK_CHARS]))
+        )
+        substring = cand.bm25 is None
+        found = [t for t in query.terms if _term_in(t, hay, substring)]
+        in_title = [t for t in query.terms if _term_in(t, title, substring)]
+        coverage = len(found) / n_terms
+        bm25_part = (-cand.bm25 / best) if cand.bm25 is not None and best > 0 else 0.0
+        if (query.phrase and " " + query.phrase + " " in hay) or len(in_title) == n_terms:
+            boost = 1.0
+        elif in_title:
+            boost = 0.5
+        else:
+            boost = 0.0
+        out.append(min(1.0, 0.5 * bm25_part + 0.35 * coverage + 0.15 * boost))
+    return out
+
+
+def _tags(row: Any) -> list[str]:
+    return list(json.loads(row["tags"]))
+
+
+def score_parts(row: Any, rel: float, now_ts: float) -> ScoreParts:
+    profile = TYPE_PROFILES.get(row["type"], TYPE_PROFILES["general"])
+    return ScoreParts(
+        relevance=rel,
+        type_weight=profile.weight,
+        recency=recency(row["updated_ts"], now_ts, profile.half_life_days),
+        importance=float(row["importance"]),
+    )
+
+
+def combine(parts: ScoreParts, weights: RankingWeights) -> float:
+    return (
+        parts.relevance * weights.relevance
+        + parts.type_weight * weights.type
+        + parts.recency * weights.recency
+        + parts.importance * weights.importance
+    )
+
+
+def snippet(body: str, query: ParsedQuery, width: int = 80) -> str:
+    """A one-line excerpt around the first query word found in the body."""
+    lower = body[:HAYSTACK_CHARS].casefold()
+    positions = [p for t in query.terms if (p := lower.find(t.text.casefold())) >= 0]
+    if not positions:
+        return ""
+    start = max(0, min(positions) - width // 3)
+    piece = " ".join(body[start : start + width].split())
+    return ("…" if start > 0 else "") + piece + ("…" if start + width < len(body) else "")

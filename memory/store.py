@@ -1,0 +1,1042 @@
+"""`MemoryStore`: the one facade over notes and index (web API, agent tools, hooks, MCP, CLI).
+
+Synchronous (SQLite). Safe from several threads (one connection per thread, one in-process
+write lock) and from several processes (`BEGIN IMMEDIATE` with retries; files are written
+through unique temp names and renamed). Files change first, the index follows.
+
+Freshness: hand edits, additions and deletions are picked up by an incremental sync (stat,
+then hash when the stat changed). `open()` syncs; reads (`search`, `list`, `get`, `stats`)
+check folder mtimes every time (new, deleted or renamed files), rescan every file when the
+last scan was cheap (small stores) or older than `rescan_interval`, and re-check the files of
+the notes they return. See docs/search.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final, Self
+
+from errors import InvalidInputError, NotFoundError
+from memory import _text
+from memory.capture import sanitize
+from memory.config import MemoryConfig
+from memory.context import write_index_json
+from memory.files import (
+    ParsedFile,
+    atomic_write,
+    ensure_memory_layout,
+    is_note_name,
+    iter_note_files,
+    list_dirs,
+    new_note_path,
+    note_folder,
+    note_from_draft,
+    parse_note,
+    render_note,
+    safe_relpath,
+)
+from memory.index import (
+    SCHEMA_VERSION,
+    TEXT_VERSION,
+    Entry,
+    Filters,
+    Index,
+    count_rows,
+    fts_rows,
+    list_rows,
+    make_entry,
+    trigram_rows,
+)
+from memory.model import (
+    TYPE_PROFILES,
+    Note,
+    NoteDraft,
+    SaveResult,
+    SearchHit,
+    SyncIssue,
+    SyncReport,
+    normalize_id,
+    normalize_importance,
+    normalize_scope,
+    normalize_sort,
+    normalize_status,
+    normalize_tags,
+    normalize_type,
+    parse_datetime,
+    utcnow,
+)
+from memory.search import (
+    Candidate,
+    combine,
+    parse_query,
+    relevance,
+    score_parts,
+    snippet,
+)
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[str, int, int], None]
+"""progress(stage, done, total); stages: "read" then "index"."""
+
+RACY_NS: Final = 1_000_000_000
+"""A file modified less than this before we last read it is re-hashed on the next scan:
+an edit within the file system's timestamp granularity would otherwise go unnoticed."""
+BATCH: Final = 500
+UPDATABLE: Final = frozenset(
+    {
+        "title",
+        "summary",
+        "content",
+        "body",
+        "type",
+        "scope",
+        "tags",
+        "importance",
+        "status",
+        "superseded_by",
+        "expires_at",
+        "source",
+    }
+)
+
+
+def _note_from_row(row: sqlite3.Row) -> Note:
+    return Note(
+        id=row["id"],
+        title=row["title"],
+        type=row["type"],
+        scope=row["scope"],
+        tags=tuple(json.loads(row["tags"])),
+        created=parse_datetime(row["created"]) or utcnow(),
+        updated=parse_datetime(row["updated"]) or utcnow(),
+        summary=row["summary"],
+        importance=float(row["importance"]),
+        status=row["status"],
+        superseded_by=row["superseded_by"],
+        expires_at=parse_datetime(row["expires_at"]),
+        source=row["source"],
+        access_count=int(row["access_count"]) + int(row["access_pending"]),
+        body=row["body"],
+        path=row["path"],
+    )
+
+
+class MemoryStore:
+    """Markdown notes as the truth, a SQLite index for search. Open with `MemoryStore.open`."""
+
+    def __init__(self, config: MemoryConfig, *, clock: Callable[[], datetime] | None = None):
+        self.config = config
+        self.root = config.root
+        self._clock = clock or utcnow
+        self.index = Index(
+            config.index_path,
+            busy_timeout_ms=config.busy_timeout_ms,
+            lock_timeout=config.lock_timeout,
+        )
+        self._sync_lock = threading.RLock()
+        self._dir_mtimes: dict[str, int] = {}
+        self._last_scan_end = float("-inf")
+        self._last_scan_cost = float("inf")
+        self._last_report = SyncReport()
+        self._json_lock = threading.Lock()
+        self._json_generation = -1
+        self._json_written_at = float("-inf")
+        self._access_lock = threading.Lock()
+        self._unsaved_access: Counter[int] = Counter()
+        self._closed = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, config: MemoryConfig, *, clock: Callable[[], datetime] | None = None
+    ) -> MemoryStore:
+        """Create the layout, migrate the index and sync it with the files."""
+        store = cls(config, clock=clock)
+        try:
+            ensure_memory_layout(config.root)
+            if store.index.migrate():
+                log.info("memory index text format changed; rebuilding from the notes")
+                store.rebuild()
+            else:
+                store.sync()
+        except BaseException:
+            store.index.close()
+            raise
+        return store
+
+    def close(self) -> None:
+        """Write pending access counts and `_index.json`, then close the connections."""
+        if self._closed:
+            return
+        try:
+            self.flush_access_counts()
+            self._write_index_json(force=False, throttle=False)
+        finally:
+            self._closed = True
+            self.index.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _now(self) -> datetime:
+        return self._clock()
+
+    def abspath(self, relpath: str) -> Path:
+        return self.root / relpath
+
+    # --- sync --------------------------------------------------------------------------------
+
+    def sync(self) -> SyncReport:
+        """Bring the index up to date with every file (incremental: stat, then hash)."""
+        with self._sync_lock:
+            report = self._sync(None)
+        self._after_change(report.changed)
+        return report
+
+    def _ensure_fresh(self) -> None:
+        with self._sync_lock:
+            elapsed = time.monotonic() - self._last_scan_end
+            if (
+                self._last_scan_cost * 1000 <= self.config.scan_budget_ms
+                or elapsed >= self.config.rescan_interval
+            ):
+                report = self._sync(None)
+            else:
+                changed = [d for d, m in self._dir_mtimes.items() if _dir_mtime(self.root, d) != m]
+                if not changed:
+                    return
+                report = self._sync(changed)
+        self._after_change(report.changed)
+
+    def _scan(self, dirs: list[str] | None) -> tuple[dict[str, os.stat_result], list[str] | None]:
+        """Files to compare and the folders whose index rows they cover (None: all)."""
+        if dirs is None:
+            files = dict(iter_note_files(self.root))
+            self._dir_mtimes = {d: _dir_mtime(self.root, d) for d in list_dirs(self.root)}
+            return files, None
+        files = {}
+        covered: list[str] = []
+        pending = list(dirs)
+        while pending:
+            rel = pending.pop()
+            covered.append(rel)
+            folder = self.root / rel if rel else self.root
+            mtime = _dir_mtime(self.root, rel)
+            if mtime < 0:  # folder gone: its known subfolders too
+                self._dir_mtimes.pop(rel, None)
+                prefix = rel + "/"
+                gone = [d for d in self._dir_mtimes if d.startswith(prefix)]
+                for d in gone:
+                    self._dir_mtimes.pop(d, None)
+                covered.extend(gone)
+                continue
+            self._dir_mtimes[rel] = mtime
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                child = f"{rel}/{entry.name}" if rel else entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if child not in self._dir_mtimes:
+                            pending.append(child)
+                    elif is_note_name(entry.name) and entry.is_file():
+                        files[child] = entry.stat()
+                except FileNotFoundError:
+                    continue
+        return files, covered
+
+    def _sync(self, dirs: list[str] | None) -> SyncReport:
+        started = time.perf_counter()
+        files, covered = self._scan(dirs)
+        known = self.index.file_states(covered)
+        issues: list[SyncIssue] = []
+        unchanged = 0
+        entries: list[Entry] = []
+        verified: list[tuple[str, int, int, int]] = []
+        for rel in sorted(files):
+            stat = files[rel]
+            row = known.get(rel)
+            if (
+                row is not None
+                and row["mtime_ns"] == stat.st_mtime_ns
+                and row["size"] == stat.st_size
+                and stat.st_mtime_ns + RACY_NS <= row["verified_ns"]
+            ):
+                unchanged += 1
+                continue
+            outcome = self._prepare(rel, row, issues)
+            if outcome is None:
+                continue
+            if isinstance(outcome, Entry):
+                entries.append(outcome)
+            else:
+                verified.append(outcome)
+                unchanged += 1
+        gone = [row for rel, row in known.items() if rel not in files]
+        added = updated = removed = 0
+        if entries or verified or gone:
+            for start in range(0, max(len(entries), 1), BATCH):
+                with self.index.write() as tx:
+                    for entry in entries[start : start + BATCH]:
+                        if not _same_stat(self.root / entry.note.path, entry):
+                            continue  # changed again while we read it: next sync
+                        outcome, _ = self.index.put(tx, entry, path_exists=self._exists)
+                        if outcome == "added":
+                            added += 1
+                        else:
+                            updated += 1
+                    if start == 0:
+                        for rel, mtime_ns, size, verified_ns in verified:
+                            tx.execute(
+                                "UPDATE notes SET mtime_ns = ?, size = ?, verified_ns = ?"
+                                " WHERE path = ?",
+                                (mtime_ns, size, verified_ns, rel),
+                            )
+                        for row in gone:
+                            if not self._exists(row["path"]):
+                                self.index.delete(tx, row["nid"])
+                                removed += 1
+        report = SyncReport(
+            added=added,
+            updated=updated,
+            removed=removed,
+            unchanged=unchanged,
+            issues=tuple(issues),
+            seconds=time.perf_counter() - started,
+        )
+        if dirs is None:
+            self._last_scan_end = time.monotonic()
+            self._last_scan_cost = report.seconds
+            self._last_report = report
+        return report
+
+    def _exists(self, relpath: str) -> bool:
+        return (self.root / relpath).is_file()
+
+    def _prepare(
+        self, rel: str, row: sqlite3.Row | None, issues: list[SyncIssue]
+    ) -> Entry | tuple[str, int, int, int] | None:
+        """Read one file: an Entry to index, a (path, stat, verified) when only the stat
+        changed, or None (unreadable; recorded in `issues`)."""
+        path = self.root / rel
+        verified_ns = time.time_ns()
+        try:
+            stat = path.stat()
+            with open(path, "rb") as handle:
+                data = handle.read(self.config.max_note_bytes)
+        except OSError as exc:
+            issues.append(SyncIssue(rel, f"unreadable: {exc.strerror or exc}"))
+            log.warning("memory note %s is unreadable: %s", rel, exc)
+            return None
+        digest = _text.file_hash(data)
+        if row is not None and digest == row["file_hash"]:
+            return (rel, stat.st_mtime_ns, stat.st_size, verified_ns)
+        parsed = parse_note(data, rel, stat.st_mtime)
+        warnings = list(parsed.warnings)
+        if stat.st_size > self.config.max_note_bytes:
+            warnings.append(f"larger than {self.config.max_note_bytes} bytes; indexed in part")
+        for warning in warnings:
+            issues.append(SyncIssue(rel, warning))
+            log.warning("memory note %s: %s", rel, warning)
+        parsed = replace(parsed, warnings=tuple(warnings))
+        return make_entry(
+            parsed,
+            data_hash=digest,
+            mtime_ns=stat.st_mtime_ns,
+            size=stat.st_size,
+            verified_ns=verified_ns,
+            max_chars=self.config.max_indexed_chars,
+        )
+
+    def _sync_paths(self, relpaths: list[str]) -> None:
+        """Re-check a few files (e.g. the notes a search is about to return)."""
+        issues: list[SyncIssue] = []
+        with self.index.write() as tx:
+            for rel in relpaths:
+                row = tx.execute(
+                    "SELECT nid, file_hash FROM notes WHERE path = ?", (rel,)
+                ).fetchone()
+                if not self._exists(rel):
+                    if row is not None:
+                        self.index.delete(tx, row["nid"])
+                    continue
+                outcome = self._prepare(rel, row, issues)
+                if isinstance(outcome, Entry):
+                    self.index.put(tx, outcome, path_exists=self._exists)
+                elif outcome is not None:
+                    _, mtime_ns, size, verified_ns = outcome
+                    tx.execute(
+                        "UPDATE notes SET mtime_ns = ?, size = ?, verified_ns = ? WHERE path = ?",
+                        (mtime_ns, size, verified_ns, rel),
+                    )
+        self._after_change(True)
+
+    def rebuild(self, progress: ProgressFn | None = None) -> SyncReport:
+        """Drop the index and rebuild it from the files (pending access counts are written
+        to their notes first, so nothing is lost)."""
+        started = time.perf_counter()
+        with self._sync_lock:
+            self._flush_access_safely()
+            files = sorted(iter_note_files(self.root))
+            issues: list[SyncIssue] = []
+            entries: list[Entry] = []
+            total = len(files)
+            for done, (rel, _stat) in enumerate(files, 1):
+                entry = self._prepare(rel, None, issues)
+                if isinstance(entry, Entry):
+                    entries.append(entry)
+                if progress:
+                    progress("read", done, total)
+            with self.index.write() as tx:
+                self.index.delete_all(tx)
+                for done, entry in enumerate(entries, 1):
+                    self.index.put(tx, entry, path_exists=self._exists)
+                    if progress and (done % 100 == 0 or done == len(entries)):
+                        progress("index", done, len(entries))
+            self._dir_mtimes = {d: _dir_mtime(self.root, d) for d in list_dirs(self.root)}
+            self._last_scan_end = time.monotonic()
+            report = SyncReport(
+                added=len(entries),
+                issues=tuple(issues),
+                seconds=time.perf_counter() - started,
+            )
+            self._last_scan_cost = report.seconds / 4  # a plain sync costs a fraction
+            self._last_report = report
+        self._write_index_json(force=True, throttle=False)
+        return report
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def save(self, draft: NoteDraft) -> SaveResult:
+        """Write a new note, or refresh the existing one if it is an (exact or near) duplicate.
+
+        Text is sanitized first (`<private>` spans dropped, secrets redacted).
+        """
+        now = self._now()
+        note = note_from_draft(draft, now=now)
+        text = render_note(note)
+        if len(text.encode("utf-8")) > self.config.max_note_bytes:
+            raise InvalidInputError(
+                f"note is larger than {self.config.max_note_bytes} bytes; "
+                "split it or link to a file"
+            )
+        chash = _text.content_hash(note.body)
+        grams = _text.shingles(note.body)
+        bands = _text.minhash_bands(grams)
+        with self.index.write() as tx:
+            self._flush_unsaved_access(tx)
+            if draft.id and tx.execute("SELECT 1 FROM notes WHERE id = ?", (note.id,)).fetchone():
+                raise InvalidInputError(f"a note with id {note.id!r} already exists")
+            old_row = None
+            if draft.supersedes:
+                old_row = tx.execute(
+                    "SELECT nid, path FROM notes WHERE id = ?", (draft.supersedes,)
+                ).fetchone()
+                if old_row is None:
+                    raise NotFoundError("note", draft.supersedes)
+            dup = self._find_duplicate(tx, note, chash, grams, bands, now)
+            if dup is not None and old_row is None:
+                refreshed = self._rewrite(tx, dup, {"updated": now}, extra_access=1, lenient=True)
+                return SaveResult(id=refreshed.id, deduplicated=True, path=refreshed.path)
+            rel = self._place(note, draft.path)
+            note = replace(note, path=rel)
+            self._write_new(tx, note)
+            if old_row is not None:
+                self._rewrite(
+                    tx,
+                    old_row,
+                    {"status": "superseded", "superseded_by": note.id, "updated": now},
+                )
+        self._after_change(True)
+        return SaveResult(id=note.id, deduplicated=False, path=note.path)
+
+    def _place(self, note: Note, wanted: str | None) -> str:
+        if wanted:
+            rel = safe_relpath(wanted)
+            if not (self.root / rel).exists():
+                return rel
+        return new_note_path(self.root, note_folder(note.type, note.scope), note)
+
+    def _write_new(self, tx: sqlite3.Connection, note: Note) -> None:
+        text = render_note(note)
+        path = self.root / note.path
+        verified_ns = time.time_ns()
+        atomic_write(path, text, fsync=self.config.fsync, exclusive=True)
+        self._index_written(tx, note, text, path, verified_ns)
+
+    def _index_written(
+        self, tx: sqlite3.Connection, note: Note, text: str, path: Path, verified_ns: int
+    ) -> None:
+        stat = path.stat()
+        entry = make_entry(
+            ParsedFile(note=note, ok=True),
+            data_hash=_text.file_hash(text.encode("utf-8")),
+            mtime_ns=stat.st_mtime_ns,
+            size=stat.st_size,
+            verified_ns=verified_ns,
+            max_chars=self.config.max_indexed_chars,
+        )
+        self.index.put(tx, entry, path_exists=self._exists)
+        folder = note.path.rsplit("/", 1)[0] if "/" in note.path else ""
+        if folder in self._dir_mtimes:
+            # our own write: do not make the next read rescan this folder
+            self._dir_mtimes[folder] = _dir_mtime(self.root, folder)
+
+    def _find_duplicate(
+        self,
+        tx: sqlite3.Connection,
+        note: Note,
+        chash: str,
+        grams: set[str],
+        bands: list[int],
+        now: datetime,
+    ) -> sqlite3.Row | None:
+        active = "scope = ? AND status = 'active' AND (expires_ts IS NULL OR expires_ts > ?)"
+        params = (note.scope, now.timestamp())
+        exact = tx.execute(
+            f"SELECT nid, path FROM notes WHERE content_hash = ? AND {active} ORDER BY nid LIMIT 1",
+            (chash, *params),
+        ).fetchone()
+        if exact is not None or self.config.dedup_threshold >= 1.0 or not bands:
+            return exact
+        marks = ", ".join("?" * len(bands))
+        rows = tx.execute(
+            f"SELECT nid, path, body FROM notes WHERE nid IN"
+            f" (SELECT nid FROM note_bands WHERE band IN ({marks})) AND {active} LIMIT 50",
+            (*bands, *params),
+        ).fetchall()
+        best, best_sim = None, self.config.dedup_threshold
+        for row in rows:
+            similarity = _text.jaccard(grams, _text.shingles(row["body"]))
+            if similarity >= best_sim:
+                best, best_sim = row, similarity
+        return best
+
+    def _rewrite(
+        self,
+        tx: sqlite3.Connection,
+        row: sqlite3.Row,
+        changes: dict[str, Any],
+        *,
+        extra_access: int = 0,
+        lenient: bool = False,
+        extra: dict[str, Any] | None = None,
+        rederive: bool = False,
+    ) -> Note:
+        """Read the file (the truth), apply changes, write it back and re-index it.
+
+        Pending access counts are folded into the file. A file whose front matter is broken is
+        never rewritten: InvalidInputError, or with `lenient` only the index count moves.
+        """
+        rel = row["path"]
+        path = self.root / rel
+        current = tx.execute(
+            "SELECT nid, id, access_pending FROM notes WHERE path = ?", (rel,)
+        ).fetchone()
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            if current is not None:
+                self.index.delete(tx, current["nid"])
+            raise NotFoundError("note", current["id"] if current else rel) from None
+        parsed = parse_note(data, rel, path.stat().st_mtime)
+        if not parsed.ok:
+            if lenient and current is not None:
+                self.index.add_access(tx, [current["nid"]] * max(extra_access, 0))
+                return _note_from_row(self.index.row_by_path(rel) or row)
+            raise InvalidInputError(
+                f"note {rel} has broken front matter or invalid UTF-8 "
+                f"({'; '.join(parsed.warnings)}); fix the file by hand, nothing was changed"
+            )
+        pending = int(current["access_pending"]) if current is not None else 0
+        old = parsed.note
+        if rederive:
+            # title/summary that were derived from the old body follow the new body
+            new_body = changes["body"]
+            if "summary" not in changes and old.summary == _text.derive_summary(old.body):
+                changes = {**changes, "summary": _text.derive_summary(new_body)}
+            if "title" not in changes and old.title == _text.derive_title(old.body, Path(rel).stem):
+                changes = {**changes, "title": _text.derive_title(new_body, old.title)}
+        if extra:
+            changes = {**changes, "extra": {**old.extra, **extra}}
+        note = replace(
+            parsed.note,
+            id=current["id"] if current is not None else parsed.note.id,
+            access_count=parsed.note.access_count + pending + extra_access,
+            **changes,
+        )
+        text = render_note(note)
+        verified_ns = time.time_ns()
+        atomic_write(path, text, fsync=self.config.fsync)
+        self._index_written(tx, note, text, path, verified_ns)
+        tx.execute("UPDATE notes SET access_pending = 0 WHERE path = ?", (rel,))
+        return note
+
+    def get(self, note_id: str) -> Note:
+        """The full note, read from its file (raises NotFoundError)."""
+        row = self._row_or_sync(note_id)
+        rel = row["path"]
+        path = self.root / rel
+        try:
+            data = path.read_bytes()
+            stat = path.stat()
+        except FileNotFoundError:
+            self._sync_paths([rel])
+            raise NotFoundError("note", note_id) from None
+        if stat.st_mtime_ns != row["mtime_ns"] or stat.st_size != row["size"]:
+            self._sync_paths([rel])
+            row = self.index.row_by_path(rel)
+            if row is None or row["id"] != note_id:
+                raise NotFoundError("note", note_id)
+        parsed = parse_note(data, rel, stat.st_mtime)
+        return replace(
+            parsed.note,
+            id=row["id"],
+            access_count=parsed.note.access_count + int(row["access_pending"]),
+        )
+
+    def _row_or_sync(self, note_id: str) -> sqlite3.Row:
+        if not isinstance(note_id, str) or not note_id:
+            raise NotFoundError("note", str(note_id))
+        row = self.index.row_by_id(note_id)
+        if row is None:
+            self._ensure_fresh()
+            row = self.index.row_by_id(note_id)
+        if row is None:
+            raise NotFoundError("note", note_id)
+        return row
+
+    def update(self, note_id: str, **changes: Any) -> Note:
+        """Change some fields (and/or `content`); the note is rewritten and re-indexed.
+
+        Accepts title, summary, content (or body), type, scope, tags, importance, status,
+        superseded_by, expires_at, source. Text is sanitized; `updated` is set to now.
+        """
+        unknown = set(changes) - UPDATABLE
+        if unknown:
+            raise InvalidInputError(
+                f"cannot update {', '.join(sorted(unknown))}; "
+                f"updatable fields: {', '.join(sorted(UPDATABLE))}"
+            )
+        return self._update(note_id, self._clean_changes(changes))
+
+    def _update(
+        self, note_id: str, clean: dict[str, Any], extra: dict[str, Any] | None = None
+    ) -> Note:
+        row = self._row_or_sync(note_id)
+        with self.index.write() as tx:
+            self._flush_unsaved_access(tx)
+            current = self.index.row_by_path(row["path"])
+            if current is None or current["id"] != note_id:
+                raise NotFoundError("note", note_id)
+            clean = {**clean, "updated": self._now()}
+            note = self._rewrite(tx, current, clean, extra=extra, rederive="body" in clean)
+        self._after_change(True)
+        return note
+
+    def _clean_changes(self, changes: dict[str, Any]) -> dict[str, Any]:
+        clean: dict[str, Any] = {}
+        for key, value in changes.items():
+            if key in ("content", "body"):
+                if not isinstance(value, str) or not sanitize(value).strip():
+                    raise InvalidInputError("content must be non-empty text")
+                if len(value.encode("utf-8")) > self.config.max_note_bytes:
+                    raise InvalidInputError(
+                        f"content is larger than {self.config.max_note_bytes} bytes"
+                    )
+                clean["body"] = sanitize(value)
+            elif key in ("title", "summary"):
+                if not isinstance(value, str):
+                    raise InvalidInputError(f"{key} must be text")
+                clean[key] = _text.shorten(sanitize(value), 300 if key == "title" else 1000)
+                if key == "title" and not clean[key]:
+                    raise InvalidInputError("title must not be empty")
+            elif key == "type":
+                clean[key] = normalize_type(value)
+            elif key == "scope":
+                clean[key] = normalize_scope(value)
+            elif key == "tags":
+                clean[key] = tuple(sanitize(t) for t in normalize_tags(value))
+            elif key == "importance":
+                clean[key] = normalize_importance(value)
+            elif key == "status":
+                clean[key] = normalize_status(value)
+            elif key == "superseded_by":
+                clean[key] = normalize_id(value) if value else None
+            elif key == "expires_at":
+                clean[key] = parse_datetime(value, "expires_at")
+            elif key == "source":
+                clean[key] = sanitize(str(value)) if value else None
+        return clean
+
+    def delete(self, note_id: str) -> None:
+        """Delete the note's file and its index row (raises NotFoundError)."""
+        row = self._row_or_sync(note_id)
+        with self.index.write() as tx:
+            current = tx.execute("SELECT nid, path FROM notes WHERE id = ?", (note_id,)).fetchone()
+            if current is None:
+                raise NotFoundError("note", note_id)
+            (self.root / current["path"]).unlink(missing_ok=True)
+            self.index.delete(tx, current["nid"])
+            folder = row["path"].rsplit("/", 1)[0] if "/" in row["path"] else ""
+            if folder in self._dir_mtimes:
+                self._dir_mtimes[folder] = _dir_mtime(self.root, folder)
+        with self._access_lock:
+            self._unsaved_access.pop(int(current["nid"]), None)
+        self._after_change(True)
+
+    def supersede(self, old_id: str, new_id: str) -> Note:
+        """Mark `old_id` superseded by `new_id` (both must exist)."""
+        if old_id == new_id:
+            raise InvalidInputError("a note cannot supersede itself")
+        self._row_or_sync(new_id)
+        return self.update(old_id, status="superseded", superseded_by=new_id)
+
+    def deprecate(self, note_id: str, reason: str | None = None) -> Note:
+        """Mark a note deprecated (left out of search); the reason is kept in the front
+        matter as `deprecated_reason`."""
+        extra = {"deprecated_reason": sanitize(reason)} if reason else None
+        return self._update(note_id, {"status": "deprecated"}, extra=extra)
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def list(
+        self,
+        type: str | None = None,
+        scope: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        sort: str = "updated",
+    ) -> list[Note]:
+        """Notes as indexed (body: the indexed text), filtered and sorted; all statuses unless
+        `status` is given. Use `get` for a note's file text."""
+        self._ensure_fresh()
+        filters = self._filters(type, scope, tag, status)
+        rows = list_rows(
+            self.index.conn(), filters, normalize_sort(sort), _limit(limit), _offset(offset)
+        )
+        return [_note_from_row(r) for r in rows]
+
+    def count(
+        self,
+        type: str | None = None,
+        scope: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+    ) -> int:
+        return count_rows(self.index.conn(), self._filters(type, scope, tag, status))
+
+    def _filters(
+        self,
+        type: str | None,
+        scope: str | None,
+        tag: str | None,
+        status: str | None,
+        *,
+        include_user: bool = False,
+        active_at: float | None = None,
+    ) -> Filters:
+        return Filters(
+            type=normalize_type(type) if type else None,
+            scope=normalize_scope(scope) if scope else None,
+            scope_includes_user=include_user,
+            tag=tag or None,
+            status=normalize_status(status) if status else None,
+            active_at=active_at,
+        )
+
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        type: str | None = None,
+        scope: str | None = None,
+        include_inactive: bool = False,
+        *,
+        tag: str | None = None,
+        record_access: bool = True,
+    ) -> list[SearchHit]:
+        """Ranked keyword search (Chinese, English, mixed, identifiers).
+
+        `scope="project:x"` also returns `user` notes (they apply to every project). Expired,
+        deprecated and superseded notes are left out unless `include_inactive`. Each hit
+        counts as an access of its note unless `record_access=False`.
+        """
+        self._ensure_fresh()
+        parsed = parse_query(query)
+        if parsed.empty:
+            return []
+        limit = _limit(limit)
+        now = self._now()
+        filters = self._filters(
+            type,
+            scope,
+            tag,
+            None,
+            include_user=True,
+            active_at=None if include_inactive else now.timestamp(),
+        )
+        hits = self._rank(parsed, filters, limit, now.timestamp())
+        stale = [h.hit.path for h in hits if not _same_file(self.root / h.hit.path, h)]
+        if stale:
+            self._sync_paths(stale)
+            hits = self._rank(parsed, filters, limit, now.timestamp())
+        if record_access and hits:
+            self._record_access(hits)
+        return [h.hit for h in hits]
+
+    def _rank(self, parsed: Any, filters: Filters, limit: int, now_ts: float) -> list[_Ranked]:
+        conn = self.index.conn()
+        pool = max(limit * 5, 50)
+        rows = fts_rows(conn, parsed.fts(), filters, pool)
+        candidates = [Candidate(r, float(r["bm25"])) for r in rows]
+        trigram = parsed.trigram()
+        if len(candidates) < limit and trigram:
+            seen = {r["nid"] for r in rows}
+            extra = trigram_rows(conn, trigram, filters, pool)
+            candidates += [Candidate(r, None) for r in extra if r["nid"] not in seen]
+        if not candidates:
+            return []
+        weights = self.config.ranking
+        ranked: list[_Ranked] = []
+        for cand, rel in zip(candidates, relevance(parsed, candidates), strict=True):
+            row = cand.row
+            parts = score_parts(row, rel, now_ts)
+            hit = SearchHit(
+                id=row["id"],
+                title=row["title"],
+                type=row["type"],
+                scope=row["scope"],
+                summary=row["summary"],
+                path=row["path"],
+                tags=tuple(_json_list(row["tags"])),
+                status=row["status"],
+                updated=parse_datetime(row["updated"]) or utcnow(),
+                score=combine(parts, weights),
+                parts=parts,
+            )
+            ranked.append(_Ranked(hit, int(row["nid"]), int(row["mtime_ns"]), int(row["size"])))
+        ranked.sort(key=lambda r: (-r.hit.score, r.hit.id))
+        top = ranked[:limit]
+        bodies = {
+            r["nid"]: r["body"]
+            for r in (c.row for c in candidates)
+            if r["nid"] in {t.nid for t in top}
+        }
+        return [replace(t, hit=replace(t.hit, snippet=snippet(bodies[t.nid], parsed))) for t in top]
+
+    def top_notes(self, limit: int = 50, scope: str | None = None) -> list[tuple[Note, float]]:
+        """Active notes ranked without a query (type weight, recency, importance)."""
+        self._ensure_fresh()
+        now = self._now()
+        filters = self._filters(
+            None, scope, None, None, include_user=True, active_at=now.timestamp()
+        )
+        conn = self.index.conn()
+        rows = {r["nid"]: r for r in list_rows(conn, filters, "updated", max(limit * 4, 200), 0)}
+        rows.update(
+            {r["nid"]: r for r in list_rows(conn, filters, "importance", max(limit * 2, 100), 0)}
+        )
+        weights = self.config.ranking
+        scored = [
+            (_note_from_row(r), combine(score_parts(r, 0.0, now.timestamp()), weights))
+            for r in rows.values()
+        ]
+        scored.sort(key=lambda pair: (-pair[1], pair[0].id))
+        return scored[: _limit(limit)]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by type, scope and status, and the state of the index."""
+        self._ensure_fresh()
+        conn = self.index.conn()
+        now = self._now().timestamp()
+
+        def grouped(column: str) -> dict[str, int]:
+            rows = conn.execute(
+                f"SELECT {column}, count(*) FROM notes GROUP BY {column} ORDER BY {column}"
+            ).fetchall()
+            return {r[0]: r[1] for r in rows}
+
+        total = self.index.count()
+        expired = conn.execute(
+            "SELECT count(*) FROM notes WHERE expires_ts IS NOT NULL AND expires_ts <= ?", (now,)
+        ).fetchone()[0]
+        broken = conn.execute("SELECT count(*) FROM notes WHERE parse_ok = 0").fetchone()[0]
+        pending = conn.execute("SELECT coalesce(sum(access_pending), 0) FROM notes").fetchone()[0]
+        size = sum(
+            p.stat().st_size
+            for p in (
+                self.config.index_path,
+                Path(f"{self.config.index_path}-wal"),
+                Path(f"{self.config.index_path}-shm"),
+            )
+            if p.exists()
+        )
+        return {
+            "total": total,
+            "by_type": {t: grouped("type").get(t, 0) for t in TYPE_PROFILES},
+            "by_scope": grouped("scope"),
+            "by_status": grouped("status"),
+            "expired": expired,
+            "broken_front_matter": broken,
+            "pending_access_counts": pending,
+            "root": str(self.root),
+            "index": {
+                "path": str(self.config.index_path),
+                "size_bytes": size,
+                "schema_version": SCHEMA_VERSION,
+                "text_version": TEXT_VERSION,
+                "sqlite_version": sqlite3.sqlite_version,
+                "keyword": "fts5 unicode61 (CJK per character) + trigram; query: rjieba",
+                "last_sync": self._last_report.to_dict(),
+            },
+            "encoder": {"enabled": False, "name": None},
+        }
+
+    def iter_notes(self) -> Iterator[Note]:
+        """Every note, read from its file, in path order (for export)."""
+        self._ensure_fresh()
+        rows = self.index.conn().execute("SELECT path, id, access_pending FROM notes ORDER BY path")
+        for row in rows.fetchall():
+            path = self.root / row["path"]
+            try:
+                parsed = parse_note(path.read_bytes(), row["path"], path.stat().st_mtime)
+            except FileNotFoundError:
+                continue
+            yield replace(
+                parsed.note,
+                id=row["id"],
+                access_count=parsed.note.access_count + int(row["access_pending"]),
+            )
+
+    # --- access counts -----------------------------------------------------------------------
+
+    def _record_access(self, ranked: list[_Ranked]) -> None:
+        """Count hits in the index now (or in memory if the index is busy: a rebuild must not
+        stall searches); they reach the files on `flush_access_counts`/`close`."""
+        with self._access_lock:
+            self._unsaved_access.update(r.nid for r in ranked)
+        with self.index.try_write(0.05) as tx:
+            if tx is not None:
+                self._flush_unsaved_access(tx)
+
+    def _flush_unsaved_access(self, tx: sqlite3.Connection) -> None:
+        with self._access_lock:
+            counts, self._unsaved_access = self._unsaved_access, Counter()
+        if counts:
+            tx.executemany(
+                "UPDATE notes SET access_pending = access_pending + ? WHERE nid = ?",
+                [(n, nid) for nid, n in counts.items()],
+            )
+
+    def flush_access_counts(self) -> int:
+        """Write access counts kept in the index into the notes' front matter."""
+        written = 0
+        with self.index.write() as tx:
+            self._flush_unsaved_access(tx)
+            rows = tx.execute(
+                "SELECT nid, id, path, access_pending FROM notes WHERE access_pending > 0"
+            ).fetchall()
+            for row in rows:
+                try:
+                    self._rewrite(tx, row, {}, lenient=False)
+                    written += 1
+                except (InvalidInputError, NotFoundError) as exc:
+                    log.info("access count of %s stays in the index: %s", row["path"], exc)
+        if written:
+            self._after_change(True)
+        return written
+
+    def _flush_access_safely(self) -> None:
+        try:
+            self.flush_access_counts()
+        except sqlite3.DatabaseError as exc:  # a damaged index is about to be rebuilt
+            log.warning("could not write access counts before rebuilding: %s", exc)
+
+    # --- _index.json ---------------------------------------------------------------------------
+
+    def _after_change(self, changed: bool) -> None:
+        if changed:
+            self._write_index_json(force=False, throttle=True)
+
+    def _write_index_json(self, *, force: bool, throttle: bool) -> None:
+        with self._json_lock:
+            generation = self.index.generation()
+            if not force and generation == self._json_generation:
+                return
+            now = time.monotonic()
+            if throttle and now - self._json_written_at < self.config.index_json_interval:
+                return
+            write_index_json(self.index.conn(), self.root)
+            self._json_generation = generation
+            self._json_written_at = now
+            if "" in self._dir_mtimes:
+                self._dir_mtimes[""] = _dir_mtime(self.root, "")
+
+
+@dataclass(frozen=True, slots=True)
+class _Ranked:
+    hit: SearchHit
+    nid: int
+    mtime_ns: int
+    size: int
+
+
+def _json_list(text: str) -> list[str]:
+    return list(json.loads(text))
+
+
+def _dir_mtime(root: Path, rel: str) -> int:
+    try:
+        return os.stat(root / rel if rel else root).st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _same_stat(path: Path, entry: Entry) -> bool:
+    try:
+        stat = path.stat()
+    except OSError:
+        return False
+    return stat.st_mtime_ns == entry.mtime_ns and stat.st_size == entry.size
+
+
+def _same_file(path: Path, ranked: _Ranked) -> bool:
+    try:
+        stat = path.stat()
+    except OSError:
+        return False
+    return stat.st_mtime_ns == ranked.mtime_ns and stat.st_size == ranked.size
+
+
+def _limit(limit: int) -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+    return min(limit, 1000)
+
+
+def _offset(offset: int) -> int:
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise InvalidInputError(f"offset must be a non-negative integer, got {offset!r}")
+    return offset
