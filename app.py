@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from agent.conversations import ConversationStore
@@ -21,7 +21,10 @@ from agent.options import prepare_workspace
 from agent.policy import PolicyConfig
 from agent.sessions import SessionManager
 from errors import ClaudeMemoryError
+from memory.api import create_memory_router
+from memory.store import MemoryStore
 from settings import Settings
+from web.auth import require_token
 from web.chat_api import create_chat_router
 from web.health import cli_status
 
@@ -35,6 +38,7 @@ class Container:
     settings: Settings
     conversations: ConversationStore
     sessions: SessionManager
+    memory: MemoryStore
 
     async def aclose(self) -> None:
         try:
@@ -43,12 +47,15 @@ class Container:
         except TimeoutError:
             logger.warning("sessions did not close within the time limit")
         self.conversations.close()
+        await asyncio.to_thread(self.memory.close)
 
 
 def build_container(settings: Settings) -> Container:
+    """Blocking (opens databases, syncs the memory index): run it in a thread."""
     home = settings.home_dir
     home.mkdir(parents=True, exist_ok=True)
     prepare_workspace(settings.workspace_dir)
+    memory = MemoryStore.open(settings.memory_config())
     conversations = ConversationStore(settings.state_path)
     sessions = SessionManager(
         settings,
@@ -56,7 +63,21 @@ def build_container(settings: Settings) -> Container:
         logs=RequestLogs(settings.logs_dir),
         policy=PolicyConfig.from_settings(settings),
     )
-    return Container(settings=settings, conversations=conversations, sessions=sessions)
+    return Container(
+        settings=settings, conversations=conversations, sessions=sessions, memory=memory
+    )
+
+
+def _database_status(container: Container) -> dict[str, Any]:
+    try:
+        stats = container.memory.stats()
+    except Exception as exc:  # reported, not raised: /health must answer
+        return {"ok": False, "error": str(exc)}
+    return {
+        "ok": True,
+        "notes": stats.get("notes", stats.get("total")),
+        "index": str(container.settings.index_path),
+    }
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -64,7 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        container = build_container(settings)
+        container = await asyncio.to_thread(build_container, settings)
         app.state.container = container
         try:
             yield
@@ -90,13 +111,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {
             "status": "ok" if cli["found"] else "degraded",
             "claude_cli": cli,
-            "database": {"ok": True, "path": str(container.settings.state_path)},
+            "database": await asyncio.to_thread(_database_status, container),
             "feishu": {"enabled": container.settings.feishu_enabled, "connected": False},
             "encoder": {"state": "disabled"},
             "live_sessions": len(container.sessions.live()),
         }
 
     app.include_router(create_chat_router())
+    app.include_router(
+        create_memory_router(lambda: app.state.container.memory),
+        dependencies=[Depends(require_token)],
+    )
     return app
 
 

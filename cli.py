@@ -141,22 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _register_optional(sub: Any) -> None:
     """Subcommands owned by other packages register themselves here."""
-    try:
-        from memory import cli as memory_cli
-    except ImportError:  # the memory package ships its CLI later in development
-        return
+    from memory import cli as memory_cli
 
-    def memory_config(args: argparse.Namespace) -> Any:
-        from memory.config import MemoryConfig
-
-        settings = _settings(args)
-        return (
-            MemoryConfig.from_home(settings.home_dir)
-            if hasattr(MemoryConfig, "from_home")
-            else MemoryConfig(root=settings.memory_dir, index_path=settings.index_path)
-        )
-
-    memory_cli.register(sub, memory_config)
+    memory_cli.register(sub, lambda args: _settings(args).memory_config())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from memory.config import MemoryConfig
 
 DEFAULT_BASH_ALLOWLIST: tuple[str, ...] = (
     "ls", "cat", "mkdir", "cp", "mv", "rm", "pwd", "head", "tail", "wc", "touch", "echo",
@@ -226,6 +229,12 @@ class Settings(BaseSettings):
     @property
     def state_path(self) -> Path:
         return self.home_dir / "state.db"
+
+    def memory_config(self) -> MemoryConfig:
+        """The memory store's configuration for this home."""
+        from memory.config import MemoryConfig
+
+        return MemoryConfig.for_home(self.home_dir, dedup_threshold=self.dedup_threshold)
 
     @property
     def feishu_enabled(self) -> bool:
