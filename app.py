@@ -16,6 +16,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from agent.conversations import ConversationStore
+from agent.injection import MemoryInjector, conversation_summary, memory_extras
 from agent.logs import RequestLogs
 from agent.options import prepare_workspace
 from agent.policy import PolicyConfig
@@ -57,11 +58,24 @@ def build_container(settings: Settings) -> Container:
     prepare_workspace(settings.workspace_dir)
     memory = MemoryStore.open(settings.memory_config())
     conversations = ConversationStore(settings.state_path)
+    injector = MemoryInjector(
+        memory,
+        budget_tokens=settings.context_budget_tokens,
+        conversation_summary=lambda cid: conversation_summary(memory, cid),
+    )
+
+    def is_resumed(conversation_id: str) -> bool:
+        known = conversations.get(conversation_id)
+        return known is not None and known.turns > 0
+
     sessions = SessionManager(
         settings,
         store=conversations,
         logs=RequestLogs(settings.logs_dir),
         policy=PolicyConfig.from_settings(settings),
+        extras_factory=lambda cid, current: memory_extras(
+            injector, memory, cid, current, is_resumed=is_resumed
+        ),
     )
     return Container(
         settings=settings, conversations=conversations, sessions=sessions, memory=memory
@@ -87,9 +101,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         container = await asyncio.to_thread(build_container, settings)
         app.state.container = container
+        app.state.feishu = None
         try:
+            if settings.feishu_enabled:
+                from bridge.feishu import FeishuBridge, memory_search
+
+                app.state.feishu = FeishuBridge(
+                    settings, container.sessions, search=memory_search(container.memory)
+                )
+                await app.state.feishu.start()
             yield
         finally:
+            if app.state.feishu is not None:  # the bridge feeds the sessions: close it first
+                await app.state.feishu.aclose()
             await container.aclose()
 
     app = FastAPI(
@@ -112,7 +136,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             "status": "ok" if cli["found"] else "degraded",
             "claude_cli": cli,
             "database": await asyncio.to_thread(_database_status, container),
-            "feishu": {"enabled": container.settings.feishu_enabled, "connected": False},
+            "feishu": (
+                request.app.state.feishu.status()
+                if request.app.state.feishu is not None
+                else {"enabled": False, "connected": False}
+            ),
             "encoder": {"state": "disabled"},
             "live_sessions": len(container.sessions.live()),
         }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from claude_agent_sdk import (
@@ -17,7 +17,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from agent.events import PermissionEvent, TextDelta, ToolStep, TurnEvent
+from agent.events import MemoryInjected, PermissionEvent, TextDelta, ToolStep, TurnEvent
 from agent.logs import RequestLog
 from agent.policy import Allowed, Decision, Denied
 from agent.replies import ToolFailure, TurnOutcome
@@ -68,6 +68,7 @@ class TurnState:
         self.file_changes = 0
         # Permission hooks run inside the SDK's callback; their events wait for the next message.
         self._pending: list[TurnEvent] = []
+        self.injected: list[dict[str, str]] = []
 
     async def emit(self, event: TurnEvent) -> None:
         if self.sink is None:
@@ -106,6 +107,13 @@ class TurnState:
         )
         if self.sink is not None:
             self._pending.append(PermissionEvent(tool_name, allowed, reason))
+
+    def record_memory(self, notes: Sequence[Mapping[str, str]], text: str) -> None:
+        """Memories injected into this turn's prompt (from the UserPromptSubmit hook)."""
+        self.injected.extend(dict(n) for n in notes)
+        self.log.write("memory", {"notes": list(notes), "context": text})
+        if self.sink is not None and notes:
+            self._pending.append(MemoryInjected(tuple(dict(n) for n in notes)))
 
     async def flush_pending(self) -> None:
         pending, self._pending = self._pending, []

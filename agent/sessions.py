@@ -46,7 +46,7 @@ DEFAULT_CONVERSATION = "main"
 _DRAIN_SECONDS = 15.0
 
 TurnKind = Literal["chat", "compact"]
-ExtrasFactory = Callable[[str], OptionsExtras]
+ExtrasFactory = Callable[[str, Callable[[], TurnState | None]], OptionsExtras]
 TurnListener = Callable[["TurnInfo"], Awaitable[None]]
 CloseListener = Callable[[str, str], Awaitable[None]]
 
@@ -224,7 +224,11 @@ class _Actor:
     async def _open(self, start: SessionStart, state: TurnState) -> None:
         manager = self.manager
         gates = permission_gates(manager.policy, _CurrentTurn(self))
-        extras = manager.extras_factory(self.conversation_id) if manager.extras_factory else None
+        extras = (
+            manager.extras_factory(self.conversation_id, lambda: self.current)
+            if manager.extras_factory
+            else None
+        )
         options = build_options(manager.settings, start=start, gates=gates, extras=extras)
         client = ClaudeSDKClient(options)
         try:
@@ -275,7 +279,7 @@ class _Actor:
                 log_file=result.log_file,
                 session_id=result.session_id,
                 cost_usd=result.cost_usd,
-                injected=[],
+                injected=state.injected,
             )
         if not turn.future.done():
             turn.future.set_result(result)

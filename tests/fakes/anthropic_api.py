@@ -106,6 +106,17 @@ class RecordedRequest:
                 return message
         return None
 
+    def turn_text(self) -> str:
+        """Text added since the model last spoke: this turn's prompt and its reminders."""
+        start = 0
+        for i, message in enumerate(self.messages):
+            if message.get("role") == "assistant":
+                start = i + 1
+        parts: list[str] = []
+        for message in self.messages[start:]:
+            parts.extend(_texts(message.get("content"), include_tool_results=True))
+        return "\n".join(parts)
+
     @property
     def prompt(self) -> str | None:
         """The user's prompt if this request starts a turn, else None (a tool round trip)."""

@@ -1,0 +1,69 @@
+"""Pure rules of per-turn memory injection."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.injection import (
+    FIRST_TURN_LIMIT,
+    LATER_TURN_LIMIT,
+    is_trivial_prompt,
+    plan_injection,
+    topic_changed,
+)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "trivial"),
+    [
+        ("ok", True),
+        ("OK!", True),
+        ("好的", True),
+        ("好的。", True),
+        ("thanks", True),
+        ("Thank you!", True),
+        ("谢谢！", True),
+        ("👍", True),
+        ("   ", True),
+        ("?", True),
+        ("收到", True),
+        ("got it", True),
+        ("how do we deploy?", False),
+        ("连接池怎么配置", False),
+        ("ok, now fix the JWT bug", False),
+        ("缓存", False),
+        ("JWT", False),
+    ],
+)
+def test_acknowledgements_retrieve_nothing(prompt: str, trivial: bool) -> None:
+    assert is_trivial_prompt(prompt) is trivial
+
+
+@pytest.mark.parametrize(
+    ("current", "previous", "changed"),
+    [
+        ([], [], False),
+        (["a", "b"], [], False),  # nothing to compare with on the first turn
+        (["a", "b"], ["a", "b"], False),
+        (["a", "b", "c"], ["a", "x"], True),  # 2 of 3 new
+        (["a", "b"], ["a"], False),  # exactly half new is not "more than half"
+        (["x", "y", "z", "a"], ["a", "b", "c"], True),
+    ],
+)
+def test_topic_change_means_more_than_half_new(
+    current: list[str], previous: list[str], changed: bool
+) -> None:
+    assert topic_changed(current, previous) is changed
+
+
+def test_first_turn_carries_up_to_ten_later_turns_five() -> None:
+    ids = [f"m{i}" for i in range(20)]
+    first = plan_injection(ids, recent=set(), previous=[], first_turn=True)
+    later = plan_injection(ids, recent=set(), previous=ids, first_turn=False)
+    assert len(first.inject) == FIRST_TURN_LIMIT == 10
+    assert len(later.inject) == LATER_TURN_LIMIT == 5
+
+
+def test_recently_injected_memories_are_skipped_in_order() -> None:
+    plan = plan_injection(["a", "b", "c", "d"], recent={"a", "c"}, previous=[], first_turn=False)
+    assert plan.inject == ("b", "d")
