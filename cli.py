@@ -66,6 +66,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_feishu(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bridge.standalone import run_bridge
+    from errors import ConfigurationError
+
+    settings = _settings(args)
+    if not settings.feishu_enabled:
+        raise ConfigurationError("the Feishu bridge needs FEISHU_APP_ID and FEISHU_APP_SECRET")
+    configure_logging(args.log_level)  # the bridge also writes logs/feishu_ws_bridge.log
+    return asyncio.run(run_bridge(settings))
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from web.health import cli_status
 
@@ -131,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="bind port (default 8000)")
     serve.add_argument("--log-level", default=os.environ.get("CLAUDE_MEMORY_LOG_LEVEL", "INFO"))
     serve.set_defaults(func=cmd_serve)
+
+    feishu = sub.add_parser("feishu", help="run only the Feishu bridge (no web app)")
+    feishu.add_argument("--log-level", default=os.environ.get("CLAUDE_MEMORY_LOG_LEVEL", "INFO"))
+    feishu.set_defaults(func=cmd_feishu)
 
     doctor = sub.add_parser("doctor", help="check the installation and say what is missing")
     doctor.set_defaults(func=cmd_doctor)

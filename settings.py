@@ -192,6 +192,24 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("FEISHU_ALLOWED_CHATS"),
         description="chat_ids whose members may talk to the bot.",
     )
+    feishu_stale_grace_seconds: float = Field(
+        default=10,
+        validation_alias=AliasChoices("FEISHU_STALE_GRACE_SECONDS"),
+        description="Messages sent more than this long before the bridge started are not run; "
+        "the sender gets one line saying so.",
+    )
+    feishu_card_update_interval_seconds: float = Field(
+        default=0.5,
+        validation_alias=AliasChoices("FEISHU_CARD_UPDATE_INTERVAL_SECONDS"),
+        description="Least time between two updates of a progress card (Feishu allows 5/s; "
+        "values under 0.2 are raised to 0.2).",
+    )
+    feishu_progress_delay_seconds: float = Field(
+        default=1.0,
+        validation_alias=AliasChoices("FEISHU_PROGRESS_DELAY_SECONDS"),
+        description="Show the progress card after this long (or at the first tool call); "
+        "quicker answers arrive as a single message.",
+    )
 
     @field_validator(
         "bash_allowlist",

@@ -18,6 +18,7 @@ Every instance uses its own app_id: lark's tenant token cache is process-global.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import threading
@@ -236,11 +237,10 @@ class FakeFeishu:
 
     def stop(self) -> None:
         if self._loop is not None and self._sockets:
-            with_timeout = asyncio.run_coroutine_threadsafe(self._close_all(), self._loop)
-            try:
-                with_timeout.result(timeout=5)
-            except Exception:  # the loop may already be gone; the server stops below anyway
-                pass
+            closing = asyncio.run_coroutine_threadsafe(self._close_all(), self._loop)
+            # The loop may already be gone; the server stops below anyway.
+            with contextlib.suppress(Exception):
+                closing.result(timeout=5)
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:
@@ -621,10 +621,8 @@ class FakeFeishu:
 
     async def _close_all(self) -> None:
         for ws in list(self._sockets):
-            try:
+            with contextlib.suppress(RuntimeError):
                 await ws.close(code=1001)
-            except RuntimeError:
-                pass
 
 
 def _frame(*, method: int, headers: dict[str, str], payload: bytes, seq: int) -> Frame:

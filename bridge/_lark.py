@@ -1,0 +1,212 @@
+"""Everything that depends on lark-oapi internals, in one place (verified with lark-oapi 1.7.5).
+
+* `import_lark()` imports the SDK (slow: ~3.7 s) and, once, replaces the module-level `loop`
+  of `lark_oapi.ws.client` with a proxy that forwards to the loop of the calling thread. The
+  SDK captures that loop at import time and drives `ws.Client.start()` with it, which fails when
+  it is the app's (running) loop; with the proxy each runner thread drives its own loop.
+* `WsRunner` runs one `ws.Client` in a daemon thread with its own event loop, and stops it
+  (1.7.5 has no public stop): no more reconnects, cancel the loop's tasks, close the socket.
+* `RawEventHandler` hands the raw event payload (bytes) to our callback, for every event type,
+  so we parse once at the edge and ack types we do not handle instead of answering 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+logger = logging.getLogger("bridge.feishu.ws")
+
+_import_lock = threading.Lock()
+_lark: ModuleType | None = None
+# The loop lark created (or grabbed) at import time. Kept referenced, never used: dropping it
+# would let it be garbage-collected unclosed, and closing it could close a loop someone set.
+_import_time_loop: object = None
+
+
+class _ThreadLoopProxy:
+    """Stands in for `lark_oapi.ws.client.loop`: the running loop, else this thread's loop."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = asyncio.get_event_loop_policy().get_event_loop()
+        return getattr(loop, name)
+
+
+def import_lark() -> ModuleType:
+    """Import lark_oapi once, with the per-thread loop proxy installed (blocking: ~4 s)."""
+    global _lark
+    with _import_lock:
+        if _lark is None:
+            import lark_oapi
+            import lark_oapi.ws.client as ws_client
+
+            if not isinstance(ws_client.loop, _ThreadLoopProxy):
+                global _import_time_loop
+                _import_time_loop = ws_client.loop
+                ws_client.loop = _ThreadLoopProxy()  # type: ignore[assignment]
+            _lark = lark_oapi
+        return _lark
+
+
+def raw_event_handler(callback: Callable[[bytes], None]) -> Any:
+    """An EventDispatcherHandler whose every event goes, unparsed, to `callback`.
+
+    The ws client acks 200 when this returns and 500 when it raises (Feishu then re-pushes).
+    """
+    lark = import_lark()
+
+    class RawEventHandler(lark.EventDispatcherHandler):  # type: ignore[misc, name-defined]
+        def _do_without_validation(self, payload: bytes) -> None:
+            callback(payload)
+
+    return RawEventHandler()
+
+
+class WsRunner:
+    """One lark websocket client in its own thread and event loop."""
+
+    def __init__(
+        self,
+        *,
+        app_id: str,
+        app_secret: str,
+        domain: str,
+        on_payload: Callable[[bytes], None],
+        log_level: int = logging.INFO,
+    ) -> None:
+        self._app_id = app_id
+        self._app_secret = app_secret
+        self._domain = domain
+        self._on_payload = on_payload
+        self._log_level = log_level
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
+        self._stopping = False
+        self.reconnects = 0
+        self.connected_at: float | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def connected(self) -> bool:
+        client = self._client
+        return client is not None and getattr(client, "_conn", None) is not None
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        import_lark()
+        self._thread = threading.Thread(target=self._run, name="feishu-ws", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        lark = import_lark()
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+        try:
+            client = lark.ws.Client(
+                self._app_id,
+                self._app_secret,
+                event_handler=raw_event_handler(self._on_payload),
+                domain=self._domain,
+                log_level=_lark_level(lark, self._log_level),
+            )
+            client.on_reconnecting = self._reconnecting
+            client.on_reconnected = self._reconnected
+            self._client = client
+            if not self._stopping:
+                client.start()  # blocks until stop() cancels its loop
+        except asyncio.CancelledError:
+            pass  # stop() cancelled the loop's tasks: the normal way out
+        except BaseException as exc:  # surfaced through status(); the thread must end cleanly
+            self.error = exc
+            logger.error("Feishu websocket client stopped: %s", exc)
+        finally:
+            self._close_loop(loop)
+
+    def _reconnecting(self) -> None:
+        logger.warning("Feishu websocket lost; reconnecting")
+
+    def _reconnected(self) -> None:
+        self.reconnects += 1
+        self.connected_at = time.time()
+        logger.info("Feishu websocket reconnected (%d reconnects so far)", self.reconnects)
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop the client and its thread; True when the thread ended within `timeout`."""
+        self._stopping = True
+        loop, thread = self._loop, self._thread
+        if thread is None:
+            return True
+        if loop is not None and not loop.is_closed():
+            shutdown = self._shutdown()
+            try:
+                asyncio.run_coroutine_threadsafe(shutdown, loop)
+            except RuntimeError:  # the loop closed meanwhile: nothing left to stop
+                shutdown.close()
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    async def _shutdown(self) -> None:
+        client = self._client
+        if client is not None:
+            client._auto_reconnect = False
+        me = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not me]
+        # Cancel the receive loop, pings and handlers first so a closed socket is not "lost".
+        main = [t for t in tasks if _is_select(t)]
+        others = [t for t in tasks if t not in main]
+        for task in others:
+            task.cancel()
+        if others:
+            await asyncio.wait(others, timeout=2)
+        conn = getattr(client, "_conn", None)
+        if conn is not None:
+            try:
+                async with asyncio.timeout(2):
+                    await conn.close()
+            except Exception as exc:  # closing a broken socket can fail; we are leaving anyway
+                logger.debug("closing the Feishu websocket failed: %s", exc)
+            client._conn = None
+        for task in main:
+            task.cancel()  # start() returns (raises CancelledError) once this is processed
+
+    @staticmethod
+    def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.wait(pending, timeout=2))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        except Exception as exc:  # a half-stopped loop; it is closed right below
+            logger.debug("cleanup of the websocket loop failed: %s", exc)
+        finally:
+            loop.close()
+
+
+def _is_select(task: asyncio.Task[Any]) -> bool:
+    coro = task.get_coro()
+    return getattr(coro, "__name__", "") == "_select"
+
+
+def _lark_level(lark: ModuleType, level: int) -> Any:
+    if level <= logging.DEBUG:
+        return lark.LogLevel.DEBUG
+    if level <= logging.INFO:
+        return lark.LogLevel.INFO
+    if level <= logging.WARNING:
+        return lark.LogLevel.WARNING
+    return lark.LogLevel.ERROR

@@ -1,0 +1,690 @@
+"""The Feishu/Lark bridge: websocket long connection in, the run_agent pipeline, replies out.
+
+Flow of one message:
+
+1. The lark websocket client (its own thread and loop, see `_lark.py`) calls `_on_payload`
+   synchronously; the ack goes out only when it returns, and Feishu re-pushes after 3 s. So it
+   only parses, filters (human senders; in groups only @-mentions of the bot), claims the event in
+   the persistent dedup table and hands the message to the app loop, then returns.
+2. On the app loop `_route` checks access, staleness and commands, and queues the work: one
+   queue and worker per chat (answers in order within a chat, chats in parallel), plus one
+   control worker for what must not wait behind a running turn (`/stop`, `/status`, notices).
+3. A turn runs through `SessionManager.run_agent` under conversation `feishu:{chat_id}:v{N}`; a
+   `TurnReply` shows progress and always writes the final state.
+
+The bridge owns its tasks; `aclose()` stops the websocket, interrupts running turns, tells
+queued senders to try again, and cancels what is left after the time limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import logging.handlers
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agent.sessions import SessionManager
+from bridge._lark import WsRunner, import_lark
+from bridge.access import REFUSAL, UNPAIRED, Granted, Refused, Unpaired, check_access
+from bridge.commands import (
+    HELP_TEXT,
+    Clear,
+    Command,
+    Compact,
+    Help,
+    MemorySearch,
+    Pair,
+    Status,
+    Stop,
+    Unknown,
+    parse_command,
+)
+from bridge.events import (
+    EventParseError,
+    IncomingMessage,
+    OtherEvent,
+    parse_event,
+)
+from bridge.progress import TurnReply
+from bridge.render import card_content, escape_card_markdown, text_content
+from bridge.sender import FeishuAPIError, Sender, send_uuid
+from bridge.state import BridgeState
+from errors import ClaudeMemoryError, ConfigurationError
+from settings import Settings
+
+logger = logging.getLogger("bridge.feishu")
+
+SearchFn = Callable[[str, int], Awaitable[list[dict[str, Any]]]]
+
+LOG_FILE_NAME = "feishu_ws_bridge.log"
+SUPPORTED_TYPES = frozenset({"text", "post", "image", "file"})
+CHAT_IDLE_SECONDS = 300.0
+PAIR_ATTEMPTS = 5
+MEMORY_RESULTS = 5
+_SAFE_NAME = re.compile(r"[^\w.\-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    msg: IncomingMessage
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """A command answered by the bridge (in the chat's order or at once)."""
+
+    msg: IncomingMessage
+    command: Command
+
+
+@dataclass(frozen=True, slots=True)
+class _Notice:
+    """A one-line answer without a model turn (refusal, stale message, unsupported type)."""
+
+    msg: IncomingMessage
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Close:
+    """Queue sentinel: the bridge is stopping; finish and exit."""
+
+
+_Work = _Turn | _Run | _Notice | _Close
+
+
+@dataclass(slots=True)
+class _Lane:
+    """One chat's queue and its worker."""
+
+    queue: asyncio.Queue[_Work] = field(default_factory=asyncio.Queue)
+    task: asyncio.Task[None] | None = None
+    busy: bool = False
+
+
+class FeishuBridge:
+    """Feishu front door of the agent; an async context manager owned by the app's lifespan."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        sessions: SessionManager,
+        *,
+        search: SearchFn | None = None,
+        state_path: Path | None = None,
+    ) -> None:
+        if not settings.feishu_enabled:
+            raise ConfigurationError(
+                "the Feishu bridge needs FEISHU_APP_ID and FEISHU_APP_SECRET; set both"
+            )
+        self.settings = settings
+        self.sessions = sessions
+        self.search = search
+        self.state = BridgeState(state_path or settings.home_dir / "feishu.db")
+        self.pairing_code: str | None = None
+        self._pair_failures = 0
+        self._bot_open_id: str | None = None
+        self._sender: Sender | None = None
+        self._runner: WsRunner | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lanes: dict[str, _Lane] = {}
+        self._control: asyncio.Queue[_Work] = asyncio.Queue()
+        self._control_task: asyncio.Task[None] | None = None
+        self._started_at = 0.0
+        self._last_event_at: float | None = None
+        self._closing = False
+        self._log_handler: logging.Handler | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    async def __aenter__(self) -> FeishuBridge:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Connect: API client, bot identity, websocket thread. Returns without waiting for it."""
+        self._attach_log_file()
+        self._loop = asyncio.get_running_loop()
+        self._started_at = time.time()
+        settings = self.settings
+        app_id = settings.feishu_app_id or ""
+        secret = settings.feishu_app_secret.get_secret_value() if settings.feishu_app_secret else ""
+        domain = settings.feishu_domain.rstrip("/")
+        lark = await asyncio.to_thread(import_lark)
+        try:
+            client = (
+                lark.Client.builder()
+                .app_id(app_id)
+                .app_secret(secret)
+                .domain(domain)
+                .log_level(lark.LogLevel.WARNING)
+                .build()
+            )
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"FEISHU_DOMAIN {settings.feishu_domain!r} is not usable ({exc}); use "
+                "https://open.feishu.cn, https://open.larksuite.com or an https origin"
+            ) from exc
+        self._sender = Sender(client)
+        try:
+            self._bot_open_id = await self._sender.bot_open_id()
+        except FeishuAPIError as exc:
+            logger.warning(
+                "could not read the bot's identity (%s); @-mentions are recognised by type only",
+                exc.message,
+            )
+        self._control_task = self._loop.create_task(self._control_worker(), name="feishu-control")
+        self._announce_pairing()
+        self._runner = WsRunner(
+            app_id=app_id,
+            app_secret=secret,
+            domain=domain,
+            on_payload=self._on_payload,
+            log_level=logging.getLogger("bridge").getEffectiveLevel(),
+        )
+        self._runner.start()
+        logger.info("Feishu bridge started (domain %s, bot %s)", domain, self._bot_open_id)
+
+    async def wait_connected(self, within: float = 10.0) -> bool:
+        """True once the websocket is up; False after `within` s or if the client died."""
+        deadline = time.monotonic() + within
+        while not self.connected:
+            if time.monotonic() > deadline or (self._runner and not self._runner.alive):
+                return False
+            await asyncio.sleep(0.02)
+        return True
+
+    @property
+    def connected(self) -> bool:
+        return self._runner is not None and self._runner.connected
+
+    def status(self) -> dict[str, Any]:
+        runner = self._runner
+        return {
+            "enabled": True,
+            "connected": self.connected,
+            "reconnects": runner.reconnects if runner else 0,
+            "last_event_at": self._last_event_at,
+            "bot_open_id": self._bot_open_id,
+            "paired": self._paired(),
+            "active_chats": len(self._lanes),
+            "error": str(runner.error) if runner and runner.error else None,
+        }
+
+    async def aclose(self, time_limit: float | None = None) -> None:
+        """Stop within `time_limit` seconds (default: the shutdown timeout + 5)."""
+        if self._closing:
+            return
+        self._closing = True
+        limit = time_limit if time_limit is not None else self.settings.shutdown_timeout_seconds + 5
+        deadline = time.monotonic() + limit
+        if self._runner is not None:
+            stopped = await asyncio.to_thread(self._runner.stop, min(5.0, limit))
+            if not stopped:
+                logger.warning("the Feishu websocket thread did not stop in time")
+        for chat_id, lane in self._lanes.items():
+            if lane.busy:
+                await self.sessions.interrupt(self._conversation_id(chat_id))
+        tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
+        for lane in self._lanes.values():
+            lane.queue.put_nowait(_Close())
+        if self._control_task is not None:
+            self._control.put_nowait(_Close())
+            tasks.append(self._control_task)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=max(deadline - time.monotonic(), 0.1))
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+        self._lanes.clear()
+        self.state.close()
+        self._detach_log_file()
+        logger.info("Feishu bridge stopped")
+
+    # --- intake (websocket thread) ---------------------------------------------------------------
+    def _on_payload(self, payload: bytes) -> None:
+        """Runs on the SDK's loop: parse, filter, dedup, hand over; never waits for a turn."""
+        self._last_event_at = time.time()
+        try:
+            event = parse_event(payload, bot_open_id=self._bot_open_id)
+        except EventParseError as exc:
+            # Acked on purpose: a malformed payload re-pushed would fail the same way.
+            logger.warning("unreadable Feishu event skipped: %s", exc.message)
+            return
+        if isinstance(event, OtherEvent):
+            logger.debug("ignoring Feishu event %s (%s)", event.event_type, event.event_id)
+            return
+        msg = event
+        if not msg.from_user:
+            return  # other bots and system messages: never answer (no reply loops)
+        if msg.is_group and not msg.mentions_bot:
+            return
+        if not self.state.claim(msg.event_id, msg.message_id):
+            logger.info("duplicate delivery of %s (event %s) ignored", msg.message_id, msg.event_id)
+            return
+        loop = self._loop
+        try:
+            if loop is None or self._closing:
+                raise RuntimeError("the bridge is shutting down")
+            loop.call_soon_threadsafe(self._route, msg)
+        except RuntimeError:
+            # Not handed over: forget it and fail the ack, so Feishu delivers it again later.
+            self.state.release(msg.event_id, msg.message_id)
+            raise
+
+    # --- routing (app loop) ----------------------------------------------------------------------
+    def _route(self, msg: IncomingMessage) -> None:
+        if self._closing:
+            logger.warning("message %s arrived while stopping; not answered", msg.message_id)
+            return
+        command = parse_command(msg.text) if msg.message_type in ("text", "post") else None
+        if isinstance(command, Pair):
+            self._control.put_nowait(_Run(msg, command))
+            return
+        match self._access(msg):
+            case Refused(reason=reason):
+                logger.info("refused %s in %s: %s", msg.sender_open_id, msg.chat_id, reason)
+                self._control.put_nowait(_Notice(msg, REFUSAL))
+                return
+            case Unpaired():
+                self._control.put_nowait(_Notice(msg, UNPAIRED))
+                return
+            case Granted():
+                pass
+        if self._is_stale(msg):
+            self._control.put_nowait(
+                _Notice(
+                    msg,
+                    "This message was sent while I was offline, so I did not run it. "
+                    "Send it again if it still matters.",
+                )
+            )
+            return
+        if command is None:
+            if msg.message_type not in SUPPORTED_TYPES:
+                self._control.put_nowait(
+                    _Notice(
+                        msg,
+                        f"I can read text, rich text, images and files; this "
+                        f"{msg.message_type or 'kind of'} message was not passed to the agent.",
+                    )
+                )
+            elif not msg.text and not msg.attachments:
+                self._control.put_nowait(
+                    _Notice(
+                        msg, "That message looks empty; write your question after the @-mention."
+                    )
+                )
+            else:
+                self._lane(msg.chat_id).queue.put_nowait(_Turn(msg))
+        elif command.ordered:
+            self._lane(msg.chat_id).queue.put_nowait(_Run(msg, command))
+        else:
+            self._control.put_nowait(_Run(msg, command))
+
+    def _access(self, msg: IncomingMessage) -> Granted | Refused | Unpaired:
+        return check_access(
+            msg.sender_open_id,
+            msg.chat_id,
+            allowed_users=self.settings.feishu_allowed_users,
+            allowed_chats=self.settings.feishu_allowed_chats,
+            owner=self.state.owner(),
+        )
+
+    def _is_stale(self, msg: IncomingMessage) -> bool:
+        if msg.create_time_ms <= 0:
+            return False
+        grace = self.settings.feishu_stale_grace_seconds
+        return msg.create_time_ms / 1000 < self._started_at - grace
+
+    def _lane(self, chat_id: str) -> _Lane:
+        lane = self._lanes.get(chat_id)
+        if lane is None:
+            lane = _Lane()
+            assert self._loop is not None
+            lane.task = self._loop.create_task(
+                self._chat_worker(chat_id, lane), name=f"feishu-chat:{chat_id}"
+            )
+            self._lanes[chat_id] = lane
+        return lane
+
+    # --- workers ---------------------------------------------------------------------------------
+    async def _chat_worker(self, chat_id: str, lane: _Lane) -> None:
+        while True:
+            try:
+                work = await asyncio.wait_for(lane.queue.get(), timeout=CHAT_IDLE_SECONDS)
+            except TimeoutError:
+                if lane.queue.empty():  # nothing can arrive between this check and the return
+                    if self._lanes.get(chat_id) is lane:
+                        del self._lanes[chat_id]
+                    return
+                continue
+            if isinstance(work, _Close):
+                return
+            lane.busy = True
+            try:
+                await self._do(work)
+            except Exception:
+                logger.exception("handling %s failed", work.msg.message_id)
+            finally:
+                lane.busy = False
+
+    async def _control_worker(self) -> None:
+        while True:
+            work = await self._control.get()
+            if isinstance(work, _Close):
+                return
+            try:
+                await self._do(work)
+            except Exception:
+                logger.exception("handling %s failed", work.msg.message_id)
+
+    async def _do(self, work: _Turn | _Run | _Notice) -> None:
+        match work:
+            case _Turn(msg=msg):
+                if self._closing:
+                    # Queued behind a turn at shutdown: a line instead of silence.
+                    await self._notify(
+                        msg,
+                        "The server restarted before I got to this message; please send it again.",
+                    )
+                else:
+                    await self._run_turn(msg)
+            case _Notice(msg=msg, text=text):
+                await self._notify(msg, text)
+            case _Run(msg=msg, command=command):
+                await self._command(msg, command)
+
+    # --- turns -----------------------------------------------------------------------------------
+    def _conversation_id(self, chat_id: str) -> str:
+        return f"feishu:{chat_id}:v{self.state.generation(chat_id)}"
+
+    async def _run_turn(self, msg: IncomingMessage) -> None:
+        assert self._sender is not None
+        conversation_id = self._conversation_id(msg.chat_id)
+        reply = TurnReply(
+            self._sender,
+            reply_to=msg.message_id,
+            key=msg.message_id,
+            interval=self.settings.feishu_card_update_interval_seconds,
+            open_delay=self.settings.feishu_progress_delay_seconds,
+        )
+        async with reply:
+            prompt = await self._prompt(msg)
+            try:
+                result = await self.sessions.run_agent(
+                    prompt,
+                    conversation_id=conversation_id,
+                    on_event=reply.on_event,
+                    source="feishu",
+                )
+            except ClaudeMemoryError as exc:
+                await reply.finish(f"Execution failed: {exc.message}", is_error=True)
+                return
+            except Exception as exc:
+                logger.exception("turn for %s failed", msg.message_id)
+                await reply.finish(
+                    f"Execution failed: {type(exc).__name__}: {exc}. See the server log.",
+                    is_error=True,
+                )
+                return
+            await reply.finish(result.reply, is_error=result.is_error)
+
+    async def _prompt(self, msg: IncomingMessage) -> str:
+        if not msg.attachments:
+            return msg.text
+        assert self._sender is not None
+        saved: list[str] = []
+        for attachment in msg.attachments:
+            try:
+                download = await self._sender.download(
+                    msg.message_id, attachment.key, attachment.kind
+                )
+                path = await asyncio.to_thread(
+                    self._save_attachment,
+                    msg,
+                    attachment.kind,
+                    attachment.key,
+                    attachment.name or download.file_name,
+                    download.data,
+                )
+                size = len(download.data)
+                saved.append(f"- {path} ({attachment.kind}, {size} bytes)")
+            except (FeishuAPIError, OSError) as exc:
+                message = exc.message if isinstance(exc, FeishuAPIError) else str(exc)
+                saved.append(f"- one {attachment.kind} could not be downloaded: {message}")
+        lines = [msg.text] if msg.text else []
+        lines.append(
+            "[The user sent attachments through Feishu; they are saved in your workspace:\n"
+            + "\n".join(saved)
+            + "]"
+        )
+        return "\n\n".join(lines)
+
+    def _save_attachment(
+        self, msg: IncomingMessage, kind: str, key: str, name: str, data: bytes
+    ) -> str:
+        workspace = self.settings.workspace_dir
+        folder = workspace / "inbox" / "feishu"
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.fromtimestamp((msg.create_time_ms or time.time() * 1000) / 1000)
+        base = _SAFE_NAME.sub("_", Path(name).name).strip("._") if name else ""
+        if not base:
+            base = f"{kind}{_guess_extension(data)}"
+        target = folder / f"{stamp:%Y%m%d-%H%M%S}-{key[-8:]}-{base}"
+        tmp = target.with_suffix(target.suffix + ".part")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+        return target.relative_to(workspace).as_posix()
+
+    # --- commands and notices --------------------------------------------------------------------
+    async def _command(self, msg: IncomingMessage, command: Command) -> None:
+        conversation_id = self._conversation_id(msg.chat_id)
+        match command:
+            case Pair(code=code):
+                await self._notify(msg, self._pair(msg, code))
+            case Clear():
+                generation = self.state.bump_generation(msg.chat_id)
+                await self.sessions.close_conversation(conversation_id, reason="cleared")
+                await self._notify(
+                    msg,
+                    f"Started a fresh conversation (v{generation}); the next message begins "
+                    "a new session.",
+                )
+            case Compact():
+                await self._compact(msg, conversation_id)
+            case Stop():
+                stopped = await self.sessions.interrupt(conversation_id)
+                await self._notify(
+                    msg, "Stopping the running answer." if stopped else "Nothing is running."
+                )
+            case Status():
+                await self._notify_markdown(msg, self._status_text(msg, conversation_id))
+            case MemorySearch(query=query):
+                await self._notify_markdown(msg, await self._memory_text(query))
+            case Help():
+                await self._notify_markdown(msg, HELP_TEXT)
+            case Unknown(name=name):
+                await self._notify(msg, f"Unknown command /{name}. Send /help for the list.")
+
+    def _pair(self, msg: IncomingMessage, code: str) -> str:
+        settings = self.settings
+        if settings.feishu_allowed_users or settings.feishu_allowed_chats:
+            return "Pairing is off: access is set by FEISHU_ALLOWED_USERS / FEISHU_ALLOWED_CHATS."
+        owner = self.state.owner()
+        if owner is not None:
+            return "You are already the owner." if owner == msg.sender_open_id else REFUSAL
+        if self.pairing_code is None or not code:
+            return "Send `/pair <code>` with the code printed in the server log."
+        if not secrets.compare_digest(code, self.pairing_code):
+            self._pair_failures += 1
+            if self._pair_failures >= PAIR_ATTEMPTS:
+                logger.warning("too many wrong pairing codes; issuing a new one")
+                self._announce_pairing(force=True)
+            return "That code is not right. The pairing code is printed in the server log."
+        if not self.state.set_owner(msg.sender_open_id):
+            return REFUSAL
+        self.pairing_code = None
+        logger.warning("Feishu bridge paired: owner is %s", msg.sender_open_id)
+        return "Paired: you are now the owner of this assistant. Say hello!"
+
+    def _paired(self) -> bool:
+        settings = self.settings
+        return bool(
+            settings.feishu_allowed_users or settings.feishu_allowed_chats or self.state.owner()
+        )
+
+    def _announce_pairing(self, *, force: bool = False) -> None:
+        if self._paired() or (self.pairing_code is not None and not force):
+            return
+        self.pairing_code = f"{secrets.randbelow(10**8):08d}"
+        self._pair_failures = 0
+        logger.warning(
+            "Feishu bridge is not paired. From your Feishu account, send the bot: /pair %s",
+            self.pairing_code,
+        )
+
+    async def _compact(self, msg: IncomingMessage, conversation_id: str) -> None:
+        assert self._sender is not None
+        reply = TurnReply(
+            self._sender,
+            reply_to=msg.message_id,
+            key=msg.message_id,
+            interval=self.settings.feishu_card_update_interval_seconds,
+            open_delay=self.settings.feishu_progress_delay_seconds,
+            title="Compacting…",
+        )
+        async with reply:
+            try:
+                result = await self.sessions.compact(conversation_id)
+            except ClaudeMemoryError as exc:
+                await reply.finish(f"Compaction failed: {exc.message}", is_error=True)
+                return
+            await reply.finish(result.reply, is_error=result.is_error)
+
+    def _status_text(self, msg: IncomingMessage, conversation_id: str) -> str:
+        known = self.sessions.store.get(conversation_id)
+        live = self.sessions.live_status(conversation_id)
+        lane = self._lanes.get(msg.chat_id)
+        queued = lane.queue.qsize() if lane else 0
+        if (live is not None and live.running) or (lane is not None and lane.busy):
+            state = "running"
+        else:
+            state = "idle"
+        if queued:
+            state += f", {queued} queued"
+        runner = self._runner
+        lines = [
+            "**Status**",
+            f"- conversation: `{conversation_id}`",
+            f"- session: `{known.session_id}`"
+            if known and known.session_id
+            else "- session: not started",
+            f"- turns: {known.turns if known else 0}",
+            f"- cost so far: ${known.cost_usd if known else 0.0:.4f}",
+            f"- now: {state}",
+            f"- connection: {'connected' if self.connected else 'disconnected'}, "
+            f"{runner.reconnects if runner else 0} reconnects",
+        ]
+        return "\n".join(lines)
+
+    async def _memory_text(self, query: str) -> str:
+        if not query:
+            return "Usage: `/memory <query>`, for example `/memory project deadlines`."
+        if self.search is None:
+            return "Memory search is not available yet."
+        try:
+            results = await self.search(query, MEMORY_RESULTS)
+        except Exception as exc:  # the memory store is another package: report, do not crash
+            logger.exception("memory search failed")
+            return f"Memory search failed: {type(exc).__name__}: {exc}"
+        if not results:
+            return f"No memories match “{query}”."
+        lines = [f"**Memories for “{query}”**"]
+        for index, note in enumerate(results, start=1):
+            title = str(note.get("title") or "(untitled)")
+            ident = str(note.get("id") or "")
+            summary = str(note.get("summary") or "").strip()
+            line = f"{index}. **{title}**" + (f" (`{ident}`)" if ident else "")
+            if summary:
+                line += f"\n   {summary}"
+            lines.append(line)
+        return "\n".join(lines)
+
+    async def _notify(self, msg: IncomingMessage, text: str) -> None:
+        """A one-line text reply to the user's message."""
+        await self._send(msg, "text", text_content(text))
+
+    async def _notify_markdown(self, msg: IncomingMessage, markdown: str) -> None:
+        await self._send(msg, "interactive", card_content(escape_card_markdown(markdown)))
+
+    async def _send(self, msg: IncomingMessage, msg_type: Any, content: dict[str, Any]) -> None:
+        assert self._sender is not None
+        try:
+            await self._sender.reply(
+                msg.message_id, msg_type, content, uuid=send_uuid(msg.message_id, "notice")
+            )
+        except FeishuAPIError as exc:
+            logger.error("could not answer %s: %s", msg.message_id, exc.message)
+
+    # --- logging ---------------------------------------------------------------------------------
+    def _attach_log_file(self) -> None:
+        path = self.settings.logs_dir / LOG_FILE_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.handlers.RotatingFileHandler(
+            path, maxBytes=5_000_000, backupCount=3, encoding="utf-8"
+        )
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setLevel(logging.INFO)
+        for name in ("bridge", "Lark"):
+            log = logging.getLogger(name)
+            log.addHandler(handler)
+            if log.level == logging.NOTSET or log.level > logging.INFO:
+                log.setLevel(logging.INFO)
+        self._log_handler = handler
+
+    def _detach_log_file(self) -> None:
+        handler, self._log_handler = self._log_handler, None
+        if handler is None:
+            return
+        for name in ("bridge", "Lark"):
+            logging.getLogger(name).removeHandler(handler)
+        with contextlib.suppress(Exception):
+            handler.close()
+
+
+def _guess_extension(data: bytes) -> str:
+    if data.startswith(b"\x89PNG"):
+        return ".png"
+    if data.startswith(b"\xff\xd8"):
+        return ".jpg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return ".gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return ".webp"
+    if data.startswith(b"%PDF"):
+        return ".pdf"
+    return ".bin"
+
+
+def memory_search(store: Any) -> SearchFn:
+    """Adapt the memory store's (blocking) search to the bridge's `/memory` command."""
+
+    async def search(query: str, limit: int) -> list[dict[str, Any]]:
+        def run() -> list[dict[str, Any]]:
+            return [hit.to_dict() for hit in store.search(query, limit)]
+
+        return await asyncio.to_thread(run)
+
+    return search

@@ -1,0 +1,62 @@
+"""Fixtures for the bridge: the fake Feishu platform and an app (or bridge) wired to it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from bridge._lark import import_lark
+from bridge.feishu import FeishuBridge
+from settings import Settings
+from tests.conftest import running_app
+from tests.fakes.feishu_platform import OWNER_OPEN_ID, FakeFeishu
+from tests.helpers import wait_until
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _lark_imported() -> None:
+    """Import the SDK once (≈4 s) before any test's clock starts."""
+    import_lark()
+
+
+@pytest.fixture
+def fake_feishu() -> Iterator[FakeFeishu]:
+    fake = FakeFeishu().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def feishu_settings(
+    make_settings: Callable[..., Settings], fake_feishu: FakeFeishu
+) -> Callable[..., Settings]:
+    """Settings for an app whose model is the fake and whose Feishu is the fake."""
+
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {
+            "feishu_app_id": fake_feishu.app_id,
+            "feishu_app_secret": fake_feishu.app_secret,
+            "feishu_domain": fake_feishu.url,
+            "feishu_allowed_users": [OWNER_OPEN_ID],
+            "feishu_card_update_interval_seconds": 0.2,
+            "feishu_progress_delay_seconds": 0.3,
+        }
+        values.update(overrides)
+        return make_settings(**values)
+
+    return make
+
+
+@contextlib.asynccontextmanager
+async def feishu_app(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClient, FeishuBridge]]:
+    """The real app (lifespan and all) with its bridge connected to the fake platform."""
+    async with running_app(settings) as client:
+        bridge: FeishuBridge = client.app.state.feishu  # type: ignore[attr-defined]
+        await wait_until(lambda: bridge.connected, timeout=10)
+        yield client, bridge
