@@ -20,9 +20,15 @@ from agent.injection import MemoryInjector, conversation_summary, memory_extras
 from agent.logs import RequestLogs
 from agent.options import prepare_workspace
 from agent.policy import PolicyConfig
+from agent.recorder import MemoryRecorder
 from agent.sessions import SessionManager
+from agent.summarizer import model_summary
 from errors import ClaudeMemoryError
 from memory.api import create_memory_router
+from memory.entities import PendingStore
+from memory.episodes import EpisodeStore
+from memory.pending_api import create_pending_router
+from memory.state import StateDB
 from memory.store import MemoryStore
 from settings import Settings
 from web.auth import require_token
@@ -40,6 +46,9 @@ class Container:
     conversations: ConversationStore
     sessions: SessionManager
     memory: MemoryStore
+    state: StateDB
+    episodes: EpisodeStore
+    pending: PendingStore
 
     async def aclose(self) -> None:
         try:
@@ -48,6 +57,7 @@ class Container:
         except TimeoutError:
             logger.warning("sessions did not close within the time limit")
         self.conversations.close()
+        self.state.close()
         await asyncio.to_thread(self.memory.close)
 
 
@@ -58,6 +68,9 @@ def build_container(settings: Settings) -> Container:
     prepare_workspace(settings.workspace_dir)
     memory = MemoryStore.open(settings.memory_config())
     conversations = ConversationStore(settings.state_path)
+    state = StateDB(settings.state_path)
+    episodes = EpisodeStore(state, memory)
+    pending = PendingStore(state)
     injector = MemoryInjector(
         memory,
         budget_tokens=settings.context_budget_tokens,
@@ -77,8 +90,23 @@ def build_container(settings: Settings) -> Container:
             injector, memory, cid, current, is_resumed=is_resumed
         ),
     )
+    recorder = MemoryRecorder(
+        memory,
+        episodes,
+        pending,
+        summarizer=lambda text: model_summary(settings, text),
+        on_closed=injector.forget,
+    )
+    sessions.on_turn(recorder.on_turn)
+    sessions.on_close(recorder.on_close)
     return Container(
-        settings=settings, conversations=conversations, sessions=sessions, memory=memory
+        settings=settings,
+        conversations=conversations,
+        sessions=sessions,
+        memory=memory,
+        state=state,
+        episodes=episodes,
+        pending=pending,
     )
 
 
@@ -146,6 +174,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         }
 
     app.include_router(create_chat_router())
+    app.include_router(
+        create_pending_router(
+            lambda: app.state.container.pending, lambda: app.state.container.memory
+        ),
+        dependencies=[Depends(require_token)],
+    )
     app.include_router(
         create_memory_router(lambda: app.state.container.memory),
         dependencies=[Depends(require_token)],

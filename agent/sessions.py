@@ -281,11 +281,13 @@ class _Actor:
                 cost_usd=result.cost_usd,
                 injected=state.injected,
             )
+        if turn.kind == "chat":
+            # Recorded before the caller sees the reply, so its next message finds it.
+            await manager._notify_turn(
+                TurnInfo(self.conversation_id, turn.message, result, state.file_changes, started)
+            )
         if not turn.future.done():
             turn.future.set_result(result)
-        await manager._notify_turn(
-            TurnInfo(self.conversation_id, turn.message, result, state.file_changes, started)
-        )
 
     async def _run_turn(self, turn: _TurnRequest, state: TurnState) -> None:
         settings = self.manager.settings

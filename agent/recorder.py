@@ -1,0 +1,126 @@
+"""Connects finished turns and ended conversations to memory: episodes and entity capture.
+
+* every turn: the conversation's active episode (started on its first turn) records the cleaned
+  user message and reply; the user message is scanned for decisions and preferences;
+* a conversation end (new conversation, /clear, idle eviction, shutdown) closes the episode, with
+  a model-written summary when it had real work, else none; rule-based if the model fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from agent.sessions import TurnInfo
+from memory.entities import AUTO_SAVE_CONFIDENCE, PendingStore, detect_entities
+from memory.episodes import (
+    EpisodeStore,
+    episode_title,
+    rule_based_summary,
+    should_summarize,
+    transcript,
+)
+from memory.model import NoteDraft
+from memory.store import MemoryStore
+
+logger = logging.getLogger(__name__)
+
+Summarizer = Callable[[str], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureResult:
+    saved: tuple[str, ...]
+    pending: tuple[str, ...]
+
+
+def channel_name(conversation_id: str) -> str:
+    """The place a conversation happens, for episode titles."""
+    if conversation_id.startswith("feishu:"):
+        return "飞书"
+    return "Web"
+
+
+class MemoryRecorder:
+    def __init__(
+        self,
+        store: MemoryStore,
+        episodes: EpisodeStore,
+        pending: PendingStore,
+        *,
+        summarizer: Summarizer | None,
+        on_closed: Callable[[str], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.episodes = episodes
+        self.pending = pending
+        self.summarizer = summarizer
+        self.on_closed = on_closed
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def _lock(self, conversation_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(conversation_id, asyncio.Lock())
+
+    async def on_turn(self, info: TurnInfo) -> None:
+        async with self._lock(info.conversation_id):
+            await asyncio.to_thread(self._record_turn, info)
+
+    def _record_turn(self, info: TurnInfo) -> CaptureResult:
+        episode = self.episodes.active(info.conversation_id)
+        if episode is None:
+            episode = self.episodes.start(
+                info.conversation_id,
+                title=episode_title(channel_name(info.conversation_id), info.started),
+                source=channel_name(info.conversation_id),
+            )
+        self.episodes.record(episode.id, "user", info.message, turn=True)
+        self.episodes.record(
+            episode.id, "assistant", info.result.reply, file_changes=info.file_changes
+        )
+        return self.capture(info.message, source=f"conversation:{info.conversation_id}")
+
+    def capture(self, text: str, *, source: str, scope: str = "user") -> CaptureResult:
+        """Save confident entities at once, queue the rest for confirmation."""
+        saved: list[str] = []
+        pending: list[str] = []
+        for candidate in detect_entities(text):
+            if candidate.confidence >= AUTO_SAVE_CONFIDENCE:
+                result = self.store.save(
+                    NoteDraft(
+                        content=candidate.content,
+                        title=candidate.title,
+                        type=candidate.type,
+                        scope=scope,
+                        tags=("captured",),
+                        importance=0.7,
+                        source=source,
+                    )
+                )
+                saved.append(result.id)
+            else:
+                pending.append(self.pending.add(candidate, scope=scope, source=source).id)
+        return CaptureResult(tuple(saved), tuple(pending))
+
+    async def on_close(self, conversation_id: str, reason: str) -> None:
+        async with self._lock(conversation_id):
+            episode = await asyncio.to_thread(self.episodes.active, conversation_id)
+            if episode is None:
+                return
+            summary: str | None = None
+            if should_summarize(episode):
+                messages = await asyncio.to_thread(self.episodes.messages, episode.id)
+                if self.summarizer is not None:
+                    summary = await self.summarizer(transcript(messages))
+                summary = summary or rule_based_summary(messages)
+            await asyncio.to_thread(self.episodes.close, episode.id, summary)
+            logger.info(
+                "episode %s of %s closed (%s, %s)",
+                episode.id,
+                conversation_id,
+                reason,
+                "summarized" if summary else "no summary",
+            )
+        if self.on_closed is not None:
+            self.on_closed(conversation_id)

@@ -1,0 +1,245 @@
+"""Entity capture: decisions, preferences, habits and architecture choices stated by the user.
+
+`detect_entities` is pure and bilingual: pattern hits and keyword hits give a confidence; at
+`AUTO_SAVE_CONFIDENCE` or above the caller saves a note at once, below it the candidate waits in
+the pending list (`PendingStore`) for the user to confirm or reject.
+Only user messages are scanned: the assistant's words are never the user's decisions.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from errors import NotFoundError
+from memory import _text
+from memory.capture import sanitize
+from memory.model import NoteDraft
+from memory.state import StateDB
+
+AUTO_SAVE_CONFIDENCE = 0.85
+MIN_CONFIDENCE = 0.5
+
+EntityType = Literal["decision", "preference", "architecture"]
+PendingStatus = Literal["pending", "confirmed", "rejected"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    type: EntityType
+    pattern: re.Pattern[str]
+    confidence: float
+
+
+def _rules(*rules: tuple[EntityType, str, float]) -> tuple[_Rule, ...]:
+    return tuple(_Rule(t, re.compile(p, re.IGNORECASE), c) for t, p, c in rules)
+
+
+# Strong, explicit statements score 0.7-0.8; hedged ones 0.5-0.6. Keywords add the rest.
+RULES: tuple[_Rule, ...] = _rules(
+    ("decision", r"(我|我们|咱们)(已经)?(决定|确定|选定)(了)?", 0.8),
+    ("decision", r"(最终|最后)(决定|选择|采用)", 0.75),
+    ("decision", r"\b(we|i)\s+(have\s+)?(decided|agreed|chose|settled)\b", 0.8),
+    ("decision", r"\blet'?s\s+go\s+with\b", 0.7),
+    ("preference", r"以后(都|就|一律|统一)?(用|使用|采用|写)", 0.8),
+    ("preference", r"(我|我们)(更|比较|一直)?(喜欢|偏好|倾向于?)(用|使用)?", 0.7),
+    ("preference", r"(不要|别)(再)?(用|使用)", 0.7),
+    ("preference", r"(我|我们)(习惯|通常|一般|总是)(用|使用|在)", 0.7),
+    ("preference", r"\bi\s+(prefer|like\s+to\s+use|always\s+use|never\s+use)\b", 0.8),
+    ("preference", r"\bfrom\s+now\s+on\b", 0.75),
+    ("preference", r"\b(please\s+)?(always|never)\s+(use|write|answer|reply)\b", 0.75),
+    ("preference", r"\bi\s+(usually|normally|tend\s+to)\b", 0.6),
+    ("architecture", r"(架构|技术栈|数据库|后端|前端|部署)(采用|选用|用的是|基于|改为|换成)", 0.75),
+    (
+        "architecture",
+        r"\b(our|the)\s+(architecture|stack|database|backend|frontend)\s+(is|uses|will\s+use|runs\s+on)\b",
+        0.75,
+    ),
+    ("decision", r"(也许|可能|考虑|要不)(用|换|改)", 0.5),
+    ("decision", r"\b(maybe|might|should)\s+(we\s+)?(use|switch|move)\b", 0.5),
+    ("preference", r"(觉得|感觉).{0,12}(不错|挺好|好用)", 0.5),
+)
+
+# Words that make a statement more likely to be a lasting choice.
+_KEYWORDS = re.compile(
+    r"以后|一律|统一|都用|总是|永远|默认|always|never|from now on|default|所有|every",
+    re.IGNORECASE,
+)
+# A concrete thing chosen: an identifier-like word (pytest, PostgreSQL, uv, JWT).
+_CONCRETE = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]{1,}")
+_SENTENCE = re.compile(r"[^。！？!?\n.;；]+[。！？!?.;；]?")
+
+
+@dataclass(frozen=True, slots=True)
+class EntityCandidate:
+    type: EntityType
+    content: str
+    confidence: float
+    title: str
+
+
+def detect_entities(text: str) -> list[EntityCandidate]:
+    """Candidates found in one user message, strongest first, one per sentence."""
+    found: list[EntityCandidate] = []
+    for sentence in _SENTENCE.findall(sanitize(text)):
+        sentence = sentence.strip()
+        if len(sentence) < 4:
+            continue
+        hits = [rule for rule in RULES if rule.pattern.search(sentence)]
+        if not hits:
+            continue
+        best = max(hits, key=lambda r: r.confidence)
+        confidence = best.confidence
+        confidence += 0.05 * (len({r.type for r in hits}) - 1 + len(hits) - 1)
+        if _KEYWORDS.search(sentence):
+            confidence += 0.1
+        if _CONCRETE.search(sentence):
+            confidence += 0.05
+        confidence = round(min(confidence, 0.99), 2)
+        if confidence < MIN_CONFIDENCE:
+            continue
+        entity_type = _preferred_type(hits)
+        found.append(
+            EntityCandidate(entity_type, sentence, confidence, _text.shorten(sentence, 60))
+        )
+    return sorted(found, key=lambda c: c.confidence, reverse=True)
+
+
+def _preferred_type(hits: list[_Rule]) -> EntityType:
+    # "我决定以后都用 pytest" is a decision that sets a preference: the decision wins.
+    strongest = max(r.confidence for r in hits)
+    for kind in ("decision", "architecture", "preference"):
+        if any(r.type == kind and r.confidence >= strongest - 0.05 for r in hits):
+            return kind  # type: ignore[return-value]
+    return hits[0].type
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEntity:
+    id: str
+    type: str
+    title: str
+    content: str
+    confidence: float
+    scope: str
+    source: str
+    status: PendingStatus
+    created: float
+    note_id: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "title": self.title,
+            "content": self.content,
+            "confidence": self.confidence,
+            "scope": self.scope,
+            "source": self.source,
+            "status": self.status,
+            "created": self.created,
+            "note_id": self.note_id,
+        }
+
+    def draft(self) -> NoteDraft:
+        return NoteDraft(
+            content=self.content,
+            title=self.title,
+            type=self.type,
+            scope=self.scope,
+            tags=("captured",),
+            importance=0.7,
+            source=self.source or "entity-capture",
+        )
+
+
+class PendingStore:
+    """Candidates below the auto-save confidence, waiting for confirm or reject."""
+
+    def __init__(self, db: StateDB) -> None:
+        self.db = db
+
+    def add(
+        self, candidate: EntityCandidate, *, scope: str = "user", source: str = ""
+    ) -> PendingEntity:
+        entity = PendingEntity(
+            id=f"pend_{secrets.token_hex(6)}",
+            type=candidate.type,
+            title=candidate.title,
+            content=candidate.content,
+            confidence=candidate.confidence,
+            scope=scope,
+            source=source,
+            status="pending",
+            created=time.time(),
+            note_id=None,
+        )
+        with self.db.write() as db:
+            duplicate = db.execute(
+                "SELECT id FROM mem_pending WHERE content = ? AND status = 'pending'",
+                (entity.content,),
+            ).fetchone()
+            if duplicate is not None:
+                return self.get(duplicate["id"])
+            db.execute(
+                "INSERT INTO mem_pending(id, type, title, content, confidence, scope, source,"
+                " status, created) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+                (
+                    entity.id,
+                    entity.type,
+                    entity.title,
+                    entity.content,
+                    entity.confidence,
+                    entity.scope,
+                    entity.source,
+                    entity.created,
+                ),
+            )
+        return entity
+
+    def list(
+        self, status: PendingStatus | None = "pending", limit: int = 100
+    ) -> list[PendingEntity]:
+        if status is None:
+            rows = self.db.read("SELECT * FROM mem_pending ORDER BY created DESC LIMIT ?", (limit,))
+        else:
+            rows = self.db.read(
+                "SELECT * FROM mem_pending WHERE status = ? ORDER BY created DESC LIMIT ?",
+                (status, limit),
+            )
+        return [_pending(r) for r in rows]
+
+    def get(self, pending_id: str) -> PendingEntity:
+        rows = self.db.read("SELECT * FROM mem_pending WHERE id = ?", (pending_id,))
+        if not rows:
+            raise NotFoundError("pending entity", pending_id)
+        return _pending(rows[0])
+
+    def resolve(
+        self, pending_id: str, status: PendingStatus, note_id: str | None = None
+    ) -> PendingEntity:
+        self.get(pending_id)
+        with self.db.write() as db:
+            db.execute(
+                "UPDATE mem_pending SET status = ?, note_id = ? WHERE id = ?",
+                (status, note_id, pending_id),
+            )
+        return self.get(pending_id)
+
+
+def _pending(row: Any) -> PendingEntity:
+    return PendingEntity(
+        id=row["id"],
+        type=row["type"],
+        title=row["title"],
+        content=row["content"],
+        confidence=row["confidence"],
+        scope=row["scope"],
+        source=row["source"],
+        status=row["status"],
+        created=row["created"],
+        note_id=row["note_id"],
+    )

@@ -1,0 +1,333 @@
+"""Episodes: one per conversation (chat) or CLI session, with cleaned messages and a summary.
+
+An episode is `active` while its conversation runs and `completed` when it ends; only completed
+episodes and saved notes are retrieved, never the live one. Closing an episode that had real work
+(`should_summarize`) writes a session summary note into `sessions/` (at most 300 characters); at
+most `MAX_SUMMARIES_PER_SCOPE` summary files are kept per scope, the oldest going first (their text
+stays in the episode record).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from errors import NotFoundError
+from memory import _text
+from memory.capture import clean_message
+from memory.model import NoteDraft
+from memory.state import StateDB
+from memory.store import MemoryStore
+
+SUMMARY_LIMIT = 300
+MAX_SUMMARIES_PER_SCOPE = 20
+MIN_TURNS_FOR_SUMMARY = 3
+
+EpisodeStatus = Literal["active", "completed"]
+Role = Literal["user", "assistant", "observation"]
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    id: str
+    key: str
+    project: str
+    scope: str
+    title: str
+    source: str
+    status: EpisodeStatus
+    started: float
+    ended: float | None
+    turns: int
+    file_changes: int
+    summary: str
+    summary_note_id: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "key": self.key,
+            "project": self.project,
+            "scope": self.scope,
+            "title": self.title,
+            "source": self.source,
+            "status": self.status,
+            "started": self.started,
+            "ended": self.ended,
+            "turns": self.turns,
+            "file_changes": self.file_changes,
+            "summary": self.summary,
+            "summary_note_id": self.summary_note_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeMessage:
+    id: int
+    role: str
+    kind: str
+    title: str
+    content: str
+    created: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "role": self.role,
+            "kind": self.kind,
+            "title": self.title,
+            "content": self.content,
+            "created": self.created,
+        }
+
+
+def episode_title(place: str, when: float, *, kind: str = "会话") -> str:
+    """ "{project or channel} 会话 {MM-DD HH:MM}" (CLI sessions use kind "开发会话")."""
+    return f"{place} {kind} {datetime.fromtimestamp(when):%m-%d %H:%M}"
+
+
+def should_summarize(episode: Episode) -> bool:
+    """Trivial episodes (at most 2 turns, no file changes) get no summary."""
+    return episode.turns >= MIN_TURNS_FOR_SUMMARY or episode.file_changes > 0
+
+
+_DECISION = re.compile(r"决定|选定|采用|decid|chose|agreed|we will|we'll", re.IGNORECASE)
+_OPEN = re.compile(
+    r"待办|下一步|还需要|TODO|next step|later|remaining|follow[- ]?up", re.IGNORECASE
+)
+_SENTENCE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
+
+
+def rule_based_summary(messages: Sequence[EpisodeMessage], limit: int = SUMMARY_LIMIT) -> str:
+    """A summary without a model: first request, decisions and open items found in the text."""
+    users = [m.content for m in messages if m.role == "user" and m.content.strip()]
+    texts = [m.content for m in messages if m.role in ("user", "assistant")]
+    sentences = [s.strip() for t in texts for s in _SENTENCE.findall(t) if s.strip()]
+    done = _text.shorten(" ".join(users[0].split()), 90) if users else "对话"
+    decisions = [s for s in sentences if _DECISION.search(s)][:2]
+    open_items = [s for s in sentences if _OPEN.search(s)][:2]
+    parts = [f"Done: {done}"]
+    if decisions:
+        parts.append("Decisions: " + "; ".join(_text.shorten(s, 70) for s in decisions))
+    if open_items:
+        parts.append("Open: " + "; ".join(_text.shorten(s, 60) for s in open_items))
+    return _text.shorten(" | ".join(parts), limit)
+
+
+def transcript(messages: Sequence[EpisodeMessage], limit: int = 12_000) -> str:
+    """The episode as plain text for a summarizer (newest part kept when too long)."""
+    lines = [f"{m.role}: {m.title or m.content}" for m in messages]
+    text = "\n".join(lines)
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+class EpisodeStore:
+    def __init__(self, db: StateDB, store: MemoryStore) -> None:
+        self.db = db
+        self.store = store
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start(
+        self, key: str, *, title: str, project: str = "", scope: str = "user", source: str = ""
+    ) -> Episode:
+        episode_id = f"ep_{int(time.time() * 1000):x}{secrets.token_hex(3)}"
+        with self.db.write() as db:
+            db.execute(
+                "INSERT INTO mem_episodes(id, key, project, scope, title, source, started)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (episode_id, key, project, scope, title, source, time.time()),
+            )
+        return self.get(episode_id)
+
+    def active(self, key: str) -> Episode | None:
+        rows = self.db.read(
+            "SELECT * FROM mem_episodes WHERE key = ? AND status = 'active'"
+            " ORDER BY started DESC LIMIT 1",
+            (key,),
+        )
+        return _episode(rows[0]) if rows else None
+
+    def active_for_project(self, project: str) -> list[Episode]:
+        rows = self.db.read(
+            "SELECT * FROM mem_episodes WHERE project = ? AND status = 'active' ORDER BY started",
+            (project,),
+        )
+        return [_episode(r) for r in rows]
+
+    def get(self, episode_id: str) -> Episode:
+        rows = self.db.read("SELECT * FROM mem_episodes WHERE id = ?", (episode_id,))
+        if not rows:
+            raise NotFoundError("episode", episode_id)
+        return _episode(rows[0])
+
+    def list(self, *, limit: int = 50, status: EpisodeStatus | None = None) -> list[Episode]:
+        if status is None:
+            rows = self.db.read(
+                "SELECT * FROM mem_episodes ORDER BY started DESC LIMIT ?", (limit,)
+            )
+        else:
+            rows = self.db.read(
+                "SELECT * FROM mem_episodes WHERE status = ? ORDER BY started DESC LIMIT ?",
+                (status, limit),
+            )
+        return [_episode(r) for r in rows]
+
+    def record(
+        self,
+        episode_id: str,
+        role: Role,
+        content: str,
+        *,
+        kind: str = "message",
+        title: str = "",
+        turn: bool = False,
+        file_changes: int = 0,
+    ) -> None:
+        """Add a cleaned message (code blocks and long text cut, secrets redacted)."""
+        cleaned = clean_message(content)
+        with self.db.write() as db:
+            db.execute(
+                "INSERT INTO mem_episode_messages(episode_id, role, kind, title, content, created)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (episode_id, role, kind, title, cleaned, time.time()),
+            )
+            db.execute(
+                "UPDATE mem_episodes SET turns = turns + ?, file_changes = file_changes + ?"
+                " WHERE id = ?",
+                (1 if turn else 0, file_changes, episode_id),
+            )
+
+    def messages(self, episode_id: str, *, limit: int = 500) -> list[EpisodeMessage]:
+        rows = self.db.read(
+            "SELECT * FROM mem_episode_messages WHERE episode_id = ? ORDER BY id LIMIT ?",
+            (episode_id, limit),
+        )
+        return [
+            EpisodeMessage(r["id"], r["role"], r["kind"], r["title"], r["content"], r["created"])
+            for r in rows
+        ]
+
+    def observations(self, ids: Sequence[int]) -> list[EpisodeMessage]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self.db.read(
+            f"SELECT * FROM mem_episode_messages WHERE id IN ({marks}) ORDER BY id",
+            tuple(int(i) for i in ids),
+        )
+        return [
+            EpisodeMessage(r["id"], r["role"], r["kind"], r["title"], r["content"], r["created"])
+            for r in rows
+        ]
+
+    def recent_observations(
+        self, project: str, limit: int = 20
+    ) -> list[tuple[Episode, EpisodeMessage]]:
+        rows = self.db.read(
+            "SELECT m.id AS mid, m.role, m.kind, m.title, m.content, m.created, e.*"
+            " FROM mem_episode_messages m JOIN mem_episodes e ON e.id = m.episode_id"
+            " WHERE e.project = ? AND m.role = 'observation' ORDER BY m.id DESC LIMIT ?",
+            (project, limit),
+        )
+        return [
+            (
+                _episode(r),
+                EpisodeMessage(
+                    r["mid"], r["role"], r["kind"], r["title"], r["content"], r["created"]
+                ),
+            )
+            for r in rows
+        ]
+
+    def close(self, episode_id: str, summary: str | None) -> Episode:
+        """Complete the episode; with a summary, also write the session summary note."""
+        episode = self.get(episode_id)
+        if episode.status == "completed":
+            return episode
+        note_id = None
+        text = _text.shorten(" ".join((summary or "").split()), SUMMARY_LIMIT)
+        if text:
+            result = self.store.save(
+                NoteDraft(
+                    content=text,
+                    title=f"{episode.title} 摘要",
+                    summary=text,
+                    type="conversation",
+                    scope=episode.scope,
+                    tags=("session",),
+                    importance=0.4,
+                    source=f"episode:{episode.key}",
+                    path=f"sessions/{datetime.now():%Y%m%d-%H%M%S}-{_text.slugify(episode.key)}.md",
+                )
+            )
+            note_id = result.id
+        with self.db.write() as db:
+            db.execute(
+                "UPDATE mem_episodes SET status = 'completed', ended = ?, summary = ?,"
+                " summary_note_id = ? WHERE id = ?",
+                (time.time(), text, note_id, episode_id),
+            )
+        if note_id:
+            self._prune_summaries(episode.scope)
+        return self.get(episode_id)
+
+    def cleanup_messages(self, older_than_days: float) -> int:
+        """Delete messages of completed episodes older than N days (summaries stay)."""
+        cutoff = time.time() - older_than_days * 86400
+        with self.db.write() as db:
+            cur = db.execute(
+                "DELETE FROM mem_episode_messages WHERE created < ? AND episode_id IN"
+                " (SELECT id FROM mem_episodes WHERE status = 'completed')",
+                (cutoff,),
+            )
+        return cur.rowcount
+
+    def search(self, query: str, limit: int = 5) -> list[Episode]:
+        """Completed episodes whose title or summary mentions any query word."""
+        words = [w for w in re.split(r"\s+", query.strip()) if len(w) >= 2][:8]
+        if not words:
+            return []
+        clause = " OR ".join("(summary LIKE ? OR title LIKE ?)" for _ in words)
+        params: list[object] = []
+        for word in words:
+            params += [f"%{word}%", f"%{word}%"]
+        rows = self.db.read(
+            f"SELECT * FROM mem_episodes WHERE status = 'completed' AND ({clause})"
+            " ORDER BY started DESC LIMIT ?",
+            (*params, limit),
+        )
+        return [_episode(r) for r in rows]
+
+    def _prune_summaries(self, scope: str) -> None:
+        notes = [
+            n
+            for n in self.store.list(type="conversation", scope=scope, limit=500, sort="created")
+            if n.path.startswith("sessions/")
+        ]
+        notes.sort(key=lambda n: n.created, reverse=True)
+        for old in notes[MAX_SUMMARIES_PER_SCOPE:]:
+            # The text lives on in the episode record (summary column).
+            self.store.delete(old.id)
+
+
+def _episode(row: Any) -> Episode:
+    return Episode(
+        id=row["id"],
+        key=row["key"],
+        project=row["project"],
+        scope=row["scope"],
+        title=row["title"],
+        source=row["source"],
+        status=row["status"],
+        started=row["started"],
+        ended=row["ended"],
+        turns=row["turns"],
+        file_changes=row["file_changes"],
+        summary=row["summary"],
+        summary_note_id=row["summary_note_id"],
+    )
