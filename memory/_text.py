@@ -23,7 +23,6 @@ CJK_CHAR = (
     "\uf900-\ufaff"  # compatibility ideographs
     "\U00020000-\U0003134f"  # Han extensions B-G
 )
-_CJK_RE = re.compile(f"([{CJK_CHAR}])")
 _CJK_RUN_RE = re.compile(f"[{CJK_CHAR}]+")
 HAS_CJK_RE = re.compile(f"[{CJK_CHAR}]")
 _WS_RE = re.compile(r"\s+")
@@ -37,9 +36,13 @@ BAND_ROWS = 4
 BAND_COUNT = MINHASH_BUCKETS // BAND_ROWS
 
 
+def _space_run(match: re.Match[str]) -> str:
+    return " " + " ".join(match.group()) + " "
+
+
 def space_cjk(text: str) -> str:
     """Put spaces around every CJK character so `unicode61` indexes each as one token."""
-    return _CJK_RE.sub(r" \1 ", text)
+    return _CJK_RUN_RE.sub(_space_run, text)
 
 
 def latin_tokens(text: str) -> str:

@@ -15,6 +15,8 @@ from typing import Final
 @dataclass(frozen=True, slots=True)
 class _Rule:
     kind: str
+    triggers: tuple[str, ...]
+    """Lower-case literals one of which every match contains: cheap pre-check on big texts."""
     pattern: re.Pattern[str]
     group: int = 0
     """Which group is the secret (0: the whole match)."""
@@ -26,16 +28,24 @@ _NOT_REDACTED = r"(?!\[REDACTED)"
 _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "private_key",
+        ("private key",),
         re.compile(
             r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
             r"(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*\Z)"
         ),
     ),
-    _Rule("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-    _Rule("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
-    _Rule("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")),
+    _Rule("anthropic_key", ("sk-ant-",), re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
+    _Rule(
+        "openai_key", ("sk-",), re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")
+    ),
+    _Rule(
+        "aws_access_key",
+        ("akia", "asia", "abia", "acca"),
+        re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+    ),
     _Rule(
         "aws_secret_key",
+        ("aws",),
         re.compile(
             r"(?i)(aws_?secret_?(?:access_?)?key[\"']?\s*[:=]\s*[\"']?)"
             + _NOT_REDACTED
@@ -43,23 +53,31 @@ _RULES: Final[tuple[_Rule, ...]] = (
         ),
         group=2,
     ),
-    _Rule("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,})")),
-    _Rule("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    _Rule(
+        "github_token",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,})"),
+    ),
+    _Rule("slack_token", ("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
     _Rule(
         "slack_webhook",
+        ("hooks.slack.com",),
         re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"),
     ),
     _Rule(
         "jwt",
+        ("eyj",),
         re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
     ),
     _Rule(
         "url_password",
+        ("://",),
         re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)" + _NOT_REDACTED + r"([^\s@/]+)@"),
         group=2,
     ),
     _Rule(
         "authorization",
+        ("authorization",),
         re.compile(
             r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?>(?:(?:bearer|basic|token|digest)\s+)?))"
             + _NOT_REDACTED
@@ -69,6 +87,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _Rule(
         "feishu_app_secret",
+        ("secret",),
         re.compile(
             r"(?i)((?<![A-Za-z0-9])(?:feishu_app_secret|lark_app_secret|app_?secret)[\"']?\s*[:=]\s*[\"']?)"
             + _NOT_REDACTED
@@ -78,6 +97,21 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
     _Rule(
         "secret",
+        (
+            "password",
+            "passwd",
+            "secret",
+            "api_key",
+            "apikey",
+            "access_token",
+            "accesstoken",
+            "auth_token",
+            "authtoken",
+            "refresh_token",
+            "refreshtoken",
+            "private_key",
+            "privatekey",
+        ),
         re.compile(
             r"(?i)((?<![A-Za-z0-9])(?:password|passwd|secret|client_secret|api_?key|access_?token"
             r"|auth_?token|refresh_?token|private_?key)[\"']?\s*[:=]\s*[\"']?)"
@@ -100,7 +134,10 @@ INLINE_CODE_PLACEHOLDER: Final = "[代码]"
 
 def redact(text: str) -> str:
     """Replace every secret form we know with `[REDACTED:<kind>]`."""
+    lower = text.lower()
     for rule in _RULES:
+        if not any(t in lower for t in rule.triggers):
+            continue
         if rule.group == 0:
             text = rule.pattern.sub(f"[REDACTED:{rule.kind}]", text)
         else:

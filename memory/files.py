@@ -75,25 +75,31 @@ def is_note_name(name: str) -> bool:
     )
 
 
-def iter_note_files(root: Path, subdir: str = "") -> Iterator[tuple[str, os.stat_result]]:
-    """(relative POSIX path, stat) of every note under `root/subdir`; hidden folders skipped."""
-    start = root / subdir if subdir else root
-    stack = [start]
+def iter_note_files(
+    root: Path, subdir: str = "", *, dirs: list[str] | None = None
+) -> Iterator[tuple[str, os.stat_result]]:
+    """(relative POSIX path, stat) of every note under `root/subdir`; hidden folders skipped.
+    Folders visited are appended to `dirs` when given."""
+    base = os.fspath(root)
+    stack = [subdir]
     while stack:
-        folder = stack.pop()
+        rel_dir = stack.pop()
+        if dirs is not None:
+            dirs.append(rel_dir)
         try:
-            entries = list(os.scandir(folder))
+            entries = list(os.scandir(os.path.join(base, rel_dir) if rel_dir else base))
         except (FileNotFoundError, NotADirectoryError):
             continue
+        prefix = f"{rel_dir}/" if rel_dir else ""
         for entry in entries:
-            if entry.name.startswith("."):
+            name = entry.name
+            if name.startswith("."):
                 continue
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
-                elif is_note_name(entry.name) and entry.is_file():
-                    rel = Path(entry.path).relative_to(root).as_posix()
-                    yield rel, entry.stat()
+                    stack.append(prefix + name)
+                elif is_note_name(name) and entry.is_file():
+                    yield prefix + name, entry.stat()
             except FileNotFoundError:  # removed while we looked
                 continue
 
@@ -125,7 +131,10 @@ def _split_front_matter(text: str) -> tuple[str | None, str, bool]:
     lines = text.splitlines(keepends=True)
     for i in range(1, len(lines)):
         if lines[i].rstrip("\r\n") in ("---", "..."):
-            return "".join(lines[1:i]), "".join(lines[i + 1 :]), True
+            body = "".join(lines[i + 1 :])
+            if body.startswith("\n") or body.startswith("\r\n"):  # the blank separator line
+                body = body.split("\n", 1)[1]
+            return "".join(lines[1:i]), body, True
     return None, text, False
 
 
@@ -253,7 +262,7 @@ def render_note(note: Note) -> str:
         width=100,
     )
     body = note.body if note.body.endswith("\n") or not note.body else note.body + "\n"
-    return f"---\n{front}---\n\n{body.lstrip(chr(10))}"
+    return f"---\n{front}---\n\n{body}"
 
 
 def read_note(root: Path, relpath: str) -> ParsedFile:
@@ -325,7 +334,7 @@ def note_from_draft(draft: NoteDraft, *, relpath: str = "", now: datetime | None
     """Validate a draft and make it a note; text fields are sanitized (private spans, secrets)."""
     if not isinstance(draft.content, str):
         raise InvalidInputError("content must be a string")
-    body = sanitize(draft.content)
+    body = sanitize(draft.content).strip("\r\n") + "\n"
     if not body.strip():
         raise InvalidInputError("content is empty (after removing <private> spans)")
     moment = now or utcnow()

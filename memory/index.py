@@ -159,16 +159,20 @@ def make_entry(
     size: int,
     verified_ns: int,
     max_chars: int,
+    sanitized: bool = False,
 ) -> Entry:
+    """`sanitized`: the note was written by the store, its text is already clean."""
     note = parsed.note
-    # Hand-written notes may hold secrets or private spans: the index never does.
-    clean_body = sanitize(note.body)
-    note = replace(
-        note,
-        title=sanitize(note.title),
-        summary=sanitize(note.summary),
-        tags=tuple(sanitize(t) for t in note.tags),
-    )
+    clean_body = note.body
+    if not sanitized:
+        # Hand-written notes may hold secrets or private spans: the index never does.
+        clean_body = sanitize(note.body)
+        note = replace(
+            note,
+            title=sanitize(note.title),
+            summary=sanitize(note.summary),
+            tags=tuple(sanitize(t) for t in note.tags),
+        )
     rel_dir = note.path.rsplit("/", 1)[0] if "/" in note.path else ""
     return Entry(
         note=note,
@@ -601,17 +605,24 @@ def count_rows(conn: sqlite3.Connection, filters: Filters) -> int:
 def fts_rows(
     conn: sqlite3.Connection, match: str, filters: Filters, limit: int
 ) -> list[sqlite3.Row]:
-    """Best BM25 matches of an FTS expression (bm25 < 0; lower is better)."""
+    """Best BM25 matches of an FTS expression (bm25 < 0; lower is better).
+
+    First ranks inside FTS and joins only the best `4 x limit` rows (fast); when filters
+    leave fewer than `limit` of those, ranks every match that passes the filters."""
     where, params = filters.sql()
     cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
-    return conn.execute(
-        f"SELECT {cols}, f.bm25 AS bm25 FROM ("
-        f" SELECT rowid, bm25(notes_fts, {BM25_WEIGHTS}) AS bm25 FROM notes_fts"
-        f" WHERE notes_fts MATCH ?) f"
-        f" JOIN notes n ON n.nid = f.rowid WHERE {where}"
-        f" ORDER BY f.bm25, n.id LIMIT ?",
-        [match, *params, limit],
+    inner = f" SELECT rowid, bm25(notes_fts, {BM25_WEIGHTS}) AS bm25 FROM notes_fts"
+    inner += " WHERE notes_fts MATCH ?"
+    outer = f" JOIN notes n ON n.nid = f.rowid WHERE {where} ORDER BY f.bm25, n.id LIMIT ?"
+    rows = conn.execute(
+        f"SELECT {cols}, f.bm25 AS bm25 FROM ({inner} ORDER BY bm25 LIMIT ?) f{outer}",
+        [match, limit * 4, *params, limit],
     ).fetchall()
+    if len(rows) < limit and where != "1":
+        rows = conn.execute(
+            f"SELECT {cols}, f.bm25 AS bm25 FROM ({inner}) f{outer}", [match, *params, limit]
+        ).fetchall()
+    return rows
 
 
 def trigram_rows(

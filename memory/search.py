@@ -194,12 +194,43 @@ def recency(updated_ts: float, now_ts: float, half_life_days: float) -> float:
     return float(0.5 ** (age / (half_life_days * DAY)))
 
 
-def _term_in(term: Term, haystack: str, substring: bool) -> bool:
-    if substring:
-        return term.norm in haystack
-    if term.prefix:
-        return " " + term.norm in haystack
-    return " " + term.norm + " " in haystack
+_LATIN_ALNUM = f"[^\\W_{_text.CJK_CHAR}]"
+
+
+def match_pattern(norm: str, prefix: bool = False) -> re.Pattern[str]:
+    """A regex that finds a normalised term in raw (NFKC, case-folded) text the way the FTS
+    tokenizer would: Latin words need word boundaries, CJK characters do not, and any
+    punctuation may separate the parts (`auth_timeout`, `auth-timeout`, `连接 池`)."""
+    tokens = norm.split()
+    parts: list[str] = []
+    for i, token in enumerate(tokens):
+        if i:
+            cjk_edge = bool(
+                _text.HAS_CJK_RE.match(tokens[i - 1][-1]) or _text.HAS_CJK_RE.match(token[0])
+            )
+            parts.append(r"[\W_]*" if cjk_edge else r"[\W_]+")
+        parts.append(re.escape(token))
+    head = "" if _text.HAS_CJK_RE.match(tokens[0][0]) else f"(?<!{_LATIN_ALNUM})"
+    tail = "" if prefix or _text.HAS_CJK_RE.match(tokens[-1][-1]) else f"(?!{_LATIN_ALNUM})"
+    return re.compile(head + "".join(parts) + tail)
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _haystack(row: Any) -> tuple[str, str]:
+    """(title + tags, everything searchable), folded for matching."""
+    title = _fold(row["title"] + " \n " + " ".join(_tags(row)))
+    return title, title + " \n " + _fold(row["summary"] + " \n " + row["body"][:HAYSTACK_CHARS])
+
+
+def without_excluded(query: ParsedQuery, rows: Sequence[Any]) -> list[Any]:
+    """Drop rows that contain an excluded (`-word`) term: for matches found outside FTS."""
+    if not query.excluded:
+        return list(rows)
+    patterns = [match_pattern(t.norm, t.prefix) for t in query.excluded]
+    return [r for r in rows if not any(p.search(_haystack(r)[1]) for p in patterns)]
 
 
 def relevance(query: ParsedQuery, candidates: Sequence[Candidate]) -> list[float]:
@@ -208,29 +239,28 @@ def relevance(query: ParsedQuery, candidates: Sequence[Candidate]) -> list[float
     + 0.35 x share of the query's words the note contains
     + 0.15 x boost (1: the whole query appears verbatim, or all words are in the title;
                     0.5: some word is in the title).
-    Substring-only (trigram) matches get no BM25 part."""
+    Substring-only (trigram) matches get no BM25 part; their words count as found when they
+    occur inside a longer word."""
     best = max((-c.bm25 for c in candidates if c.bm25 is not None), default=0.0)
-    out: list[float] = []
+    words = [match_pattern(t.norm, t.prefix) for t in query.terms]
+    inside = [re.compile(re.escape(t.norm.replace(" ", ""))) for t in query.terms]
+    phrase = match_pattern(query.phrase) if query.phrase else None
     n_terms = max(len(query.terms), 1)
+    out: list[float] = []
     for cand in candidates:
         row = cand.row
-        tags = " ".join(_tags(row))
-        title = normalize_for_match(row["title"] + " " + tags)
-        hay = normalize_for_match(
-            " ".join((row["title"], tags, row["summary"], row["body"][:HAYSTACK_CHARS]))
-        )
-        substring = cand.bm25 is None
-        found = [t for t in query.terms if _term_in(t, hay, substring)]
-        in_title = [t for t in query.terms if _term_in(t, title, substring)]
-        coverage = len(found) / n_terms
+        title, hay = _haystack(row)
+        patterns = inside if cand.bm25 is None else words
+        found = sum(1 for p in patterns if p.search(hay))
+        in_title = sum(1 for p in patterns if p.search(title))
         bm25_part = (-cand.bm25 / best) if cand.bm25 is not None and best > 0 else 0.0
-        if (query.phrase and " " + query.phrase + " " in hay) or len(in_title) == n_terms:
+        if (phrase is not None and phrase.search(hay)) or in_title == n_terms:
             boost = 1.0
         elif in_title:
             boost = 0.5
         else:
             boost = 0.0
-        out.append(min(1.0, 0.5 * bm25_part + 0.35 * coverage + 0.15 * boost))
+        out.append(min(1.0, 0.5 * bm25_part + 0.35 * found / n_terms + 0.15 * boost))
     return out
 
 

@@ -82,6 +82,7 @@ from memory.search import (
     relevance,
     score_parts,
     snippet,
+    without_excluded,
 )
 
 log = logging.getLogger(__name__)
@@ -226,8 +227,9 @@ class MemoryStore:
     def _scan(self, dirs: list[str] | None) -> tuple[dict[str, os.stat_result], list[str] | None]:
         """Files to compare and the folders whose index rows they cover (None: all)."""
         if dirs is None:
-            files = dict(iter_note_files(self.root))
-            self._dir_mtimes = {d: _dir_mtime(self.root, d) for d in list_dirs(self.root)}
+            folders: list[str] = []
+            files = dict(iter_note_files(self.root, dirs=folders))
+            self._dir_mtimes = {d: _dir_mtime(self.root, d) for d in folders}
             return files, None
         files = {}
         covered: list[str] = []
@@ -313,8 +315,13 @@ class MemoryStore:
                             )
                         for row in gone:
                             if not self._exists(row["path"]):
-                                self.index.delete(tx, row["nid"])
-                                removed += 1
+                                # by path: a move above may have deleted this row already
+                                current = tx.execute(
+                                    "SELECT nid FROM notes WHERE path = ?", (row["path"],)
+                                ).fetchone()
+                                if current is not None:
+                                    self.index.delete(tx, current["nid"])
+                                    removed += 1
         report = SyncReport(
             added=added,
             updated=updated,
@@ -494,6 +501,7 @@ class MemoryStore:
             size=stat.st_size,
             verified_ns=verified_ns,
             max_chars=self.config.max_indexed_chars,
+            sanitized=True,
         )
         self.index.put(tx, entry, path_exists=self._exists)
         folder = note.path.rsplit("/", 1)[0] if "/" in note.path else ""
@@ -569,6 +577,15 @@ class MemoryStore:
             )
         pending = int(current["access_pending"]) if current is not None else 0
         old = parsed.note
+        # whatever we write is sanitized, hand-written text included
+        old = replace(
+            old,
+            body=sanitize(old.body),
+            title=sanitize(old.title),
+            summary=sanitize(old.summary),
+            tags=tuple(sanitize(t) for t in old.tags),
+            source=sanitize(old.source) if old.source else None,
+        )
         if rederive:
             # title/summary that were derived from the old body follow the new body
             new_body = changes["body"]
@@ -579,9 +596,9 @@ class MemoryStore:
         if extra:
             changes = {**changes, "extra": {**old.extra, **extra}}
         note = replace(
-            parsed.note,
-            id=current["id"] if current is not None else parsed.note.id,
-            access_count=parsed.note.access_count + pending + extra_access,
+            old,
+            id=current["id"] if current is not None else old.id,
+            access_count=old.access_count + pending + extra_access,
             **changes,
         )
         text = render_note(note)
@@ -663,7 +680,7 @@ class MemoryStore:
                     raise InvalidInputError(
                         f"content is larger than {self.config.max_note_bytes} bytes"
                     )
-                clean["body"] = sanitize(value)
+                clean["body"] = sanitize(value).strip("\r\n") + "\n"
             elif key in ("title", "summary"):
                 if not isinstance(value, str):
                     raise InvalidInputError(f"{key} must be text")
@@ -814,15 +831,18 @@ class MemoryStore:
         trigram = parsed.trigram()
         if len(candidates) < limit and trigram:
             seen = {r["nid"] for r in rows}
-            extra = trigram_rows(conn, trigram, filters, pool)
+            extra = without_excluded(parsed, trigram_rows(conn, trigram, filters, pool))
             candidates += [Candidate(r, None) for r in extra if r["nid"] not in seen]
         if not candidates:
             return []
         weights = self.config.ranking
-        ranked: list[_Ranked] = []
+        scored = []
         for cand, rel in zip(candidates, relevance(parsed, candidates), strict=True):
-            row = cand.row
-            parts = score_parts(row, rel, now_ts)
+            parts = score_parts(cand.row, rel, now_ts)
+            scored.append((combine(parts, weights), cand.row["id"], parts, cand.row))
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        top: list[_Ranked] = []
+        for score, _id, parts, row in scored[:limit]:
             hit = SearchHit(
                 id=row["id"],
                 title=row["title"],
@@ -833,18 +853,12 @@ class MemoryStore:
                 tags=tuple(_json_list(row["tags"])),
                 status=row["status"],
                 updated=parse_datetime(row["updated"]) or utcnow(),
-                score=combine(parts, weights),
+                score=score,
                 parts=parts,
+                snippet=snippet(row["body"], parsed),
             )
-            ranked.append(_Ranked(hit, int(row["nid"]), int(row["mtime_ns"]), int(row["size"])))
-        ranked.sort(key=lambda r: (-r.hit.score, r.hit.id))
-        top = ranked[:limit]
-        bodies = {
-            r["nid"]: r["body"]
-            for r in (c.row for c in candidates)
-            if r["nid"] in {t.nid for t in top}
-        }
-        return [replace(t, hit=replace(t.hit, snippet=snippet(bodies[t.nid], parsed))) for t in top]
+            top.append(_Ranked(hit, int(row["nid"]), int(row["mtime_ns"]), int(row["size"])))
+        return top
 
     def top_notes(self, limit: int = 50, scope: str | None = None) -> list[tuple[Note, float]]:
         """Active notes ranked without a query (type weight, recency, importance)."""
