@@ -16,12 +16,13 @@ from typing import Any, Literal
 
 from errors import NotFoundError
 from memory import _text
-from memory.capture import sanitize
+from memory.capture import clean_message
 from memory.model import NoteDraft
 from memory.state import StateDB
 
 AUTO_SAVE_CONFIDENCE = 0.85
 MIN_CONFIDENCE = 0.5
+MAX_SCAN_CHARS = 4000
 
 EntityType = Literal["decision", "preference", "architecture"]
 PendingStatus = Literal["pending", "confirmed", "rejected"]
@@ -84,7 +85,8 @@ class EntityCandidate:
 def detect_entities(text: str) -> list[EntityCandidate]:
     """Candidates found in one user message, strongest first, one per sentence."""
     found: list[EntityCandidate] = []
-    for sentence in _SENTENCE.findall(sanitize(text)):
+    # Code is never the user's statement: blocks and inline code are dropped before matching.
+    for sentence in _SENTENCE.findall(clean_message(text, limit=MAX_SCAN_CHARS)):
         sentence = sentence.strip()
         if len(sentence) < 4:
             continue
