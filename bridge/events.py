@@ -227,7 +227,7 @@ def _resolve_mentions(text: str, mentions: list[RawMention], bot_open_id: str | 
     """Drop the bot's own mention, show other people as @Name, @_all as @all."""
     for mention in sorted(mentions, key=lambda m: -len(m.get("key", ""))):
         key = mention.get("key", "")
-        if not key:
+        if not key or key == ALL_MENTION:
             continue
         pattern = re.escape(key) + r"(?!\d)"
         if _is_bot(mention, bot_open_id):
@@ -267,7 +267,7 @@ def _post_text(
             if not isinstance(element, dict):
                 continue
             parts.append(_post_element(element, by_key, bot_open_id, attachments))
-        lines.append("".join(parts))
+        lines.append("".join(parts).strip())
     text = "\n".join(lines)
     return text.strip(), tuple(attachments)
 

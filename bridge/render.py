@@ -117,8 +117,6 @@ def split_markdown(
     text = markdown.strip("\n")
     if not text.strip():
         return []
-    if measure(text) <= budget:
-        return [text]
     pieces: list[str] = []
     for block in _blocks(text):
         pieces.extend(_fit_block(block, budget, measure))

@@ -14,10 +14,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import uuid as uuid_mod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+
+import requests
 
 from bridge.render import BODY_LIMITS, MsgType, request_body_size
 from errors import ClaudeMemoryError
@@ -147,7 +150,8 @@ class Sender:
         )
         resp = await self._call("download", self._client.im.v1.message_resource.get, request)
         data = resp.file.read() if resp.file is not None else b""
-        return Download(data, str(resp.file_name or ""))
+        headers = getattr(resp.raw, "headers", None) or {}
+        return Download(data, str(resp.file_name or _disposition_name(headers)))
 
     async def bot_open_id(self) -> str | None:
         """The bot's own open_id (to recognise @-mentions of the bot)."""
@@ -174,11 +178,15 @@ class Sender:
         for attempt in range(1, self._attempts + 1):
             try:
                 resp = await asyncio.to_thread(fn, request)
-            except Exception as exc:  # network errors, non-JSON bodies, token failures
+            except requests.RequestException as exc:  # connection lost, timeout: try again
                 last = FeishuAPIError(
                     operation, code=0, msg=f"{type(exc).__name__}: {exc}", status=None, log_id=None
                 )
                 wait = min(2.0 ** (attempt - 1), self._max_wait)
+            except Exception as exc:  # token refused, a body that is not JSON: not transient
+                raise FeishuAPIError(
+                    operation, code=0, msg=f"{type(exc).__name__}: {exc}", status=None, log_id=None
+                ) from exc
             else:
                 if resp.success():
                     return resp
@@ -213,6 +221,15 @@ def _check_size(msg_type: MsgType, body: dict[str, Any]) -> None:
             status=None,
             log_id=None,
         )
+
+
+def _disposition_name(headers: dict[str, str]) -> str:
+    """The file name of a Content-Disposition header, whatever its case (lark matches exactly)."""
+    for key, value in headers.items():
+        if key.lower() == "content-disposition":
+            match = re.search(r'filename="?([^";]+)"?', value)
+            return match.group(1) if match else ""
+    return ""
 
 
 def _reset_seconds(headers: dict[str, str], *, default: float, cap: float) -> float:

@@ -11,6 +11,7 @@ import pytest
 
 from bridge._lark import import_lark
 from bridge.feishu import FeishuBridge
+from bridge.sender import Sender
 from settings import Settings
 from tests.conftest import running_app
 from tests.fakes.feishu_platform import OWNER_OPEN_ID, FakeFeishu
@@ -60,3 +61,33 @@ async def feishu_app(settings: Settings) -> AsyncIterator[tuple[httpx.AsyncClien
         bridge: FeishuBridge = client.app.state.feishu  # type: ignore[attr-defined]
         await wait_until(lambda: bridge.connected, timeout=10)
         yield client, bridge
+
+
+@pytest.fixture
+def sender(fake_feishu: FakeFeishu) -> Sender:
+    """The real lark.Client pointed at the fake, wrapped in the bridge's Sender."""
+    lark = import_lark()
+    client = (
+        lark.Client.builder()
+        .app_id(fake_feishu.app_id)
+        .app_secret(fake_feishu.app_secret)
+        .domain(fake_feishu.url)
+        .build()
+    )
+    return Sender(client, max_wait=5)
+
+
+def answered(fake: FakeFeishu, message_id: str) -> bool:
+    """The user's message has a reply and none of its replies still says 'Working'."""
+    replies = fake.replies_to(message_id)
+    return bool(replies) and not any(m.text.startswith("Working…") for m in replies)
+
+
+async def wait_answer(fake: FakeFeishu, message_id: str, timeout: float = 60) -> str:
+    """Wait for the final answer to a user's message; returns all reply texts joined."""
+    await wait_until(lambda: answered(fake, message_id), timeout=timeout)
+    return "\n".join(m.text for m in fake.replies_to(message_id))
+
+
+def message_id(event: dict[str, Any]) -> str:
+    return str(event["event"]["message"]["message_id"])
