@@ -45,13 +45,18 @@ def space_cjk(text: str) -> str:
     return _CJK_RUN_RE.sub(_space_run, text)
 
 
+_CODE_LIKE_RE = re.compile(r"[_\d.$\-]|[a-z][A-Z]|[A-Z]{2}[a-z]")
+
+
 def latin_tokens(text: str) -> str:
-    """Unique ASCII words and identifiers of a text, for the substring (trigram) index."""
+    """Unique code-like tokens of a text (`getConnPoolSize`, `auth_timeout`, `OAuth2`), for
+    the substring (trigram) index. Plain words are left to the word index: a substring of a
+    plain word is rarely what a user means (`PR` in `prefers`)."""
     seen: dict[str, None] = {}
-    for match in _LATIN_TOKEN_RE.finditer(_CJK_RUN_RE.sub(" ", text)):
-        token = match.group(0).lower()
-        if len(token) >= 3:
-            seen.setdefault(token, None)
+    for match in _LATIN_TOKEN_RE.finditer(text):
+        token = match.group(0)
+        if len(token) >= 3 and _CODE_LIKE_RE.search(token):
+            seen.setdefault(token.lower(), None)
     return " ".join(seen)
 
 

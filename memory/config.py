@@ -46,6 +46,8 @@ class MemoryConfig:
     """fsync note files before the rename that publishes them."""
     index_json_interval: float = 2.0
     """Minimum seconds between rewrites of `_index.json` while notes change (always on close)."""
+    index_json_limit: int = 2000
+    """`_index.json` lists the newest this many notes (`count` still gives the total)."""
 
     @classmethod
     def for_home(cls, home: Path, **overrides: object) -> MemoryConfig:

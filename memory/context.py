@@ -133,10 +133,11 @@ async def abuild_memory_context(
 # --- _index.json -----------------------------------------------------------------------------
 
 
-def index_listing(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def index_listing(conn: sqlite3.Connection, limit: int = -1) -> list[dict[str, Any]]:
     rows = conn.execute(
         "SELECT id, path, title, type, scope, tags, status, updated, mtime_ns, size, summary"
-        " FROM notes ORDER BY updated_ts DESC, id DESC"
+        " FROM notes ORDER BY updated_ts DESC, id DESC LIMIT ?",
+        (limit,),
     ).fetchall()
     return [
         {
@@ -156,13 +157,18 @@ def index_listing(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     ]
 
 
-def write_index_json(conn: sqlite3.Connection, root: Path, *, fsync: bool = False) -> Path:
-    """Rewrite `<root>/_index.json` (atomic) from the index: every note, newest first."""
-    notes = index_listing(conn)
+def write_index_json(
+    conn: sqlite3.Connection, root: Path, *, limit: int = 2000, fsync: bool = False
+) -> Path:
+    """Rewrite `<root>/_index.json` (atomic) from the index: the newest `limit` notes first;
+    `count` is the number of all notes, `truncated` says whether some were left out."""
+    total = int(conn.execute("SELECT count(*) FROM notes").fetchone()[0])
+    notes = index_listing(conn, limit)
     payload = {
         "version": 1,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "count": len(notes),
+        "count": total,
+        "truncated": len(notes) < total,
         "notes": notes,
     }
     path = root / INDEX_JSON

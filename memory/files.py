@@ -274,19 +274,28 @@ def read_note(root: Path, relpath: str) -> ParsedFile:
 # --- writing ---------------------------------------------------------------------------------
 
 
-def atomic_write(path: Path, text: str, *, fsync: bool = True, exclusive: bool = False) -> None:
-    """Write through a uniquely named temp file in the same folder, then rename over `path`.
-
-    With `exclusive`, fail with FileExistsError instead of replacing an existing file.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(6)}{path.suffix}"
+def write_temp(folder: Path, text: str, *, fsync: bool = True) -> Path:
+    """Write `text` to a uniquely named hidden temp file in `folder` (skipped by scans)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(6)}{NOTE_SUFFIX}"
     try:
         with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
             if fsync:
                 handle.flush()
                 os.fsync(handle.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def publish(tmp: Path, path: Path, *, exclusive: bool = False) -> None:
+    """Move a temp file from `write_temp` (same folder) to `path`, atomically.
+
+    With `exclusive`, fail with FileExistsError instead of replacing an existing file.
+    """
+    try:
         if exclusive:
             os.link(tmp, path)  # atomic "create if absent"
             tmp.unlink()
@@ -295,6 +304,14 @@ def atomic_write(path: Path, text: str, *, fsync: bool = True, exclusive: bool =
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write(path: Path, text: str, *, fsync: bool = True, exclusive: bool = False) -> None:
+    """Write through a uniquely named temp file in the same folder, then rename over `path`.
+
+    With `exclusive`, fail with FileExistsError instead of replacing an existing file.
+    """
+    publish(write_temp(path.parent, text, fsync=fsync), path, exclusive=exclusive)
 
 
 def note_folder(note_type: str, scope: str) -> str:

@@ -2,9 +2,10 @@
 
 - WAL journal, `busy_timeout`, numbered migrations recorded in `schema_migrations`.
 - `notes`: one row per note file (front matter fields, the indexed body, file stat and hashes).
-- `notes_fts`: FTS5 `unicode61 remove_diacritics 2` over a copy of title, tags, summary and
-  body where every CJK character stands alone (see `_text.space_cjk`); contentless, so the
-  text is stored once (in `notes.body`).
+- `notes_fts`: FTS5 `porter unicode61 remove_diacritics 2` over a copy of title, tags,
+  summary and body where every CJK character stands alone (see `_text.space_cjk`); English
+  words are stemmed (`leaks` finds `leak`); contentless, so the text is stored once (in
+  `notes.body`).
 - `notes_tri`: FTS5 `trigram` over the unique ASCII words/identifiers of a note, for
   substring matches such as `ConnPool` in `getConnPoolSize`.
 - `note_tags` (tag filter) and `note_bands` (MinHash bands for near-duplicate candidates).
@@ -35,7 +36,7 @@ from memory.model import Note, SortKey, path_note_id
 
 log = logging.getLogger(__name__)
 
-TEXT_VERSION: Final = "1"
+TEXT_VERSION: Final = "2"
 """Bump when indexed text changes (segmentation, sanitising): the FTS tables are rebuilt."""
 
 _MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
@@ -100,7 +101,7 @@ _MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
         "full-text tables",
         (
             "CREATE VIRTUAL TABLE notes_fts USING fts5(title, tags, summary, body,"
-            " content='', tokenize='unicode61 remove_diacritics 2')",
+            " content='', tokenize='porter unicode61 remove_diacritics 2')",
             "CREATE VIRTUAL TABLE notes_tri USING fts5(words, content='', tokenize='trigram')",
         ),
     ),

@@ -212,6 +212,8 @@ def match_pattern(norm: str, prefix: bool = False) -> re.Pattern[str]:
         parts.append(re.escape(token))
     head = "" if _text.HAS_CJK_RE.match(tokens[0][0]) else f"(?<!{_LATIN_ALNUM})"
     tail = "" if prefix or _text.HAS_CJK_RE.match(tokens[-1][-1]) else f"(?!{_LATIN_ALNUM})"
+    if tail and tokens[-1].isalpha():
+        tail = "(?:s|es|ed|ing|er|ers)?" + tail  # like the index's English stemming
     return re.compile(head + "".join(parts) + tail)
 
 

@@ -42,8 +42,10 @@ from memory.files import (
     note_folder,
     note_from_draft,
     parse_note,
+    publish,
     render_note,
     safe_relpath,
+    write_temp,
 )
 from memory.index import (
     SCHEMA_VERSION,
@@ -449,6 +451,27 @@ class MemoryStore:
         chash = _text.content_hash(note.body)
         grams = _text.shingles(note.body)
         bands = _text.minhash_bands(grams)
+        # Write (and fsync) the file before taking the lock: other processes wait less.
+        rel = self._place(note, draft.path)
+        tmp = write_temp((self.root / rel).parent, text, fsync=self.config.fsync)
+        try:
+            result = self._save_locked(draft, note, text, tmp, chash, grams, bands, now)
+        finally:
+            tmp.unlink(missing_ok=True)
+        self._after_change(True)
+        return result
+
+    def _save_locked(
+        self,
+        draft: NoteDraft,
+        note: Note,
+        text: str,
+        tmp: Path,
+        chash: str,
+        grams: set[str],
+        bands: list[int],
+        now: datetime,
+    ) -> SaveResult:
         with self.index.write() as tx:
             self._flush_unsaved_access(tx)
             if draft.id and tx.execute("SELECT 1 FROM notes WHERE id = ?", (note.id,)).fetchone():
@@ -464,16 +487,20 @@ class MemoryStore:
             if dup is not None and old_row is None:
                 refreshed = self._rewrite(tx, dup, {"updated": now}, extra_access=1, lenient=True)
                 return SaveResult(id=refreshed.id, deduplicated=True, path=refreshed.path)
-            rel = self._place(note, draft.path)
-            note = replace(note, path=rel)
-            self._write_new(tx, note)
+            note = replace(note, path=self._place(note, draft.path))
+            path = self.root / note.path
+            verified_ns = time.time_ns()
+            if path.parent == tmp.parent:
+                publish(tmp, path, exclusive=True)
+            else:  # the wanted path was taken meanwhile: placed elsewhere
+                atomic_write(path, text, fsync=self.config.fsync, exclusive=True)
+            self._index_written(tx, note, text, path, verified_ns)
             if old_row is not None:
                 self._rewrite(
                     tx,
                     old_row,
                     {"status": "superseded", "superseded_by": note.id, "updated": now},
                 )
-        self._after_change(True)
         return SaveResult(id=note.id, deduplicated=False, path=note.path)
 
     def _place(self, note: Note, wanted: str | None) -> str:
@@ -482,13 +509,6 @@ class MemoryStore:
             if not (self.root / rel).exists():
                 return rel
         return new_note_path(self.root, note_folder(note.type, note.scope), note)
-
-    def _write_new(self, tx: sqlite3.Connection, note: Note) -> None:
-        text = render_note(note)
-        path = self.root / note.path
-        verified_ns = time.time_ns()
-        atomic_write(path, text, fsync=self.config.fsync, exclusive=True)
-        self._index_written(tx, note, text, path, verified_ns)
 
     def _index_written(
         self, tx: sqlite3.Connection, note: Note, text: str, path: Path, verified_ns: int
@@ -1002,7 +1022,7 @@ class MemoryStore:
             now = time.monotonic()
             if throttle and now - self._json_written_at < self.config.index_json_interval:
                 return
-            write_index_json(self.index.conn(), self.root)
+            write_index_json(self.index.conn(), self.root, limit=self.config.index_json_limit)
             self._json_generation = generation
             self._json_written_at = now
             if "" in self._dir_mtimes:

@@ -20,7 +20,8 @@ CORPUS: dict[str, NoteDraft] = {
     ),
     "jwt": NoteDraft(
         title="令牌过期处理",
-        content="登录令牌使用 JWT，原因是JWT无状态。auth_timeout 设为 30 分钟，过期后前端自动刷新。",
+        content="登录令牌使用 JWT，原因是JWT无状态。"
+        "auth_timeout 设为 30 分钟，过期后前端自动刷新。",
         type="code",
         scope="project:api",
     ),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.injection import (
+from memory.recall import (
     FIRST_TURN_LIMIT,
     LATER_TURN_LIMIT,
     is_trivial_prompt,

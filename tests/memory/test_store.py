@@ -477,9 +477,8 @@ def test_a_5_mb_note_is_saved_whole_and_found(store: MemoryStore) -> None:
 
 def test_notes_over_the_size_limit_are_refused(config: MemoryConfig) -> None:
     small = MemoryConfig.for_home(config.root.parent, max_note_bytes=1000)
-    with MemoryStore.open(small) as store:
-        with pytest.raises(InvalidInputError, match="larger than"):
-            store.save(NoteDraft(content="x" * 2000))
+    with MemoryStore.open(small) as store, pytest.raises(InvalidInputError, match="larger"):
+        store.save(NoteDraft(content="x" * 2000))
 
 
 @pytest.mark.parametrize(
@@ -509,7 +508,7 @@ def test_threads_can_save_and_search_at_the_same_time(store: MemoryStore) -> Non
             for i in range(25):
                 store.save(NoteDraft(content=f"thread {n} note {i} token{n}x{i} {n * 1000 + i}"))
                 store.search(f"token{n}x{i}")
-        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
+        except BaseException as exc:  # collected, asserted below
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
