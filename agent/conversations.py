@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from memory.sqlite import SQLiteDB
 
 _MIGRATIONS: tuple[str, ...] = (
     """
@@ -97,58 +96,24 @@ class ConversationStore:
     """Small synchronous store; calls are short, so the async side may call it directly."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._conn.row_factory = sqlite3.Row
-        self._lock = threading.Lock()
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA busy_timeout=5000")
-        self._migrate()
+        self._db = SQLiteDB(path)
+        self._db.migrate("conversations", _MIGRATIONS)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-
-    def _migrate(self) -> None:
-        with self._tx() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
-            done = {r[0] for r in db.execute("SELECT version FROM schema_migrations")}
-            for version, script in enumerate(_MIGRATIONS, start=1):
-                if version in done:
-                    continue
-                for statement in filter(str.strip, script.split(";")):
-                    db.execute(statement)
-                db.execute("INSERT INTO schema_migrations(version) VALUES (?)", (version,))
+        self._db.close()
 
     # --- conversations -----------------------------------------------------------------------
     def get(self, conversation_id: str) -> Conversation | None:
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT * FROM conversations WHERE id = ?", (conversation_id,)
-            ).fetchone()
-        return _conversation(row) if row else None
+        rows = self._db.read("SELECT * FROM conversations WHERE id = ?", (conversation_id,))
+        return _conversation(rows[0]) if rows else None
 
     def list(self, limit: int = 200) -> list[Conversation]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT * FROM conversations ORDER BY updated DESC LIMIT ?", (limit,)
-            ).fetchall()
+        rows = self._db.read("SELECT * FROM conversations ORDER BY updated DESC LIMIT ?", (limit,))
         return [_conversation(r) for r in rows]
 
     def ensure(self, conversation_id: str, *, title: str, source: str) -> None:
         now = time.time()
-        with self._tx() as db:
+        with self._db.write() as db:
             db.execute(
                 "INSERT OR IGNORE INTO conversations(id, title, source, created, updated)"
                 " VALUES (?, ?, ?, ?, ?)",
@@ -156,7 +121,7 @@ class ConversationStore:
             )
 
     def set_session(self, conversation_id: str, session_id: str | None) -> None:
-        with self._tx() as db:
+        with self._db.write() as db:
             db.execute(
                 "UPDATE conversations SET session_id = ? WHERE id = ?",
                 (session_id, conversation_id),
@@ -175,7 +140,7 @@ class ConversationStore:
         cost_usd: float | None,
         injected: list[dict[str, Any]],
     ) -> None:
-        with self._tx() as db:
+        with self._db.write() as db:
             db.execute(
                 "INSERT INTO turns(conversation_id, started, message, reply, is_error, log_file,"
                 " session_id, cost_usd, injected) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -198,11 +163,10 @@ class ConversationStore:
             )
 
     def turns(self, conversation_id: str, limit: int = 500) -> list[TurnRecord]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT * FROM turns WHERE conversation_id = ? ORDER BY id LIMIT ?",
-                (conversation_id, limit),
-            ).fetchall()
+        rows = self._db.read(
+            "SELECT * FROM turns WHERE conversation_id = ? ORDER BY id LIMIT ?",
+            (conversation_id, limit),
+        )
         return [
             TurnRecord(
                 started=r["started"],
@@ -218,7 +182,7 @@ class ConversationStore:
         ]
 
     def delete(self, conversation_id: str) -> bool:
-        with self._tx() as db:
+        with self._db.write() as db:
             cur = db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
             db.execute("DELETE FROM turns WHERE conversation_id = ?", (conversation_id,))
         return cur.rowcount > 0
