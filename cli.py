@@ -152,6 +152,28 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check the installation and say what is missing")
     doctor.set_defaults(func=cmd_doctor)
 
+    hook = sub.add_parser(
+        "hook", help="Claude Code / Codex hook: JSON on stdin, one JSON object or nothing out"
+    )
+    hook.add_argument(
+        "event",
+        choices=(
+            *("session-start", "user-prompt-submit", "post-tool-use"),
+            *("stop", "session-end", "pre-compact"),
+        ),
+    )
+    hook.add_argument("--client", choices=("claude-code", "codex"), default="claude-code")
+    hook.set_defaults(func=cmd_hook)
+
+    mcp = sub.add_parser("mcp", help="run the MCP memory server on stdio (exits when stdin closes)")
+    mcp.set_defaults(func=cmd_mcp)
+
+    for name, verb in (("install", "add"), ("uninstall", "remove")):
+        p = sub.add_parser(name, help=f"{verb} the hooks and MCP server in a CLI's config")
+        p.add_argument("target", choices=("claude-code", "codex"))
+        p.add_argument("--dry-run", action="store_true", help="print the change, write nothing")
+        p.set_defaults(func=cmd_install)
+
     _register_optional(sub)
     return parser
 
@@ -163,9 +185,59 @@ def _register_optional(sub: Any) -> None:
     memory_cli.register(sub, lambda args: _settings(args).memory_config())
 
 
+def _hook_argv(argv: Sequence[str]) -> list[str] | None:
+    """`hook ...` and `--home DIR hook ...` skip the full parser: a hook must start fast."""
+    args = list(argv)
+    if args[:1] == ["hook"]:
+        return args[1:]
+    if len(args) >= 3 and args[0] == "--home" and args[2] == "hook":
+        return ["--home", args[1], *args[3:]]
+    if args[:1] and args[0].startswith("--home=") and args[1:2] == ["hook"]:
+        return [args[0], *args[2:]]
+    return None
+
+
+def cmd_hook(args: argparse.Namespace) -> int:
+    from memory.hooks import main as hook_main
+
+    home = ["--home", args.home] if getattr(args, "home", None) else []
+    return hook_main([*home, args.event, "--client", args.client])
+
+
+def _memory_home(args: argparse.Namespace) -> Path:
+    from memory.hooks import memory_home
+
+    return memory_home(getattr(args, "home", None), os.environ)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from memory.mcp_server import serve_stdio
+
+    return serve_stdio(_memory_home(args))
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from memory import installer
+
+    explicit = getattr(args, "home", None) or os.environ.get("CLAUDE_MEMORY_HOME")
+    return installer.run(
+        args.target,
+        remove=args.command == "uninstall",
+        dry_run=args.dry_run,
+        environ=os.environ,
+        home=_memory_home(args) if explicit else None,
+        executable=installer.resolve_executable(sys.argv[0]),
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from errors import ClaudeMemoryError
 
+    hook_argv = _hook_argv(sys.argv[1:] if argv is None else argv)
+    if hook_argv is not None:
+        from memory.hooks import main as hook_main
+
+        return hook_main(hook_argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
