@@ -34,6 +34,7 @@ from settings import Settings
 from web.auth import require_token
 from web.chat_api import create_chat_router
 from web.health import cli_status
+from web.page import mount_page
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +185,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         create_memory_router(lambda: app.state.container.memory),
         dependencies=[Depends(require_token)],
     )
+    mount_page(app)
     return app
 
 

@@ -1,0 +1,305 @@
+// The memory view: search and filter notes, open one, edit it, deprecate or delete it,
+// and confirm or reject the entities waiting in the pending list.
+
+import { json } from "./api.js";
+import { $, clear, h, timeAgo } from "./dom.js";
+
+const FALLBACK_TYPES = [
+  "identity", "preference", "decision", "architecture", "project",
+  "research", "code", "bug", "conversation", "general",
+];
+
+let ui = null;
+let confirmAction = async () => true;
+let openId = null;
+let loaded = false;
+
+export function initMemory({ confirm }) {
+  confirmAction = confirm;
+  ui = {
+    search: $("#mem-search"),
+    query: $("#mem-query"),
+    type: $("#mem-type"),
+    scope: $("#mem-scope"),
+    scopes: $("#mem-scopes"),
+    tag: $("#mem-tag"),
+    status: $("#mem-status"),
+    count: $("#mem-count"),
+    list: $("#mem-list"),
+    pending: $("#pending-list"),
+    detail: $("#mem-detail"),
+    form: $("#mem-form"),
+    title: $("#mem-title"),
+    summary: $("#mem-summary"),
+    tags: $("#mem-tags"),
+    body: $("#mem-body"),
+    meta: $("#mem-meta"),
+    saved: $("#mem-saved"),
+    deprecate: $("#mem-deprecate"),
+    remove: $("#mem-delete"),
+    back: $("#mem-back"),
+    layout: $(".mem-layout"),
+  };
+  ui.search.addEventListener("submit", (event) => {
+    event.preventDefault();
+    runSearch();
+  });
+  for (const select of [ui.type, ui.status]) select.addEventListener("change", runSearch);
+  ui.form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    save();
+  });
+  ui.deprecate.addEventListener("click", toggleDeprecated);
+  ui.remove.addEventListener("click", removeNote);
+  ui.back.addEventListener("click", closeDetail);
+}
+
+/** Called when the view is shown: load filters, results and pending entities once. */
+export async function showMemory() {
+  if (loaded) return;
+  loaded = true;
+  await Promise.all([loadFilters(), runSearch(), loadPending()]);
+}
+
+async function loadFilters() {
+  let types = FALLBACK_TYPES;
+  let scopes = [];
+  try {
+    const stats = await json("/api/memories/stats");
+    types = Object.keys(stats.by_type || {}).length ? Object.keys(stats.by_type) : types;
+    scopes = Object.keys(stats.by_scope || {});
+  } catch {
+    // the filters still work with the known types
+  }
+  for (const t of types) ui.type.append(h("option", { value: t }, t));
+  clear(ui.scopes);
+  for (const s of scopes) ui.scopes.append(h("option", { value: s }));
+}
+
+function filters() {
+  return {
+    type: ui.type.value || null,
+    scope: ui.scope.value.trim() || null,
+    tag: ui.tag.value.trim() || null,
+    status: ui.status.value || null,
+  };
+}
+
+export async function runSearch() {
+  const query = ui.query.value.trim();
+  const f = filters();
+  let items;
+  try {
+    if (query) {
+      const data = await json("/api/memories/search", {
+        method: "POST",
+        body: {
+          query,
+          limit: 50,
+          type: f.type,
+          scope: f.scope,
+          tag: f.tag,
+          include_inactive: f.status !== "active",
+        },
+      });
+      items = data.results.filter((r) => !f.status || r.status === f.status);
+    } else {
+      const params = new URLSearchParams({ limit: "200" });
+      for (const [key, value] of Object.entries(f)) if (value) params.set(key, value);
+      items = (await json(`/api/memories?${params}`)).items;
+    }
+  } catch (err) {
+    ui.count.textContent = "";
+    clear(ui.list).append(h("li", { class: "error-text" }, `Search failed: ${err.message}`));
+    return;
+  }
+  ui.count.textContent = `${items.length} note${items.length === 1 ? "" : "s"}${query ? ` for “${query}”` : ""}`;
+  clear(ui.list);
+  if (!items.length) ui.list.append(h("li", { class: "meta empty" }, "Nothing found."));
+  for (const note of items) {
+    ui.list.append(
+      h(
+        "li",
+        { dataset: { id: note.id } },
+        h(
+          "button",
+          {
+            type: "button",
+            class: "mem-item",
+            "aria-current": note.id === openId ? "true" : null,
+            onclick: () => openNote(note.id),
+          },
+          h(
+            "span",
+            { class: "mem-item-head" },
+            h("span", { class: "mem-item-title" }, note.title),
+            h("span", { class: "badge" }, note.type),
+            note.status !== "active" ? h("span", { class: `badge badge-${note.status}` }, note.status) : null,
+          ),
+          note.summary ? h("span", { class: "mem-item-summary" }, note.summary) : null,
+          h(
+            "span",
+            { class: "meta" },
+            [note.scope, ...(note.tags || []).map((t) => `#${t}`), timeAgo(note.updated)].join(" · "),
+          ),
+        ),
+      ),
+    );
+  }
+}
+
+export async function openNote(id) {
+  let note;
+  try {
+    note = await json(`/api/memories/${encodeURIComponent(id)}`);
+  } catch (err) {
+    ui.saved.textContent = "";
+    ui.detail.hidden = false;
+    ui.meta.replaceChildren(h("dd", { class: "error-text" }, `Could not open the note: ${err.message}`));
+    return;
+  }
+  openId = note.id;
+  fillForm(note);
+  ui.detail.hidden = false;
+  ui.layout.classList.add("detail-open");
+  for (const button of ui.list.querySelectorAll(".mem-item")) {
+    const li = button.closest("li");
+    if (li.dataset.id === openId) button.setAttribute("aria-current", "true");
+    else button.removeAttribute("aria-current");
+  }
+}
+
+function fillForm(note) {
+  ui.title.value = note.title;
+  ui.summary.value = note.summary || "";
+  ui.tags.value = (note.tags || []).join(", ");
+  ui.body.value = note.body;
+  ui.deprecate.textContent = note.status === "active" ? "Deprecate" : "Reactivate";
+  ui.deprecate.dataset.status = note.status;
+  ui.saved.textContent = "";
+  const rows = [
+    ["Id", note.id],
+    ["Type", note.type],
+    ["Scope", note.scope],
+    ["Status", note.status],
+    ["Importance", String(note.importance)],
+    ["Updated", new Date(note.updated).toLocaleString()],
+    ["File", note.path],
+  ];
+  ui.meta.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+  ui.form.dataset.original = JSON.stringify(formValues(note));
+}
+
+function formValues(note) {
+  return note
+    ? { title: note.title, summary: note.summary || "", tags: note.tags || [], content: note.body }
+    : {
+        title: ui.title.value.trim(),
+        summary: ui.summary.value.trim(),
+        tags: ui.tags.value
+          .split(/[,，]/)
+          .map((t) => t.trim())
+          .filter(Boolean),
+        content: ui.body.value,
+      };
+}
+
+async function save() {
+  if (!openId) return;
+  const original = JSON.parse(ui.form.dataset.original || "{}");
+  const current = formValues(null);
+  const changes = {};
+  for (const [key, value] of Object.entries(current)) {
+    if (JSON.stringify(value) !== JSON.stringify(original[key])) changes[key] = value;
+  }
+  if (!Object.keys(changes).length) {
+    ui.saved.textContent = "No changes.";
+    return;
+  }
+  if ("content" in changes && !changes.content.trim()) {
+    ui.saved.textContent = "The body cannot be empty.";
+    return;
+  }
+  await update(changes, "Saved.");
+}
+
+async function update(changes, message) {
+  try {
+    const note = await json(`/api/memories/${encodeURIComponent(openId)}`, { method: "PUT", body: changes });
+    fillForm(note);
+    ui.saved.textContent = message;
+    await runSearch();
+  } catch (err) {
+    ui.saved.textContent = `Not saved: ${err.message}`;
+  }
+}
+
+async function toggleDeprecated() {
+  if (!openId) return;
+  const active = ui.deprecate.dataset.status === "active";
+  await update({ status: active ? "deprecated" : "active" }, active ? "Deprecated." : "Reactivated.");
+}
+
+async function removeNote() {
+  if (!openId) return;
+  const ok = await confirmAction(`Delete the note “${ui.title.value}”? Its file is removed.`);
+  if (!ok) return;
+  try {
+    await json(`/api/memories/${encodeURIComponent(openId)}`, { method: "DELETE" });
+  } catch (err) {
+    ui.saved.textContent = `Not deleted: ${err.message}`;
+    return;
+  }
+  closeDetail();
+  await runSearch();
+}
+
+function closeDetail() {
+  openId = null;
+  ui.detail.hidden = true;
+  ui.layout.classList.remove("detail-open");
+}
+
+export async function loadPending() {
+  let items;
+  try {
+    items = (await json("/api/memories/pending")).pending;
+  } catch (err) {
+    clear(ui.pending).append(h("li", { class: "error-text" }, `Could not load: ${err.message}`));
+    return;
+  }
+  clear(ui.pending);
+  if (!items.length) ui.pending.append(h("li", { class: "meta empty" }, "Nothing waiting."));
+  for (const item of items) {
+    const act = async (verb) => {
+      try {
+        await json(`/api/memories/pending/${encodeURIComponent(item.id)}/${verb}`, { method: "POST" });
+      } catch (err) {
+        li.append(h("span", { class: "error-text" }, ` ${err.message}`));
+        return;
+      }
+      await Promise.all([loadPending(), runSearch()]);
+    };
+    const li = h(
+      "li",
+      { class: "pending-item", dataset: { id: item.id } },
+      h(
+        "div",
+        { class: "mem-item-head" },
+        h("span", { class: "mem-item-title" }, item.title),
+        h("span", { class: "badge" }, item.type),
+        item.confidence !== undefined && item.confidence !== null
+          ? h("span", { class: "meta" }, `confidence ${Math.round(item.confidence * 100)}%`)
+          : null,
+      ),
+      h("p", { class: "pending-content" }, item.content),
+      h(
+        "div",
+        { class: "form-actions" },
+        h("button", { type: "button", class: "primary", onclick: () => act("confirm") }, "Confirm"),
+        h("button", { type: "button", onclick: () => act("reject") }, "Reject"),
+      ),
+    );
+    ui.pending.append(li);
+  }
+}

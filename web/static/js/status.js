@@ -1,0 +1,95 @@
+// The status indicator: what /health says, and a hint when something is missing.
+
+import { $, clear, h } from "./dom.js";
+
+const REFRESH_MS = 30000;
+
+export function initStatus({ onChangeToken }) {
+  const button = $("#status");
+  const panel = $("#status-panel");
+  button.addEventListener("click", (event) => {
+    event.stopPropagation();
+    const open = panel.hidden;
+    panel.hidden = !open;
+    button.setAttribute("aria-expanded", String(open));
+    if (open) refresh();
+  });
+  document.addEventListener("click", (event) => {
+    if (!panel.hidden && !panel.contains(event.target)) {
+      panel.hidden = true;
+      button.setAttribute("aria-expanded", "false");
+    }
+  });
+  $("#token-change").addEventListener("click", () => {
+    panel.hidden = true;
+    onChangeToken();
+  });
+  refresh();
+  setInterval(refresh, REFRESH_MS);
+}
+
+/** The checks shown in the panel, from a /health body. */
+export function checks(health) {
+  const cli = health.claude_cli || {};
+  const db = health.database || {};
+  const feishu = health.feishu || {};
+  const items = [
+    { label: "Claude CLI", ok: Boolean(cli.found), text: cli.found ? "found" : "not found" },
+    {
+      label: "Credentials",
+      ok: Boolean(cli.credentials),
+      text: cli.credentials ? "present" : "not in the environment",
+    },
+    {
+      label: "Memory index",
+      ok: Boolean(db.ok),
+      text: db.ok ? `ok${db.notes !== undefined && db.notes !== null ? ` · ${db.notes} notes` : ""}` : "error",
+    },
+    feishu.enabled
+      ? { label: "Feishu", ok: Boolean(feishu.connected), text: feishu.connected ? "connected" : "not connected" }
+      : { label: "Feishu", ok: null, text: "not configured" },
+  ];
+  const hints = [];
+  if (cli.hint) hints.push(cli.hint);
+  if (!db.ok && db.error) hints.push(`Index: ${db.error}. Try: claude-memory memory reindex`);
+  if (feishu.enabled && !feishu.connected) {
+    hints.push("Feishu is configured but not connected: check FEISHU_APP_ID / FEISHU_APP_SECRET and the log.");
+  }
+  return { items, hints };
+}
+
+async function refresh() {
+  const button = $("#status");
+  const label = $("#status-label");
+  let health;
+  try {
+    const response = await fetch("/health");
+    if (!response.ok) throw new Error(`${response.status}`);
+    health = await response.json();
+  } catch {
+    button.dataset.state = "down";
+    label.textContent = "Offline";
+    clear($("#status-items")).append(h("li", { class: "bad" }, "The server does not answer."));
+    $("#status-hints").textContent = "";
+    return;
+  }
+  const { items, hints } = checks(health);
+  const problems = items.filter((i) => i.ok === false);
+  button.dataset.state = problems.length ? "warn" : "ok";
+  label.textContent = problems.length ? `Check setup (${problems.length})` : "Ready";
+  button.title = problems.length ? hints.join("\n") : "Everything needed is in place";
+  clear($("#status-items"));
+  for (const item of items) {
+    const cls = item.ok === null ? "neutral" : item.ok ? "good" : "bad";
+    $("#status-items").append(
+      h(
+        "li",
+        { class: cls },
+        h("span", { class: "mark", "aria-hidden": "true" }, item.ok === null ? "–" : item.ok ? "✓" : "✕"),
+        h("span", { class: "status-name" }, item.label),
+        h("span", { class: "meta" }, item.text),
+      ),
+    );
+  }
+  $("#status-hints").textContent = hints.join(" ");
+}
