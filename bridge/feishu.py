@@ -69,6 +69,7 @@ SUPPORTED_TYPES = frozenset({"text", "post", "image", "file"})
 CHAT_IDLE_SECONDS = 300.0
 PAIR_ATTEMPTS = 5
 MEMORY_RESULTS = 5
+_INTERRUPT_RESERVE = 5.0  # seconds kept at shutdown to interrupt turns and write final cards
 _SAFE_NAME = re.compile(r"[^\w.\-]+")
 
 
@@ -129,6 +130,7 @@ class FeishuBridge:
         self.sessions = sessions
         self.search = search
         self.state = BridgeState(state_path or settings.home_dir / "feishu.db")
+        self._owner = self.state.owner()  # cached: read on every message, written once
         self.pairing_code: str | None = None
         self._pair_failures = 0
         self._bot_open_id: str | None = None
@@ -222,7 +224,12 @@ class FeishuBridge:
         }
 
     async def aclose(self, time_limit: float | None = None) -> None:
-        """Stop within `time_limit` seconds (default: the shutdown timeout + 5)."""
+        """Stop within `time_limit` seconds (default: the shutdown timeout + 5).
+
+        No new events; queued messages get a "send it again" line; running turns may finish
+        until `_INTERRUPT_RESERVE` seconds before the limit, then are interrupted so their cards
+        still get a final state; whatever is left after the limit is cancelled.
+        """
         if self._closing:
             return
         self._closing = True
@@ -232,25 +239,29 @@ class FeishuBridge:
             stopped = await asyncio.to_thread(self._runner.stop, min(5.0, limit))
             if not stopped:
                 logger.warning("the Feishu websocket thread did not stop in time")
-        for chat_id, lane in self._lanes.items():
-            if lane.busy:
-                await self.sessions.interrupt(self._conversation_id(chat_id))
         tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
         for lane in self._lanes.values():
             lane.queue.put_nowait(_Close())
         if self._control_task is not None:
             self._control.put_nowait(_Close())
             tasks.append(self._control_task)
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=max(deadline - time.monotonic(), 0.1))
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=5)
+        pending: set[asyncio.Task[None]] = set(tasks)
+        if pending:
+            finish_by = deadline - _INTERRUPT_RESERVE - time.monotonic()
+            _, pending = await asyncio.wait(pending, timeout=max(finish_by, 0.1))
+        if pending:
+            for chat_id, lane in list(self._lanes.items()):
+                if lane.busy:
+                    await self.sessions.interrupt(self._conversation_id(chat_id))
+            _, pending = await asyncio.wait(pending, timeout=max(deadline - time.monotonic(), 0.1))
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5)
         self._lanes.clear()
         self.state.close()
-        self._detach_log_file()
         logger.info("Feishu bridge stopped")
+        self._detach_log_file()
 
     # --- intake (websocket thread) ---------------------------------------------------------------
     def _on_payload(self, payload: bytes) -> None:
@@ -285,6 +296,15 @@ class FeishuBridge:
 
     # --- routing (app loop) ----------------------------------------------------------------------
     def _route(self, msg: IncomingMessage) -> None:
+        try:
+            self._route_message(msg)
+        except Exception:  # a callback's exception would only reach the loop's default handler
+            logger.exception("routing %s failed", msg.message_id)
+            self._control.put_nowait(
+                _Notice(msg, "Something went wrong before I could start; please send it again.")
+            )
+
+    def _route_message(self, msg: IncomingMessage) -> None:
         if self._closing:
             logger.warning("message %s arrived while stopping; not answered", msg.message_id)
             return
@@ -339,7 +359,7 @@ class FeishuBridge:
             msg.chat_id,
             allowed_users=self.settings.feishu_allowed_users,
             allowed_chats=self.settings.feishu_allowed_chats,
-            owner=self.state.owner(),
+            owner=self._owner,
         )
 
     def _is_stale(self, msg: IncomingMessage) -> bool:
@@ -522,7 +542,7 @@ class FeishuBridge:
         settings = self.settings
         if settings.feishu_allowed_users or settings.feishu_allowed_chats:
             return "Pairing is off: access is set by FEISHU_ALLOWED_USERS / FEISHU_ALLOWED_CHATS."
-        owner = self.state.owner()
+        owner = self._owner
         if owner is not None:
             return "You are already the owner." if owner == msg.sender_open_id else REFUSAL
         if self.pairing_code is None or not code:
@@ -534,16 +554,16 @@ class FeishuBridge:
                 self._announce_pairing(force=True)
             return "That code is not right. The pairing code is printed in the server log."
         if not self.state.set_owner(msg.sender_open_id):
+            self._owner = self.state.owner()
             return REFUSAL
+        self._owner = msg.sender_open_id
         self.pairing_code = None
         logger.warning("Feishu bridge paired: owner is %s", msg.sender_open_id)
         return "Paired: you are now the owner of this assistant. Say hello!"
 
     def _paired(self) -> bool:
         settings = self.settings
-        return bool(
-            settings.feishu_allowed_users or settings.feishu_allowed_chats or self.state.owner()
-        )
+        return bool(settings.feishu_allowed_users or settings.feishu_allowed_chats or self._owner)
 
     def _announce_pairing(self, *, force: bool = False) -> None:
         if self._paired() or (self.pairing_code is not None and not force):

@@ -66,10 +66,10 @@ async def test_help_and_status_answer_without_a_model_call(
         help_event = fake_feishu.text_event("/help")
         fake_feishu.push_event(help_event, fragments=3)  # a fragmented frame is reassembled
         status = fake_feishu.push_text("/status")
+        status_text = await wait_answer(fake_feishu, message_id(status))
         compact = fake_feishu.push_text("/compact")
         unknown = fake_feishu.push_text("/frobnicate")
         help_text = await wait_answer(fake_feishu, message_id(help_event))
-        status_text = await wait_answer(fake_feishu, message_id(status))
         compact_text = await wait_answer(fake_feishu, message_id(compact))
         unknown_text = await wait_answer(fake_feishu, message_id(unknown))
     assert "/memory <query>" in help_text
