@@ -32,7 +32,8 @@ class MemoryConfig:
     dedup_threshold: float = 0.92
     """Similarity (0..1) above which a new note counts as a near duplicate of an existing one."""
     rescan_interval: float = 2.0
-    """Seconds between full file scans triggered by reads on large stores (see docs/search.md)."""
+    """Seconds between full file scans triggered by reads on large stores, stretched to 20x the
+    last scan's duration so rescans stay under ~5% of the time (see docs/search.md)."""
     scan_budget_ms: float = 2.0
     """If the last full scan took less than this, every read rescans (small stores)."""
     max_note_bytes: int = 20_000_000

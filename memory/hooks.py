@@ -797,8 +797,7 @@ class HookService:
         return text
 
     def user_prompt_submit(self, request: HookRequest) -> str:
-        from memory.context import select_context_entries
-        from memory.recall import is_trivial_prompt, plan_injection
+        from memory.recall import is_trivial_prompt
 
         now = self.clock()
         prompt = str(request.payload.get("prompt") or "")
@@ -807,12 +806,21 @@ class HookService:
         )
         if prompt.strip():
             _record(self.state, episode_id, "user", prompt, turn=True, now=now)
-            self._capture(prompt, request)
         window = load_window(self.state, request.key)
         turn = window.turn + 1
         if not prompt.strip() or is_trivial_prompt(prompt):
             save_window(self.state, request.key, turn, (), ())
             return ""
+        try:
+            return self._recall(request, prompt, window, turn)
+        finally:
+            # After recall: what the user states now is not echoed back to them this turn.
+            self._capture(prompt, request)
+
+    def _recall(self, request: HookRequest, prompt: str, window: Window, turn: int) -> str:
+        from memory.context import select_context_entries
+        from memory.recall import plan_injection
+
         entries = select_context_entries(
             self.store,
             prompt,

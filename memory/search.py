@@ -73,9 +73,8 @@ class Term:
 
     @property
     def fts(self) -> str:
-        return f'"{_text.space_cjk(self.text).replace(chr(34), " ")}"' + (
-            "*" if self.prefix else ""
-        )
+        words = " ".join(_text.space_cjk(self.text).replace('"', " ").split())
+        return f'"{words}"' + ("*" if self.prefix else "")
 
     @property
     def is_latin(self) -> bool:
@@ -93,8 +92,9 @@ class ParsedQuery:
     def empty(self) -> bool:
         return not self.terms
 
-    def fts(self) -> str:
-        expr = "(" + " OR ".join(t.fts for t in self.terms) + ")"
+    def fts(self, *, require_all: bool = False) -> str:
+        """`("a" OR "b") NOT ("c")`; with `require_all`, the words are AND-ed."""
+        expr = "(" + (" AND " if require_all else " OR ").join(t.fts for t in self.terms) + ")"
         if self.excluded:
             expr += " NOT (" + " OR ".join(t.fts for t in self.excluded) + ")"
         return expr
@@ -159,7 +159,7 @@ def parse_query(query: str) -> ParsedQuery:
     if not positive:
         # "-foo" alone or a bare "OR": search the words themselves rather than nothing.
         positive, negative = negative or operators, []
-    content = [t for t in positive if t.norm not in STOPWORDS]
+    content = [t for t in positive if t.text.casefold() not in STOPWORDS]
     if content:
         positive = content
     terms = _unique(positive)[:MAX_TERMS]

@@ -13,6 +13,7 @@ the notes they return. See docs/search.md.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Self
 
-from errors import InvalidInputError, NotFoundError
+from errors import ClaudeMemoryError, InvalidInputError, NotFoundError
 from memory import _text
 from memory.capture import sanitize
 from memory.config import MemoryConfig
@@ -79,6 +80,7 @@ from memory.model import (
 )
 from memory.search import (
     Candidate,
+    ParsedQuery,
     combine,
     parse_query,
     relevance,
@@ -166,10 +168,31 @@ class MemoryStore:
         cls, config: MemoryConfig, *, clock: Callable[[], datetime] | None = None
     ) -> MemoryStore:
         """Create the layout, migrate the index and sync it with the files."""
+        ensure_memory_layout(config.root)
         store = cls(config, clock=clock)
         try:
-            ensure_memory_layout(config.root)
-            if store.index.migrate():
+            try:
+                needs_rebuild = store.index.migrate()
+            except sqlite3.DatabaseError as exc:
+                if exc.sqlite_errorcode not in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+                    raise
+                # the index is derived data: set the damaged file aside and start over
+                store.index.close()
+                aside = config.index_path.with_name(
+                    f"{config.index_path.name}.damaged-{int(time.time())}"
+                )
+                log.warning(
+                    "memory index %s is damaged (%s); moved to %s, rebuilding",
+                    config.index_path,
+                    exc,
+                    aside,
+                )
+                config.index_path.rename(aside)
+                for suffix in ("-wal", "-shm"):
+                    Path(f"{config.index_path}{suffix}").unlink(missing_ok=True)
+                store = cls(config, clock=clock)
+                needs_rebuild = store.index.migrate()
+            if needs_rebuild:
                 log.info("memory index text format changed; rebuilding from the notes")
                 store.rebuild()
             else:
@@ -186,6 +209,9 @@ class MemoryStore:
         try:
             self.flush_access_counts()
             self._write_index_json(force=False, throttle=False)
+        except (ClaudeMemoryError, sqlite3.Error, OSError) as exc:
+            # counts stay in the index and the listing is rewritten next time: nothing is lost
+            log.warning("memory store closed without flushing access counts/_index.json: %s", exc)
         finally:
             self._closed = True
             self.index.close()
@@ -214,10 +240,9 @@ class MemoryStore:
     def _ensure_fresh(self) -> None:
         with self._sync_lock:
             elapsed = time.monotonic() - self._last_scan_end
-            if (
-                self._last_scan_cost * 1000 <= self.config.scan_budget_ms
-                or elapsed >= self.config.rescan_interval
-            ):
+            # rescans cost at most ~5% of the time on large stores
+            interval = max(self.config.rescan_interval, 20 * self._last_scan_cost)
+            if self._last_scan_cost * 1000 <= self.config.scan_budget_ms or elapsed >= interval:
                 report = self._sync(None)
             else:
                 changed = [d for d, m in self._dir_mtimes.items() if _dir_mtime(self.root, d) != m]
@@ -547,9 +572,12 @@ class MemoryStore:
         if exact is not None or self.config.dedup_threshold >= 1.0 or not bands:
             return exact
         marks = ", ".join("?" * len(bands))
+        # the notes sharing most bands first; only a few are compared in full
         rows = tx.execute(
-            f"SELECT nid, path, body FROM notes WHERE nid IN"
-            f" (SELECT nid FROM note_bands WHERE band IN ({marks})) AND {active} LIMIT 50",
+            f"SELECT n.nid, n.path, n.body FROM (SELECT nid, count(*) AS shared"
+            f" FROM note_bands WHERE band IN ({marks}) GROUP BY nid) b"
+            f" JOIN notes n ON n.nid = b.nid WHERE {active}"
+            f" ORDER BY b.shared DESC, n.nid LIMIT 10",
             (*bands, *params),
         ).fetchall()
         best, best_sim = None, self.config.dedup_threshold
@@ -813,7 +841,7 @@ class MemoryStore:
         *,
         tag: str | None = None,
         record_access: bool = True,
-    ) -> list[SearchHit]:
+    ) -> builtins.list[SearchHit]:
         """Ranked keyword search (Chinese, English, mixed, identifiers).
 
         `scope="project:x"` also returns `user` notes (they apply to every project). Expired,
@@ -843,10 +871,17 @@ class MemoryStore:
             self._record_access(hits)
         return [h.hit for h in hits]
 
-    def _rank(self, parsed: Any, filters: Filters, limit: int, now_ts: float) -> list[_Ranked]:
+    def _rank(
+        self, parsed: ParsedQuery, filters: Filters, limit: int, now_ts: float
+    ) -> builtins.list[_Ranked]:
         conn = self.index.conn()
         pool = max(limit * 5, 50)
-        rows = fts_rows(conn, parsed.fts(), filters, pool)
+        rows = []
+        if len(parsed.terms) > 1:
+            # Notes with every word first: far fewer rows to rank than the OR of common words.
+            rows = fts_rows(conn, parsed.fts(require_all=True), filters, pool)
+        if len(rows) < limit:
+            rows = fts_rows(conn, parsed.fts(), filters, pool)
         candidates = [Candidate(r, float(r["bm25"])) for r in rows]
         trigram = parsed.trigram()
         if len(candidates) < limit and trigram:
@@ -861,7 +896,7 @@ class MemoryStore:
             parts = score_parts(cand.row, rel, now_ts)
             scored.append((combine(parts, weights), cand.row["id"], parts, cand.row))
         scored.sort(key=lambda item: (-item[0], item[1]))
-        top: list[_Ranked] = []
+        top: builtins.list[_Ranked] = []
         for score, _id, parts, row in scored[:limit]:
             hit = SearchHit(
                 id=row["id"],
@@ -880,7 +915,9 @@ class MemoryStore:
             top.append(_Ranked(hit, int(row["nid"]), int(row["mtime_ns"]), int(row["size"])))
         return top
 
-    def top_notes(self, limit: int = 50, scope: str | None = None) -> list[tuple[Note, float]]:
+    def top_notes(
+        self, limit: int = 50, scope: str | None = None
+    ) -> builtins.list[tuple[Note, float]]:
         """Active notes ranked without a query (type weight, recency, importance)."""
         self._ensure_fresh()
         now = self._now()
@@ -913,6 +950,7 @@ class MemoryStore:
             return {r[0]: r[1] for r in rows}
 
         total = self.index.count()
+        by_type = grouped("type")
         expired = conn.execute(
             "SELECT count(*) FROM notes WHERE expires_ts IS NOT NULL AND expires_ts <= ?", (now,)
         ).fetchone()[0]
@@ -929,7 +967,7 @@ class MemoryStore:
         )
         return {
             "total": total,
-            "by_type": {t: grouped("type").get(t, 0) for t in TYPE_PROFILES},
+            "by_type": {t: by_type.get(t, 0) for t in TYPE_PROFILES},
             "by_scope": grouped("scope"),
             "by_status": grouped("status"),
             "expired": expired,
@@ -966,7 +1004,7 @@ class MemoryStore:
 
     # --- access counts -----------------------------------------------------------------------
 
-    def _record_access(self, ranked: list[_Ranked]) -> None:
+    def _record_access(self, ranked: builtins.list[_Ranked]) -> None:
         """Count hits in the index now (or in memory if the index is busy: a rebuild must not
         stall searches); they reach the files on `flush_access_counts`/`close`."""
         with self._access_lock:

@@ -537,3 +537,14 @@ def test_closed_store_refuses_work(config: MemoryConfig) -> None:
     store.close()  # idempotent
     with pytest.raises(Exception, match="closed"):
         store.search("anything")
+
+
+def test_a_damaged_index_is_set_aside_and_rebuilt(config: MemoryConfig) -> None:
+    with MemoryStore.open(config) as store:
+        result = store.save(NoteDraft(content="Recovery drill: the index can be rebuilt."))
+    for suffix in ("-wal", "-shm"):
+        Path(f"{config.index_path}{suffix}").unlink(missing_ok=True)
+    config.index_path.write_bytes(b"this is not a database" * 100)
+    with MemoryStore.open(config) as store:
+        assert search_ids(store, "recovery drill") == [result.id]
+    assert list(config.index_path.parent.glob("index.db.damaged-*"))
