@@ -213,3 +213,19 @@ async def test_bad_credentials_are_reported_in_status(
         await asyncio.sleep(0)
     assert status["connected"] is False
     assert "invalid app credentials" in status["error"]
+
+
+async def test_throttled_reply_is_retried_after_the_reset_header(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    async with feishu_app(feishu_settings()):
+        fake_feishu.fail_next("reply", times=1, status=429, reset="0.5")
+        event = fake_feishu.push_text("/help")
+        await wait_answer(fake_feishu, message_id(event))
+    first, second = fake_feishu.calls("reply")
+    assert first.status == 429
+    assert second.at - first.at >= 0.45
+    assert first.body["uuid"] == second.body["uuid"]
+    assert len(fake_feishu.replies_to(message_id(event))) == 1
