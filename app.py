@@ -27,6 +27,7 @@ from errors import ClaudeMemoryError
 from memory.api import create_memory_router
 from memory.entities import PendingStore
 from memory.episodes import EpisodeStore
+from memory.hooks import HookService, create_hooks_router
 from memory.pending_api import create_pending_router
 from memory.state import StateDB
 from memory.store import MemoryStore
@@ -183,6 +184,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.include_router(
         create_memory_router(lambda: app.state.container.memory),
+        dependencies=[Depends(require_token)],
+    )
+    app.include_router(  # `claude-memory hook` asks here when the server runs (loopback)
+        create_hooks_router(
+            lambda: HookService(
+                app.state.container.state,
+                lambda: app.state.container.memory,
+                budget_tokens=settings.context_budget_tokens,
+            ),
+            settings.home_dir,
+        ),
         dependencies=[Depends(require_token)],
     )
     mount_page(app)

@@ -1,0 +1,318 @@
+"""`claude-memory hook <event>` as a process: one JSON object or nothing, always exit 0."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory.config import MemoryConfig
+from memory.hooks import EVENTS
+from memory.model import NoteDraft
+from memory.store import MemoryStore
+from tests.hooks.conftest import CLAUDE_MEMORY, run_hook_process
+
+
+def real_payloads(cwd: Path, transcript: Path) -> dict[str, dict[str, Any]]:
+    """Payloads shaped like Claude Code 2.x sends them."""
+    base = {
+        "session_id": "9f1c2d3e-0000-4000-8000-00000000abcd",
+        "transcript_path": str(transcript),
+        "cwd": str(cwd),
+    }
+    return {
+        "session-start": {
+            **base,
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+            "model": "claude-sonnet-4-5",
+        },
+        "user-prompt-submit": {
+            **base,
+            "hook_event_name": "UserPromptSubmit",
+            "permission_mode": "default",
+            "prompt": "how is the login rate limit configured?",
+        },
+        "post-tool-use": {
+            **base,
+            "hook_event_name": "PostToolUse",
+            "permission_mode": "default",
+            "tool_name": "Bash",
+            "tool_use_id": "toolu_01ABC",
+            "tool_input": {"command": "pytest -q", "description": "Run tests"},
+            "tool_response": {
+                "stdout": "3 passed",
+                "stderr": "",
+                "interrupted": False,
+                "isImage": False,
+            },
+        },
+        "stop": {
+            **base,
+            "hook_event_name": "Stop",
+            "permission_mode": "default",
+            "stop_hook_active": False,
+        },
+        "session-end": {**base, "hook_event_name": "SessionEnd", "reason": "prompt_input_exit"},
+        "pre-compact": {
+            **base,
+            "hook_event_name": "PreCompact",
+            "trigger": "manual",
+            "custom_instructions": "",
+        },
+    }
+
+
+@pytest.fixture
+def seeded(mem_home: Path) -> Path:
+    with MemoryStore.open(MemoryConfig.for_home(mem_home)) as s:
+        s.save(
+            NoteDraft(
+                content="Always answer in English with short sentences.",
+                title="answer style",
+                type="preference",
+                scope="user",
+            )
+        )
+        s.save(
+            NoteDraft(
+                content="The login rate limit is 5 attempts per minute per IP, set in "
+                "gateway.yaml.",
+                title="login rate limit",
+                type="architecture",
+            )
+        )
+    return mem_home
+
+
+def test_every_event_prints_one_json_object_or_nothing(
+    seeded: Path, make_project: Callable[..., Path], tmp_path: Path
+) -> None:
+    transcript = tmp_path / "transcript.jsonl"
+    transcript.write_text(
+        json.dumps(
+            {
+                "type": "assistant",
+                "message": {
+                    "id": "m1",
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "Done."}],
+                },
+            }
+        )
+        + "\n"
+    )
+    payloads = real_payloads(make_project("app"), transcript)
+    outputs = {}
+    for event in EVENTS:
+        run = run_hook_process(event, json.dumps(payloads[event]))
+        assert run.returncode == 0, run.stderr
+        assert run.stderr == ""
+        outputs[event] = run.output  # parses as exactly one object, or is empty
+    start = outputs["session-start"]
+    assert start is not None
+    assert start["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    assert "Always answer in English" in start["hookSpecificOutput"]["additionalContext"]
+    prompt = outputs["user-prompt-submit"]
+    assert prompt is not None
+    assert prompt["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    assert "login rate limit" in prompt["hookSpecificOutput"]["additionalContext"]
+    for event in ("post-tool-use", "stop", "session-end", "pre-compact"):
+        assert outputs[event] is None
+    log = (seeded / "logs" / "hooks.log").read_text()
+    assert "hook user-prompt-submit done" in log
+
+
+@pytest.mark.parametrize(
+    "stdin",
+    [b"", b"{not json", b"[1, 2, 3]", b'"text"', b"\xff\xfe\x00garbage", b'{"cwd": 5}' * 3],
+    ids=["empty", "broken", "array", "string", "binary", "concatenated"],
+)
+@pytest.mark.parametrize("event", ["session-start", "user-prompt-submit", "post-tool-use"])
+def test_malformed_input_exits_zero_with_no_output(
+    mem_home: Path, stdin: bytes, event: str
+) -> None:
+    run = run_hook_process(event, stdin)
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
+
+
+def test_unknown_event_and_missing_event_exit_zero_silently(mem_home: Path) -> None:
+    for args in (["hook", "not-an-event"], ["hook"], ["hook", "--client", "nope", "stop"]):
+        proc = subprocess.run(
+            [str(CLAUDE_MEMORY), *args], input=b"{}", capture_output=True, timeout=30, check=False
+        )
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+
+
+def test_a_missing_home_is_created_and_nothing_is_printed(
+    tmp_path: Path, make_project: Callable[..., Path]
+) -> None:
+    home = tmp_path / "does" / "not" / "exist"
+    payload = {"session_id": "s", "cwd": str(make_project("app")), "prompt": "what changed?"}
+    run = run_hook_process(
+        "user-prompt-submit", json.dumps(payload), env={"CLAUDE_MEMORY_HOME": str(home)}
+    )
+    assert (run.returncode, run.stdout) == (0, "")
+
+
+def test_an_unusable_home_fails_open(tmp_path: Path, make_project: Callable[..., Path]) -> None:
+    blocker = tmp_path / "home-is-a-file"
+    blocker.write_text("not a folder")
+    payload = {"session_id": "s", "cwd": str(make_project("app")), "source": "startup"}
+    for event in ("session-start", "user-prompt-submit", "post-tool-use", "session-end"):
+        run = run_hook_process(event, json.dumps(payload), env={"CLAUDE_MEMORY_HOME": str(blocker)})
+        assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
+
+
+def test_a_locked_index_overruns_the_budget_and_exits_zero_with_no_output(
+    seeded: Path, make_project: Callable[..., Path]
+) -> None:
+    payload = {
+        "session_id": "s",
+        "cwd": str(make_project("app")),
+        "prompt": "how is the login rate limit configured?",
+    }
+    locks = []
+    for name in ("index.db", "state.db"):
+        conn = sqlite3.connect(seeded / name, isolation_level=None, timeout=1)
+        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+        conn.execute("BEGIN EXCLUSIVE")
+        locks.append(conn)
+    try:
+        run = run_hook_process(
+            "user-prompt-submit", json.dumps(payload), env={"CLAUDE_MEMORY_HOOK_BUDGET": "1.5"}
+        )
+    finally:
+        for conn in locks:
+            conn.execute("ROLLBACK")
+            conn.close()
+    assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
+    assert run.seconds < 5
+    assert "overran its 1.5 s budget" in (seeded / "logs" / "hooks.log").read_text()
+
+
+def test_library_prints_never_reach_stdout(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    """Only the final JSON object may reach fd 1, even if something prints while we work."""
+    code = (
+        "import builtins, sys, memory.hooks as h\n"
+        "orig = h.run_direct\n"
+        "def noisy(*a, **k):\n"
+        "    print('stray print'); sys.stdout.flush()\n"
+        "    import os; os.write(1, b'stray fd write')\n"
+        "    return orig(*a, **k)\n"
+        "h.run_direct = noisy\n"
+        "sys.exit(h.main(['hook', 'post-tool-use']))\n"
+    )
+    payload = {
+        "session_id": "s",
+        "cwd": str(make_project("app")),
+        "tool_name": "Bash",
+        "tool_input": {"command": "make"},
+        "tool_response": {"stdout": "ok"},
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (0, b"")
+
+
+HEAVY = (
+    "fastapi",
+    "claude_agent_sdk",
+    "lark_oapi",
+    "pydantic_settings",
+    "uvicorn",
+    "httpx",
+    "mcp",
+    "starlette",
+    "settings",
+    "agent",
+    "bridge",
+    "web",
+)
+
+
+@pytest.mark.parametrize("event", ["post-tool-use", "user-prompt-submit", "session-start"])
+def test_the_hook_path_imports_nothing_heavy(
+    seeded: Path, make_project: Callable[..., Path], event: str
+) -> None:
+    code = (
+        "import sys, cli\n"
+        "code = cli.main(['hook', sys.argv[1]])\n"
+        "heavy = sorted({m.split('.')[0] for m in sys.modules} & set(sys.argv[2:]))\n"
+        "sys.stderr.write(','.join(heavy))\n"
+        "sys.exit(code)\n"
+    )
+    payload = {
+        "session_id": "s",
+        "cwd": str(make_project("app")),
+        "prompt": "rate limit?",
+        "source": "startup",
+        "tool_name": "Bash",
+        "tool_input": {"command": "make"},
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", code, event, *HEAVY],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.returncode == 0
+    assert proc.stderr.decode() == ""
+
+
+def test_light_events_do_not_even_load_the_store(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    code = (
+        "import sys, cli\n"
+        "cli.main(['hook', 'post-tool-use'])\n"
+        "loaded = [m for m in ('memory.store', 'yaml', 'rjieba') if m in sys.modules]\n"
+        "sys.stderr.write(','.join(loaded))\n"
+    )
+    payload = {
+        "session_id": "s",
+        "cwd": str(make_project("app")),
+        "tool_name": "Bash",
+        "tool_input": {"command": "make"},
+        "tool_response": {"stdout": "ok"},
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.stderr.decode() == ""
+
+
+def test_memory_package_imports_nothing_from_the_app_layers() -> None:
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "memory"
+    for name in ("hooks.py", "mcp_server.py", "project.py", "installer.py"):
+        tree = ast.parse((root / name).read_text())
+        for node in ast.walk(tree):
+            modules = []
+            if isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module]
+            for module in modules:
+                assert module.split(".")[0] not in {"agent", "bridge", "web", "settings", "app"}, (
+                    f"{name} imports {module}"
+                )
