@@ -341,7 +341,6 @@ NOISE_TOOLS: Final = frozenset(
         *("ListMcpResourcesTool", "ReadMcpResourceTool", "Skill", "SlashCommand"),
     }
 )
-OWN_TOOL_PREFIXES: Final = (f"mcp__{SERVER_NAME}__", "mcp__memory__", "mcp__plugin_claude-memory")
 NOISE_COMMANDS: Final = frozenset({"pwd", "clear", "true", ":", "whoami", "cd", "ls"})
 _EDIT_TOOLS: Final = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 _READ_COMMANDS: Final = frozenset(
@@ -356,6 +355,14 @@ _CHANGE_SUBCOMMANDS: Final = re.compile(
     r"|sed\s+-i)\b"
 )
 _READ_SUBCOMMANDS: Final = re.compile(r"^git\s+(status|log|diff|show|blame|branch)\b")
+
+
+def _is_own_tool(name: str) -> bool:
+    """Our memory tools: `mcp__claude-memory__x`, in a plugin `mcp__plugin_<p>_claude-memory__x`,
+    and the chat agent's in-process `mcp__memory__x`."""
+    return name.startswith("mcp__") and (
+        f"{SERVER_NAME}__" in name or name.startswith("mcp__memory__")
+    )
 
 
 def display_path(path: str, root: str) -> str:
@@ -415,7 +422,7 @@ def observe_tool(
     """A short, rule-based record of one tool call, or None for noise. Never whole file
     contents: edits keep a short excerpt, writes only their size, commands their output tail.
     (Secrets are redacted when the observation is stored.)"""
-    if not tool_name or tool_name in NOISE_TOOLS or tool_name.startswith(OWN_TOOL_PREFIXES):
+    if not tool_name or tool_name in NOISE_TOOLS or _is_own_tool(tool_name):
         return None
     args = dict(tool_input) if isinstance(tool_input, Mapping) else {}
 

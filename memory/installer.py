@@ -247,6 +247,8 @@ def remove_mcp(state: Mapping[str, Any]) -> dict[str, Any]:
     servers = result.get("mcpServers")
     if isinstance(servers, dict) and SERVER_NAME in servers:
         del servers[SERVER_NAME]
+        if not servers:
+            del result["mcpServers"]
     return result
 
 

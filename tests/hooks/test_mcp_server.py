@@ -1,0 +1,240 @@
+"""`claude-memory mcp` driven by the official MCP client over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from memory.entities import EntityCandidate, PendingStore
+from memory.state import StateDB
+from tests.hooks.conftest import CLAUDE_MEMORY
+
+TOOLS = {
+    "memory_recall",
+    "memory_search",
+    "memory_get",
+    "get_observations",
+    "memory_search_by_type",
+    "memory_save",
+    "memory_update",
+    "memory_add_entity",
+    "memory_confirm_entity",
+    "memory_reject_candidate",
+    "memory_deprecate_entity",
+    "memory_get_pending",
+    "memory_start_episode",
+    "memory_close_episode",
+    "memory_get_current_episode",
+    "memory_list_episodes",
+    "memory_get_episode_detail",
+    "memory_cache_message",
+    "memory_clear_cache",
+    "memory_cleanup_messages",
+    "memory_stats",
+    "memory_encoder_status",
+}
+
+
+@asynccontextmanager
+async def mcp_session(home: Path, cwd: Path) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=str(CLAUDE_MEMORY),
+        args=["--home", str(home), "mcp"],
+        env={k: v for k, v in os.environ.items() if k != "CLAUDE_MEMORY_HOME"},
+        cwd=str(cwd),
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, tool: str, **arguments: Any) -> str:
+    result = await session.call_tool(tool, arguments)
+    text = "\n".join(getattr(block, "text", "") for block in result.content)
+    assert not result.isError, text
+    return text
+
+
+def ids_in(text: str) -> list[str]:
+    return re.findall(r"\[(mem_\w+)\]", text)
+
+
+async def test_tools_save_search_get_and_episodes(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    project = make_project("app", remote="git@github.com:acme/app.git")
+    async with mcp_session(mem_home, project) as session:
+        listed = {t.name for t in (await session.list_tools()).tools}
+        assert listed >= TOOLS
+
+        saved = await call(
+            session,
+            "memory_add_entity",
+            type="Decision",
+            content="We chose SQLite FTS5 over Elasticsearch for search.",
+            title="search engine choice",
+        )
+        (note_id,) = ids_in(saved)
+        pref = await call(
+            session,
+            "memory_add_entity",
+            type="Preference",
+            content="I prefer tabs over spaces in Go files.",
+        )
+        found = await call(session, "memory_search", query="Elasticsearch FTS5")
+        assert f"[{note_id}]" in found and "search engine choice" in found
+        full = await call(session, "memory_get", ids=[note_id])
+        assert "scope: project:github.com_acme_app" in full
+        assert "We chose SQLite FTS5" in full
+        listing = await call(session, "memory_search_by_type", type="decision")
+        assert f"[{note_id}]" in listing
+        (pref_id,) = ids_in(pref)
+        assert "scope: user" in await call(session, "memory_get", ids=[pref_id])
+        recall = await call(session, "memory_recall", query="search engine Elasticsearch")
+        assert f"[{note_id}]" in recall and "Past sessions:" in recall
+
+        started = await call(session, "memory_start_episode")
+        episode_id = re.search(r"\[(ep_\w+)\]", started).group(1)  # type: ignore[union-attr]
+        assert "app 开发会话" in started
+        for n in range(3):
+            await call(session, "memory_cache_message", content=f"migrate search index step {n}")
+        current = json.loads(await call(session, "memory_get_current_episode"))
+        assert current["id"] == episode_id and current["turns"] == 3
+        closed = await call(session, "memory_close_episode")
+        assert "completed" in closed and "Done: migrate search index step 0" in closed
+        assert episode_id in await call(session, "memory_list_episodes")
+        detail = await call(session, "memory_get_episode_detail", episode_id=episode_id)
+        assert "migrate search index step 2" in detail
+
+        deprecated = await call(session, "memory_deprecate_entity", id=note_id, reason="moved")
+        assert "deprecated" in deprecated
+        assert f"[{note_id}]" not in await call(session, "memory_search", query="Elasticsearch")
+
+        stats = json.loads(await call(session, "memory_stats"))
+        assert stats["episodes"] == {"completed": 1}
+        assert stats["project"]["key"] == "github.com_acme_app"
+        encoder = json.loads(await call(session, "memory_encoder_status"))
+        assert encoder["blocking"] is False
+
+
+async def test_pending_flow_confirm_and_reject(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    state = StateDB(mem_home / "state.db")
+    try:
+        pending = PendingStore(state)
+        keep = pending.add(EntityCandidate("decision", "maybe we should use uv", 0.6, "use uv"))
+        drop = pending.add(EntityCandidate("preference", "觉得 vim 挺好用", 0.5, "vim"))
+    finally:
+        state.close()
+    async with mcp_session(mem_home, make_project("app")) as session:
+        listing = await call(session, "memory_get_pending")
+        assert keep.id in listing and drop.id in listing
+        confirmed = await call(session, "memory_confirm_entity", pending_id=keep.id)
+        (note_id,) = ids_in(confirmed)
+        assert "maybe we should use uv" in await call(session, "memory_get", ids=[note_id])
+        assert "Rejected" in await call(session, "memory_reject_candidate", pending_id=drop.id)
+        assert await call(session, "memory_get_pending") == "Nothing pending."
+        everything = await call(session, "memory_get_pending", status="all")
+        assert "confirmed" in everything and "rejected" in everything
+        missing = await session.call_tool("memory_confirm_entity", {"pending_id": "pend_nope"})
+        assert missing.isError
+
+
+async def test_clear_cache_is_refused_without_confirm(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    project = make_project("app")
+    async with mcp_session(mem_home, project) as session:
+        await call(session, "memory_start_episode", title="cache test")
+        await call(session, "memory_cache_message", content="something worth caching")
+        refused = await call(session, "memory_clear_cache")
+        assert refused.startswith("Refused")
+        current = json.loads(await call(session, "memory_get_current_episode"))
+        detail = await call(session, "memory_get_episode_detail", episode_id=current["id"])
+        assert "something worth caching" in detail
+        assert "Cleared 1" in await call(session, "memory_clear_cache", confirm=True)
+        detail = await call(session, "memory_get_episode_detail", episode_id=current["id"])
+        assert "something worth caching" not in detail
+        cleaned = await call(session, "memory_cleanup_messages")
+        assert "older than 7 days" in cleaned
+
+
+async def test_observations_recorded_by_hooks_are_fetched_by_id(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    from tests.hooks.conftest import run_hook_process
+
+    project = make_project("app")
+    run_hook_process(
+        "post-tool-use",
+        json.dumps(
+            {
+                "session_id": "s",
+                "cwd": str(project),
+                "tool_name": "Bash",
+                "tool_input": {"command": "pytest -q tests/api"},
+                "tool_response": {"stdout": "7 passed"},
+            }
+        ),
+    )
+    state = StateDB(mem_home / "state.db")
+    try:
+        (row,) = state.read("SELECT id FROM mem_episode_messages WHERE role = 'observation'")
+    finally:
+        state.close()
+    async with mcp_session(mem_home, project) as session:
+        details = await call(session, "get_observations", ids=[row["id"]])
+        assert "执行: pytest -q tests/api" in details and "7 passed" in details
+        current = json.loads(await call(session, "memory_get_current_episode"))
+        assert current["key"] == "claude-code:s"
+
+
+def test_the_server_exits_when_stdin_closes(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    proc = subprocess.Popen(
+        [str(CLAUDE_MEMORY), "--home", str(mem_home), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=make_project("app"),
+    )
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write((json.dumps(init) + "\n").encode())
+    proc.stdin.flush()
+    reply = json.loads(proc.stdout.readline())
+    assert reply["result"]["serverInfo"]["name"] == "claude-memory"
+    started = time.monotonic()
+    proc.stdin.close()
+    try:
+        code = proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        assert proc.stderr is not None
+        proc.stderr.close()
+    assert code == 0
+    assert time.monotonic() - started < 5
