@@ -134,6 +134,11 @@ class PageProblems:
     errors: list[str] = field(default_factory=list)
     console: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
+    expected_console: list[str] = field(default_factory=list)
+
+    def expect_console(self, fragment: str) -> None:
+        """Console errors containing `fragment` are expected (e.g. a 401 before the token)."""
+        self.expected_console.append(fragment)
 
     def attach(self, page: Page) -> None:
         page.on("pageerror", lambda exc: self.errors.append(str(exc)))
@@ -141,7 +146,9 @@ class PageProblems:
         page.on("dialog", self._dialog)
 
     def _console(self, message: ConsoleMessage) -> None:
-        if message.type == "error":
+        if message.type == "error" and not any(
+            fragment in message.text for fragment in self.expected_console
+        ):
             self.console.append(message.text)
 
     def _dialog(self, dialog: Dialog) -> None:

@@ -371,3 +371,16 @@ def test_delete_a_conversation_after_confirming(page: Page, served: Served) -> N
     expect(page.locator(".turn")).to_have_count(0)
     with served.api() as api:
         assert api.get("/api/conversations").json()["conversations"] == []
+
+
+def test_reload_during_a_reply_shows_it_once_it_is_done(page: Page, served: Served) -> None:
+    served.fake.on("take your time", text("Finished in the end.", delay=3))
+    open_app(page, served.url)
+    send(page, "take your time")
+    expect(page.locator("#stop")).to_be_visible()
+    page.wait_for_function("localStorage.getItem('cm.conversation') !== null")
+    page.reload()
+    expect(page.locator(".notice")).to_have_text("A reply is still being written…")
+    expect(last_reply(page).locator(".content")).to_have_text("Finished in the end.")
+    expect(page.locator(".notice")).to_have_count(0)
+    expect(page.locator(".turn")).to_have_count(1)

@@ -54,22 +54,28 @@ def test_screenshots_of_chat_and_memory_views(
         tool("Bash", {"command": "curl http://example.com"}),
         text(REPLY),
     )
+    desktop = {"width": 1280, "height": 800}
+    phone = {"width": 390, "height": 844, "mobile": True}
     for name, options in {
-        "desktop-light": {"width": 1280, "height": 800, "color_scheme": "light"},
-        "phone-dark": {"width": 390, "height": 844, "color_scheme": "dark", "mobile": True},
+        "desktop-light": {**desktop, "color_scheme": "light"},
+        "desktop-dark": {**desktop, "color_scheme": "dark"},
+        "phone-light": {**phone, "color_scheme": "light"},
+        "phone-dark": {**phone, "color_scheme": "dark"},
     }.items():
         page = new_page(**options)
         open_app(page, served.url)
         if name == "desktop-light":
             page.locator("#input").fill("这个周末做什么？ What should I do this weekend?")
             page.locator("#input").press("Enter")
-        else:
+        elif "phone" in name:
             # A new browser has no current conversation: pick it from the drawer.
             page.get_by_role("button", name="Conversations").click()
             expect(page.locator("#sidebar")).to_be_in_viewport()
             screenshot(page, f"drawer-{name}")
             page.locator("#conv-list .conv-open").first.click()
             expect(page.locator("#sidebar")).not_to_be_in_viewport()
+        else:
+            page.locator("#conv-list .conv-open").first.click()
         expect(page.locator(".msg.assistant .content h2")).to_have_text("周末计划 Weekend plan")
         expect(page.locator("#send")).to_be_visible()
         screenshot(page, f"chat-{name}")

@@ -51,6 +51,10 @@ export function initChat({ confirm, onOpenNote }) {
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && state.busy) stop();
   });
+  // Conversations also start elsewhere (Feishu, the API): refresh when the page comes back.
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") refreshList();
+  });
   showEmpty();
   refreshList();
   if (state.current) loadConversation(state.current);

@@ -1,0 +1,152 @@
+"""The memory view in a real browser: bilingual search, filters, edit, deprecate, delete,
+and the pending entities list."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from memory.entities import EntityCandidate
+from tests.web.conftest import Served, open_app
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
+HIKING = "用户喜欢在周末去爬山，尤其是香山。"
+
+
+def search(page: Page, query: str) -> None:
+    page.locator("#mem-query").fill(query)
+    page.locator("#mem-query").press("Enter")
+
+
+def test_find_by_chinese_query_edit_and_the_file_changes(page: Page, served: Served) -> None:
+    with served.api() as api:
+        hiking = api.post(
+            "/api/memories", json={"content": HIKING, "title": "周末爬山", "tags": ["hobby"]}
+        ).json()
+        api.post(
+            "/api/memories",
+            json={
+                "content": "The user prefers concise answers with the code first.",
+                "title": "Answer style",
+                "type": "preference",
+                "tags": ["style"],
+            },
+        ).raise_for_status()
+        total = api.get("/api/memories").json()["total"]  # ours and the profile skeleton
+    note_file = served.settings.memory_dir / hiking["path"]
+    assert note_file.is_file()
+
+    open_app(page, f"{served.url}/#memory")
+    expect(page.locator(".mem-item")).to_have_count(total)  # no query: the list of notes
+    expect(page.locator("#mem-count")).to_have_text(f"{total} notes")
+    search(page, "爬山")
+    items = page.locator(".mem-item")
+    expect(items).to_have_count(1)
+    expect(items).to_contain_text("周末爬山")
+    search(page, "concise answers")
+    expect(items).to_have_count(1)
+    expect(items).to_contain_text("Answer style")
+
+    search(page, "香山")
+    items.first.click()
+    expect(page.locator("#mem-title")).to_have_value("周末爬山")
+    expect(page.locator("#mem-body")).to_have_value(re.compile(re.escape(HIKING)))
+    page.locator("#mem-title").fill("周末爬山 Weekend hiking")
+    page.locator("#mem-summary").fill("每月至少一次，秋天最好。")
+    page.locator("#mem-tags").fill("hobby, 户外")
+    page.locator("#mem-body").fill(HIKING + "\n\n秋天的香山红叶最好看。")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#mem-saved")).to_have_text("Saved.")
+
+    saved = note_file.read_text(encoding="utf-8")
+    assert "秋天的香山红叶最好看。" in saved
+    assert "周末爬山 Weekend hiking" in saved
+    assert "每月至少一次，秋天最好。" in saved
+    assert "户外" in saved
+    search(page, "红叶")
+    expect(items).to_have_count(1)
+    expect(items).to_contain_text("周末爬山 Weekend hiking")
+    expect(items).to_contain_text("#户外")
+
+
+def test_filters_deprecate_and_delete_with_confirm(page: Page, served: Served) -> None:
+    with served.api() as api:
+        for content, title, kind, tag in [
+            ("Deploys go through the staging box first.", "Deploy order", "decision", "ops"),
+            ("用户喜欢深色主题。", "深色主题", "preference", "ui"),
+            ("The cache layer is Redis 7.", "Cache layer", "architecture", "ops"),
+        ]:
+            api.post(
+                "/api/memories",
+                json={"content": content, "title": title, "type": kind, "tags": [tag]},
+            ).raise_for_status()
+    open_app(page, f"{served.url}/#memory")
+    items = page.locator(".mem-item")
+    expect(items.filter(has_text="Deploy order")).to_have_count(1)
+    page.locator("#mem-type").select_option("preference")
+    expect(items).to_have_count(1)
+    expect(items).to_contain_text("深色主题")
+    page.locator("#mem-type").select_option("")
+    page.locator("#mem-tag").fill("ops")
+    page.locator("#mem-tag").press("Enter")
+    expect(items).to_have_count(2)
+    page.locator("#mem-tag").fill("")
+
+    search(page, "Redis")
+    items.first.click()
+    expect(page.locator("#mem-title")).to_have_value("Cache layer")
+    page.get_by_role("button", name="Deprecate").click()
+    expect(page.locator("#mem-saved")).to_have_text("Deprecated.")
+    expect(items.first.locator(".badge-deprecated")).to_have_text("deprecated")
+    note_path = page.locator("#mem-meta dd").last.inner_text()
+    note_file = served.settings.memory_dir / note_path
+    assert "status: deprecated" in note_file.read_text(encoding="utf-8")
+    page.locator("#mem-status").select_option("active")
+    expect(page.locator("#mem-list")).to_contain_text("Nothing found.")
+    page.locator("#mem-status").select_option("")
+    expect(items).to_have_count(1)
+
+    page.get_by_role("button", name="Delete").click()
+    dialog = page.locator("#confirm-dialog")
+    expect(dialog).to_contain_text("Cache layer")
+    dialog.get_by_role("button", name="Cancel").click()
+    assert note_file.exists()
+    page.get_by_role("button", name="Delete").click()
+    dialog.get_by_role("button", name="Delete").click()
+    expect(page.locator("#mem-detail")).to_be_hidden()
+    expect(page.locator("#mem-list")).to_contain_text("Nothing found.")
+    assert not note_file.exists()
+
+
+def test_pending_entities_are_confirmed_or_rejected(page: Page, served: Served) -> None:
+    pending = served.container.pending
+    keep = pending.add(
+        EntityCandidate(
+            type="decision",
+            content="我们决定用 PostgreSQL 存索引。",
+            confidence=0.6,
+            title="用 PostgreSQL",
+        )
+    )
+    drop = pending.add(
+        EntityCandidate(
+            type="preference", content="Maybe the user likes tabs.", confidence=0.4, title="Tabs?"
+        )
+    )
+    open_app(page, f"{served.url}/#memory")
+    rows = page.locator(".pending-item")
+    expect(rows).to_have_count(2)
+    row = page.locator(f".pending-item[data-id='{keep.id}']")
+    expect(row).to_contain_text("我们决定用 PostgreSQL 存索引。")
+    row.get_by_role("button", name="Confirm").click()
+    expect(rows).to_have_count(1)
+    page.locator(f".pending-item[data-id='{drop.id}']").get_by_role("button", name="Reject").click()
+    expect(page.locator("#pending-list")).to_contain_text("Nothing waiting.")
+    assert pending.get(keep.id).status == "confirmed"
+    assert pending.get(drop.id).status == "rejected"
+    # The confirmed entity is now a note.
+    search(page, "PostgreSQL")
+    expect(page.locator(".mem-item").first).to_contain_text("用 PostgreSQL")
