@@ -20,9 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import unicodedata
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,66 +32,12 @@ from agent.options import OptionsExtras
 from memory._text import estimate_tokens
 from memory.context import select_context_entries
 from memory.model import Note
+from memory.recall import WINDOW_TURNS, is_trivial_prompt, plan_injection
 from memory.store import MemoryStore
 
 logger = logging.getLogger(__name__)
 
-WINDOW_TURNS = 5
-FIRST_TURN_LIMIT = 10
-LATER_TURN_LIMIT = 5
 SUMMARY_NOTES = 2
-
-_ACKS = frozenset(
-    {
-        *("ok", "okay", "k", "kk", "yes", "yep", "yeah", "no", "nope", "sure", "thanks"),
-        *("thank you", "thx", "ty", "cool", "great", "nice", "good", "fine", "got it", "done"),
-        *("lol", "hi", "hello", "hey", "bye", "ok thanks", "sounds good", "go ahead"),
-        *("好", "好的", "好滴", "嗯", "嗯嗯", "哦", "哦哦", "对", "对的", "是", "是的", "行"),
-        *("可以", "谢谢", "多谢", "谢了", "收到", "明白", "了解", "知道了", "没问题", "不用了"),
-        *("好吧", "ok了", "嗯呢", "在吗", "你好", "再见", "继续", "好的谢谢"),
-    }
-)
-_PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
-
-
-def is_trivial_prompt(prompt: str) -> bool:
-    """Acknowledgements and near-empty prompts retrieve nothing."""
-    text = unicodedata.normalize("NFKC", prompt).strip().lower()
-    if text in _ACKS:
-        return True
-    core = _PUNCT.sub(" ", text).strip()
-    if not core:
-        return True
-    if core in _ACKS or " ".join(core.split()) in _ACKS:
-        return True
-    return len(core.replace(" ", "")) <= 1
-
-
-def topic_changed(current: Sequence[str], previous: Sequence[str]) -> bool:
-    """More than half of this turn's retrieved memories were not retrieved last turn."""
-    if not current or not previous:
-        return False
-    new = [note_id for note_id in current if note_id not in set(previous)]
-    return len(new) * 2 > len(current)
-
-
-@dataclass(frozen=True, slots=True)
-class InjectionPlan:
-    inject: tuple[str, ...]
-    topic_changed: bool
-
-
-def plan_injection(
-    retrieved: Sequence[str],
-    *,
-    recent: set[str],
-    previous: Sequence[str],
-    first_turn: bool,
-) -> InjectionPlan:
-    """Choose which retrieved ids to inject this turn (pure)."""
-    limit = FIRST_TURN_LIMIT if first_turn else LATER_TURN_LIMIT
-    fresh = [note_id for note_id in retrieved if note_id not in recent][:limit]
-    return InjectionPlan(tuple(fresh), topic_changed(retrieved, previous))
 
 
 @dataclass
