@@ -38,6 +38,9 @@ class MemoryConfig:
     """If the last full scan took less than this, every read rescans (small stores)."""
     max_note_bytes: int = 20_000_000
     """Larger notes are refused by `save`/`update` (hand-written ones are indexed in part)."""
+    max_ranked_matches: int = 10_000
+    """A query matching more notes ranks only the most recently changed this many (BM25 costs
+    ~1 µs per matching note; a very common word can match most of a large store)."""
     max_indexed_chars: int = 500_000
     """Body characters indexed per note; the file always keeps everything."""
     busy_timeout_ms: int = 5000

@@ -45,7 +45,7 @@ _MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
         "notes",
         (
             """CREATE TABLE notes (
-                nid INTEGER PRIMARY KEY,
+                nid INTEGER PRIMARY KEY AUTOINCREMENT,
                 id TEXT NOT NULL UNIQUE,
                 path TEXT NOT NULL UNIQUE,
                 dir TEXT NOT NULL,
@@ -399,9 +399,11 @@ class Index:
                 )
                 note = replace(note, id=new_id)
                 entry = replace(entry, note=note)
-        old = conn.execute("SELECT nid FROM notes WHERE path = ?", (note.path,)).fetchone()
+        old = conn.execute(
+            "SELECT nid, access_pending FROM notes WHERE path = ?", (note.path,)
+        ).fetchone()
         tags_json = json.dumps(list(note.tags), ensure_ascii=False)
-        values = {
+        values: dict[str, Any] = {
             "id": note.id,
             "path": note.path,
             "dir": entry.dir,
@@ -430,18 +432,18 @@ class Index:
             "parse_ok": int(entry.parse_ok),
             "warnings": "\n".join(entry.warnings),
         }
+        outcome = "added"
         if old is not None:
-            nid = int(old["nid"])
-            self._unindex(conn, nid)
-            assignments = ", ".join(f"{k} = :{k}" for k in values)
-            conn.execute(f"UPDATE notes SET {assignments} WHERE nid = :nid", {**values, "nid": nid})
+            # a changed note gets a new row id: row ids follow the order of change, which
+            # `fts_rows(cap=...)` relies on to rank the most recent matches
+            self._unindex(conn, int(old["nid"]))
+            conn.execute("DELETE FROM notes WHERE nid = ?", (old["nid"],))
+            values["access_pending"] = int(old["access_pending"])
             outcome = "updated"
-        else:
-            columns = ", ".join(values)
-            placeholders = ", ".join(f":{k}" for k in values)
-            cursor = conn.execute(f"INSERT INTO notes ({columns}) VALUES ({placeholders})", values)
-            nid = int(cursor.lastrowid or 0)
-            outcome = "added"
+        columns = ", ".join(values)
+        placeholders = ", ".join(f":{k}" for k in values)
+        cursor = conn.execute(f"INSERT INTO notes ({columns}) VALUES ({placeholders})", values)
+        nid = int(cursor.lastrowid or 0)
         conn.execute(
             "INSERT INTO notes_fts (rowid, title, tags, summary, body) VALUES (?, ?, ?, ?, ?)",
             (nid, *_fts_values(note.title, tags_json, note.summary, entry.body)),
@@ -603,38 +605,53 @@ def count_rows(conn: sqlite3.Connection, filters: Filters) -> int:
     return int(conn.execute(f"SELECT count(*) FROM notes n WHERE {where}", params).fetchone()[0])
 
 
+def _rowid_floor(conn: sqlite3.Connection, table: str, match: str, cap: int) -> int:
+    """The smallest rowid among the newest `cap` matches (0 when there are fewer)."""
+    row = conn.execute(
+        f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+        (match, cap - 1),
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
 def fts_rows(
-    conn: sqlite3.Connection, match: str, filters: Filters, limit: int
+    conn: sqlite3.Connection, match: str, filters: Filters, limit: int, cap: int = 0
 ) -> list[sqlite3.Row]:
     """Best BM25 matches of an FTS expression (bm25 < 0; lower is better).
 
+    With `cap`, only the newest `cap` matches (by rowid, i.e. most recently indexed) are
+    ranked: BM25 costs ~1 µs per matching row, and a very common word can match most notes.
     First ranks inside FTS and joins only the best `4 x limit` rows (fast); when filters
-    leave fewer than `limit` of those, ranks every match that passes the filters."""
+    leave fewer than `limit` of those, ranks every (capped) match that passes the filters."""
     where, params = filters.sql()
     cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
+    floor = _rowid_floor(conn, "notes_fts", match, cap) if cap > 0 else 0
     inner = f" SELECT rowid, bm25(notes_fts, {BM25_WEIGHTS}) AS bm25 FROM notes_fts"
-    inner += " WHERE notes_fts MATCH ?"
+    inner += " WHERE notes_fts MATCH ? AND rowid >= ?"
     outer = f" JOIN notes n ON n.nid = f.rowid WHERE {where} ORDER BY f.bm25, n.id LIMIT ?"
     rows = conn.execute(
         f"SELECT {cols}, f.bm25 AS bm25 FROM ({inner} ORDER BY bm25 LIMIT ?) f{outer}",
-        [match, limit * 4, *params, limit],
+        [match, floor, limit * 4, *params, limit],
     ).fetchall()
     if len(rows) < limit and where != "1":
         rows = conn.execute(
-            f"SELECT {cols}, f.bm25 AS bm25 FROM ({inner}) f{outer}", [match, *params, limit]
+            f"SELECT {cols}, f.bm25 AS bm25 FROM ({inner}) f{outer}",
+            [match, floor, *params, limit],
         ).fetchall()
     return rows
 
 
 def trigram_rows(
-    conn: sqlite3.Connection, match: str, filters: Filters, limit: int
+    conn: sqlite3.Connection, match: str, filters: Filters, limit: int, cap: int = 0
 ) -> list[sqlite3.Row]:
-    """Notes whose words contain the query's identifiers as substrings (newest first)."""
+    """Notes whose identifiers contain the query's identifiers as substrings (newest first;
+    with `cap`, among the newest `cap` matches only)."""
     where, params = filters.sql()
     cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
+    floor = _rowid_floor(conn, "notes_tri", match, cap) if cap > 0 else 0
     return conn.execute(
-        f"SELECT {cols} FROM notes n WHERE n.nid IN"
-        f" (SELECT rowid FROM notes_tri WHERE notes_tri MATCH ?) AND {where}"
+        f"SELECT {cols} FROM notes n WHERE n.nid IN (SELECT rowid FROM notes_tri"
+        f" WHERE notes_tri MATCH ? AND rowid >= ?) AND {where}"
         f" ORDER BY n.updated_ts DESC, n.id LIMIT ?",
-        [match, *params, limit],
+        [match, floor, *params, limit],
     ).fetchall()

@@ -320,6 +320,7 @@ class MemoryStore:
             else:
                 verified.append(outcome)
                 unchanged += 1
+        entries.sort(key=_insert_order)
         gone = [row for rel, row in known.items() if rel not in files]
         added = updated = removed = 0
         if entries or verified or gone:
@@ -440,6 +441,7 @@ class MemoryStore:
                     entries.append(entry)
                 if progress:
                     progress("read", done, total)
+            entries.sort(key=_insert_order)
             with self.index.write() as tx:
                 self.index.delete_all(tx)
                 for done, entry in enumerate(entries, 1):
@@ -876,17 +878,18 @@ class MemoryStore:
     ) -> builtins.list[_Ranked]:
         conn = self.index.conn()
         pool = max(limit * 5, 50)
+        cap = self.config.max_ranked_matches
         rows = []
         if len(parsed.terms) > 1:
             # Notes with every word first: far fewer rows to rank than the OR of common words.
-            rows = fts_rows(conn, parsed.fts(require_all=True), filters, pool)
+            rows = fts_rows(conn, parsed.fts(require_all=True), filters, pool, cap)
         if len(rows) < limit:
-            rows = fts_rows(conn, parsed.fts(), filters, pool)
+            rows = fts_rows(conn, parsed.fts(), filters, pool, cap)
         candidates = [Candidate(r, float(r["bm25"])) for r in rows]
         trigram = parsed.trigram()
         if len(candidates) < limit and trigram:
             seen = {r["nid"] for r in rows}
-            extra = without_excluded(parsed, trigram_rows(conn, trigram, filters, pool))
+            extra = without_excluded(parsed, trigram_rows(conn, trigram, filters, pool, cap))
             candidates += [Candidate(r, None) for r in extra if r["nid"] not in seen]
         if not candidates:
             return []
@@ -1077,6 +1080,11 @@ class _Ranked:
 
 def _json_list(text: str) -> list[str]:
     return list(json.loads(text))
+
+
+def _insert_order(entry: Entry) -> tuple[datetime, str, str]:
+    """Index oldest changes first, so row ids follow `updated` (see `fts_rows(cap=...)`)."""
+    return (entry.note.updated, entry.note.id, entry.note.path)
 
 
 def _dir_mtime(root: Path, rel: str) -> int:

@@ -548,3 +548,13 @@ def test_a_damaged_index_is_set_aside_and_rebuilt(config: MemoryConfig) -> None:
     with MemoryStore.open(config) as store:
         assert search_ids(store, "recovery drill") == [result.id]
     assert list(config.index_path.parent.glob("index.db.damaged-*"))
+
+
+def test_very_common_words_rank_only_the_most_recent_matches(config: MemoryConfig) -> None:
+    capped = MemoryConfig.for_home(config.root.parent, max_ranked_matches=3)
+    with MemoryStore.open(capped) as store:
+        ids = [store.save(NoteDraft(content=f"common word {i} unique{i}")).id for i in range(6)]
+        assert set(search_ids(store, "common")) == set(ids[-3:])
+        store.update(ids[0], content="common word changed unique0")  # now among the newest
+        assert ids[0] in search_ids(store, "common")
+        assert search_ids(store, "unique1") == [ids[1]]  # rare words are not affected
