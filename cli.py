@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import logging.handlers
 import os
 import sys
 from collections.abc import Sequence
@@ -27,6 +26,8 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 def configure_logging(level: str = "INFO", log_file: Path | None = None) -> None:
+    import logging.handlers  # here, not at the top: `claude-memory hook` must start fast
+
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)

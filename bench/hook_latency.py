@@ -1,0 +1,243 @@
+"""Wall time of `claude-memory hook user-prompt-submit` as Claude Code runs it.
+
+    uv run python bench/hook_latency.py                    # 10k notes, 50 runs per mode
+    uv run python bench/hook_latency.py --notes 1000 --runs 20
+
+A temp home gets `--notes` synthetic bilingual notes (bench/memory_bench.py), then the
+installed console script runs once per prompt, JSON on stdin, exactly as a CLI hook:
+
+* `python -c pass`: the interpreter's own start, the floor on this machine;
+* direct: no server; the hook opens the index itself (imports, file scan, search);
+* server: `claude-memory serve` runs on loopback and the hook posts to `/api/hooks/...`.
+
+Prompts alternate English and Chinese (a Chinese prompt loads the dictionary segmenter in
+direct mode); the table shows both together and each language alone. `post-tool-use` (which
+fires on every tool call) is measured too. Bytecode caching is on for the hook processes, as in
+any normal install, even if this shell sets PYTHONDONTWRITEBYTECODE.
+Targets: user-prompt-submit p95 <= 150 ms with the server, <= 400 ms without.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from memory_bench import EN_WORDS, IDENTIFIERS, ZH_WORDS, make_note  # noqa: E402
+
+from memory.config import MemoryConfig  # noqa: E402
+from memory.files import ensure_memory_layout, note_folder, render_note  # noqa: E402
+from memory.store import MemoryStore  # noqa: E402
+
+SCRIPT = Path(sys.executable).parent / "claude-memory"
+TARGETS = {"server": 150.0, "direct": 400.0}
+
+
+def pct(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def build_home(home: Path, notes: int, seed: int) -> None:
+    config = MemoryConfig.for_home(home)
+    ensure_memory_layout(config.root)
+    rng = random.Random(seed)
+    now = datetime.now(UTC)
+    for n in range(notes):
+        note = make_note(rng, now, n)
+        path = config.root / note_folder(note.type, note.scope) / f"{note.id}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_note(note), encoding="utf-8")
+    started = time.perf_counter()
+    MemoryStore.open(config).close()
+    print(f"indexed {notes} notes in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+
+
+def prompts(count: int, seed: int) -> list[tuple[str, str]]:
+    """(language, prompt) pairs, alternating English and Chinese."""
+    rng = random.Random(seed)
+    out: list[tuple[str, str]] = []
+    for n in range(count):
+        if n % 2 == 0:
+            a, b = rng.sample(EN_WORDS, 2)
+            out.append(("en", f"how do we handle the {a} {b} issue in {rng.choice(IDENTIFIERS)}?"))
+        else:
+            a, b = rng.sample(ZH_WORDS, 2)
+            out.append(("zh", f"{a}和{b}的问题现在怎么处理？{rng.choice(IDENTIFIERS)} 要改吗"))
+    return out
+
+
+def run_once(args: list[str], stdin: bytes, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run(args, input=stdin, env=env, capture_output=True, check=False)
+    elapsed = (time.perf_counter() - started) * 1000
+    if proc.returncode != 0:
+        raise RuntimeError(f"{args} exited {proc.returncode}: {proc.stderr[-500:]!r}")
+    return elapsed
+
+
+def hook_runs(
+    event: str, payloads: list[bytes], env: dict[str, str], warmup: int = 3
+) -> list[float]:
+    args = [str(SCRIPT), "hook", event]
+    for payload in payloads[:warmup]:
+        run_once(args, payload, env)
+    return [run_once(args, payload, env) for payload in payloads]
+
+
+def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+    handle = open(log, "wb")  # noqa: SIM115 - owned by the process
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "serve", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
+            return proc
+        except (urllib.error.URLError, OSError):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server did not start; see {log}") from None
+            time.sleep(0.2)
+
+
+def row(name: str, samples: list[float], target: float | None) -> str:
+    p50, p95 = statistics.median(samples), pct(samples, 95)
+    verdict = "" if target is None else ("yes" if p95 <= target else "NO")
+    target_text = "" if target is None else f"<= {target:.0f}"
+    return (
+        f"| {name} | {len(samples)} | {p50:.0f} | {p95:.0f} | {max(samples):.0f} "
+        f"| {target_text} | {verdict} |"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notes", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--keep", action="store_true", help="keep the temp home")
+    args = parser.parse_args()
+
+    base = Path(tempfile.mkdtemp(prefix="hook-bench-"))
+    home = base / "home"
+    project = base / "project" / "app"
+    project.mkdir(parents=True)
+    print(f"building {args.notes} notes in {home} ...", file=sys.stderr)
+    build_home(home, args.notes, args.seed)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_MEMORY_")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.update({"CLAUDE_MEMORY_HOME": str(home), "HOME": str(base / "user-home")})
+    items = prompts(args.runs, args.seed)
+    prompt_payloads = [
+        json.dumps(
+            {
+                "session_id": "bench",
+                "cwd": str(project),
+                "hook_event_name": "UserPromptSubmit",
+                "prompt": text,
+            }
+        ).encode()
+        for _, text in items
+    ]
+    tool_payloads = [
+        json.dumps(
+            {
+                "session_id": "bench",
+                "cwd": str(project),
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Bash",
+                "tool_input": {"command": f"pytest -q tests/test_{n}.py"},
+                "tool_response": {"stdout": f"{n} passed", "stderr": ""},
+            }
+        ).encode()
+        for n in range(args.runs)
+    ]
+    languages = [lang for lang, _ in items]
+
+    def by_language(samples: list[float], lang: str) -> list[float]:
+        return [s for s, lg in zip(samples, languages, strict=True) if lg == lang]
+
+    results: dict[str, list[float]] = {}
+    try:
+        print("python -c pass ...", file=sys.stderr)
+        results["pass"] = [
+            run_once([sys.executable, "-c", "pass"], b"", env) for _ in range(args.runs)
+        ]
+        direct_env = {**env, "CLAUDE_MEMORY_HOOK_SERVER": "0"}
+        print("direct mode ...", file=sys.stderr)
+        results["direct"] = hook_runs("user-prompt-submit", prompt_payloads, direct_env)
+        results["direct-tool"] = hook_runs("post-tool-use", tool_payloads, direct_env)
+
+        port = free_port()
+        server_env = {**env, "CLAUDE_MEMORY_PORT": str(port)}
+        print(f"starting the server on {port} ...", file=sys.stderr)
+        server = start_server(server_env, port, base / "server.log")
+        try:
+            log = home / "logs" / "hooks.log"
+            served_before = log.read_text().count("handled by the server")
+            print("server mode ...", file=sys.stderr)
+            results["server"] = hook_runs("user-prompt-submit", prompt_payloads, server_env)
+            results["server-tool"] = hook_runs("post-tool-use", tool_payloads, server_env)
+            served = log.read_text().count("handled by the server") - served_before
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    finally:
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+    expected = 2 * (args.runs + 3)
+    print()
+    print(
+        f"Hook latency, {args.notes:,} notes, {args.runs} runs per row "
+        f"({platform.python_implementation()} {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}); wall ms incl. process start"
+    )
+    print()
+    print("| what | runs | p50 ms | p95 ms | max ms | target p95 | met |")
+    print("|---|---|---|---|---|---|---|")
+    print(row("`python -c pass`", results["pass"], None))
+    print(row("user-prompt-submit, server", results["server"], TARGETS["server"]))
+    print(row("  - English prompts", by_language(results["server"], "en"), None))
+    print(row("  - Chinese prompts", by_language(results["server"], "zh"), None))
+    print(row("user-prompt-submit, direct", results["direct"], TARGETS["direct"]))
+    print(row("  - English prompts", by_language(results["direct"], "en"), None))
+    print(row("  - Chinese prompts", by_language(results["direct"], "zh"), None))
+    print(row("post-tool-use, server", results["server-tool"], None))
+    print(row("post-tool-use, direct", results["direct-tool"], None))
+    print()
+    print(f"server answered {served} of {expected} hook calls in server mode")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
