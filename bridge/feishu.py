@@ -54,7 +54,7 @@ from bridge.events import (
     parse_event,
 )
 from bridge.progress import TurnReply
-from bridge.render import card_content, escape_card_markdown, text_content
+from bridge.render import MsgType, card_content, escape_card_markdown, plain_text, text_content
 from bridge.sender import FeishuAPIError, Sender, send_uuid
 from bridge.state import BridgeState
 from errors import ClaudeMemoryError, ConfigurationError
@@ -647,16 +647,28 @@ class FeishuBridge:
         await self._send(msg, "text", text_content(text))
 
     async def _notify_markdown(self, msg: IncomingMessage, markdown: str) -> None:
-        await self._send(msg, "interactive", card_content(escape_card_markdown(markdown)))
+        """A short markdown answer as a card; as plain text if the card is refused."""
+        card = card_content(escape_card_markdown(markdown))
+        if not await self._send(msg, "interactive", card):
+            await self._send(msg, "text", text_content(plain_text(markdown)), part="text")
 
-    async def _send(self, msg: IncomingMessage, msg_type: Any, content: dict[str, Any]) -> None:
+    async def _send(
+        self,
+        msg: IncomingMessage,
+        msg_type: MsgType,
+        content: dict[str, Any],
+        *,
+        part: str = "notice",
+    ) -> bool:
         assert self._sender is not None
         try:
             await self._sender.reply(
-                msg.message_id, msg_type, content, uuid=send_uuid(msg.message_id, "notice")
+                msg.message_id, msg_type, content, uuid=send_uuid(msg.message_id, part)
             )
         except FeishuAPIError as exc:
             logger.error("could not answer %s: %s", msg.message_id, exc.message)
+            return False
+        return True
 
     # --- logging ---------------------------------------------------------------------------------
     def _attach_log_file(self) -> None:

@@ -229,3 +229,17 @@ async def test_throttled_reply_is_retried_after_the_reset_header(
     assert second.at - first.at >= 0.45
     assert first.body["uuid"] == second.body["uuid"]
     assert len(fake_feishu.replies_to(message_id(event))) == 1
+
+
+async def test_command_answers_fall_back_to_text_when_cards_are_refused(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    async with feishu_app(feishu_settings()):
+        fake_feishu.fail_next("reply", status=400, code=11310, msg="card invalid", reset=None)
+        event = fake_feishu.push_text("/help")
+        text = await wait_answer(fake_feishu, message_id(event))
+    [message] = fake_feishu.replies_to(message_id(event))
+    assert message.msg_type == "text"
+    assert text.startswith("Commands")
