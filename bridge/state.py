@@ -6,18 +6,16 @@
 * A chat's generation N names its conversation `feishu:{chat_id}:v{N}`; `/clear` bumps it.
 * The owner is the first user who sent the right `/pair <code>` when no allowlist is set.
 
-The websocket thread claims events while the app loop reads generations: one connection,
-guarded by a lock, in WAL mode with a busy timeout. Every call is a single short statement.
+The websocket thread claims events while the app loop reads generations: one `SQLiteDB`
+connection (WAL, busy timeout, a writer lock). Every call is a single short statement.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from memory.sqlite import SQLiteDB
 
 DEDUP_KEEP_SECONDS = 48 * 3600
 _PRUNE_EVERY_SECONDS = 3600.0
@@ -47,55 +45,22 @@ class BridgeState:
     """Persistent state of the Feishu bridge; safe to call from several threads."""
 
     def __init__(self, path: Path, *, keep_seconds: float = DEDUP_KEEP_SECONDS) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.keep_seconds = keep_seconds
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._lock = threading.Lock()
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA busy_timeout=5000")
-        self._migrate()
+        self._db = SQLiteDB(path)
+        self._db.migrate("feishu", MIGRATIONS)
         self._pruned_at = 0.0
         self.prune()
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-
-    def _migrate(self) -> None:
-        with self._tx() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations "
-                "(version INTEGER PRIMARY KEY, applied REAL NOT NULL)"
-            )
-            done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
-            for version, script in enumerate(MIGRATIONS, start=1):
-                if version in done:
-                    continue
-                for statement in filter(str.strip, script.split(";")):
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO schema_migrations(version, applied) VALUES (?, ?)",
-                    (version, time.time()),
-                )
+        self._db.close()
 
     # --- dedup -----------------------------------------------------------------------------------
     def claim(self, event_id: str, message_id: str, *, now: float | None = None) -> bool:
         """Record an event; True if neither its event id nor its message id was seen before."""
         now = time.time() if now is None else now
         keys = [f"event:{event_id}", f"message:{message_id}"]
-        with self._tx() as conn:
+        with self._db.write() as conn:
             fresh = all(
                 conn.execute("SELECT 1 FROM seen WHERE key = ?", (key,)).fetchone() is None
                 for key in keys
@@ -110,7 +75,7 @@ class BridgeState:
 
     def release(self, event_id: str, message_id: str) -> None:
         """Forget a claim (the event could not be handed over; Feishu will push it again)."""
-        with self._tx() as conn:
+        with self._db.write() as conn:
             conn.executemany(
                 "DELETE FROM seen WHERE key = ?",
                 [(f"event:{event_id}",), (f"message:{message_id}",)],
@@ -119,21 +84,18 @@ class BridgeState:
     def prune(self, *, now: float | None = None) -> int:
         now = time.time() if now is None else now
         self._pruned_at = now
-        with self._tx() as conn:
+        with self._db.write() as conn:
             cursor = conn.execute("DELETE FROM seen WHERE seen_at < ?", (now - self.keep_seconds,))
             return cursor.rowcount
 
     # --- chat generations ------------------------------------------------------------------------
     def generation(self, chat_id: str) -> int:
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT generation FROM chats WHERE chat_id = ?", (chat_id,)
-            ).fetchone()
-        return int(row[0]) if row else 1
+        rows = self._db.read("SELECT generation FROM chats WHERE chat_id = ?", (chat_id,))
+        return int(rows[0][0]) if rows else 1
 
     def bump_generation(self, chat_id: str) -> int:
         """Start the chat's next conversation; returns the new generation."""
-        with self._tx() as conn:
+        with self._db.write() as conn:
             row = conn.execute(
                 "SELECT generation FROM chats WHERE chat_id = ?", (chat_id,)
             ).fetchone()
@@ -148,13 +110,12 @@ class BridgeState:
 
     # --- owner -----------------------------------------------------------------------------------
     def owner(self) -> str | None:
-        with self._lock:
-            row = self._conn.execute("SELECT open_id FROM owner WHERE id = 1").fetchone()
-        return str(row[0]) if row else None
+        rows = self._db.read("SELECT open_id FROM owner WHERE id = 1")
+        return str(rows[0][0]) if rows else None
 
     def set_owner(self, open_id: str) -> bool:
         """Make `open_id` the owner unless there already is one; True if it became the owner."""
-        with self._tx() as conn:
+        with self._db.write() as conn:
             cursor = conn.execute(
                 "INSERT OR IGNORE INTO owner(id, open_id, paired_at) VALUES (1, ?, ?)",
                 (open_id, time.time()),
