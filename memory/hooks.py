@@ -911,7 +911,9 @@ class HookService:
         text = payload.get("last_assistant_message")
         if not isinstance(text, str) or not text.strip():
             transcript = payload.get("transcript_path")
-            text = last_assistant_reply(transcript) if isinstance(transcript, str) else ""
+            # only a CLI transcript: the path may come over HTTP from another process
+            usable = isinstance(transcript, str) and transcript.endswith(".jsonl")
+            text = last_assistant_reply(transcript) if usable else ""  # type: ignore[arg-type]
         if not text.strip():
             return
         now = self.clock()
