@@ -1,0 +1,215 @@
+"""End to end with the real Claude Code CLI (bundled with claude-agent-sdk), offline.
+
+`claude-memory install claude-code` writes the hooks into an isolated CLAUDE_CONFIG_DIR; each
+`claude -p` run is a new session against the fake Messages API. What the model receives is
+read from the fake's recorded requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import claude_agent_sdk
+import pytest
+
+from memory.config import MemoryConfig
+from memory.model import NoteDraft
+from memory.state import StateDB
+from memory.store import MemoryStore
+from tests.fakes.anthropic_api import FakeMessagesAPI, RecordedRequest, text, tool
+from tests.hooks.conftest import CLAUDE_MEMORY
+
+pytestmark = pytest.mark.e2e
+
+CLAUDE = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+PLUGIN = Path(__file__).resolve().parents[2] / "plugin"
+
+
+def claude_env(fake: FakeMessagesAPI, home: Path, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "ANTHROPIC_BASE_URL": fake.url,
+        "ANTHROPIC_API_KEY": "dummy",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "0",
+        "CLAUDE_MEMORY_HOME": str(home),
+        "CLAUDE_MEMORY_HOOK_SERVER": "0",
+        **extra,
+    }
+
+
+def run_claude(
+    prompt: str, *, cwd: Path, env: dict[str, str], args: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [str(CLAUDE), "-p", prompt, "--allowedTools", "Bash", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def first_request(fake: FakeMessagesAPI, trigger: str) -> RecordedRequest:
+    requests = fake.requests_for(trigger)
+    assert requests, [r.prompt for r in fake.message_requests()]
+    return requests[0]
+
+
+def seed(home: Path) -> None:
+    with MemoryStore.open(MemoryConfig.for_home(home)) as store:
+        store.save(
+            NoteDraft(
+                content="The user's name is Lin; answer in Chinese, briefly.",
+                title="about Lin",
+                type="identity",
+                scope="user",
+            )
+        )
+        store.save(
+            NoteDraft(
+                content="Webhook signatures are checked with HMAC-SHA256 using the "
+                "WEBHOOK_SECRET setting.",
+                title="webhook signature check",
+                type="architecture",
+            )
+        )
+
+
+def test_installed_hooks_inject_memory_and_record_observations(
+    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    seed(mem_home)
+    project = make_project("shop/app")
+    env = claude_env(fake_model, mem_home)
+    install = subprocess.run(
+        [str(CLAUDE_MEMORY), "install", "claude-code"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert install.returncode == 0, install.stderr
+    settings = json.loads((Path(env["CLAUDE_CONFIG_DIR"]) / "settings.json").read_text())
+    assert "PostToolUse" in settings["hooks"]
+
+    fake_model.on(
+        "check the webhook",
+        tool("Bash", {"command": "echo signature-verified"}),
+        text("The webhook check passed."),
+    )
+    run_claude("please check the webhook signatures", cwd=project, env=env)
+
+    request = first_request(fake_model, "check the webhook")
+    seen = request.all_text()
+    assert "about Lin" in seen and "answer in Chinese" in seen  # SessionStart context
+    assert "webhook signature check" in seen  # UserPromptSubmit recall
+    assert "HMAC-SHA256" in seen
+
+    state = StateDB(mem_home / "state.db")
+    try:
+        observations = state.read(
+            "SELECT id, kind, title, content FROM mem_episode_messages WHERE role = 'observation'"
+        )
+        replies = state.read("SELECT content FROM mem_episode_messages WHERE role = 'assistant'")
+        episodes = state.read("SELECT status, title, key FROM mem_episodes")
+    finally:
+        state.close()
+    assert [(o["kind"], o["title"]) for o in observations] == [
+        ("how-it-works", "执行: echo signature-verified")
+    ]
+    assert "signature-verified" in observations[0]["content"]
+    assert [r["content"] for r in replies] == ["The webhook check passed."]
+    assert len(episodes) == 1 and episodes[0]["title"].startswith("app 开发会话")
+    assert episodes[0]["status"] == "completed"  # SessionEnd ran when `claude -p` exited
+
+    run_claude("what did we do last time?", cwd=project, env=env)
+    seen_next = first_request(fake_model, "what did we do last time").all_text()
+    assert f"| {observations[0]['id']} |" in seen_next
+    assert "执行: echo signature-verified" in seen_next
+    assert "get_observations" in seen_next
+
+    log = (mem_home / "logs" / "hooks.log").read_text()
+    assert "failed" not in log and "overran" not in log
+
+
+def test_the_mcp_server_connects_after_install(
+    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    env = claude_env(fake_model, mem_home)
+    subprocess.run(
+        [str(CLAUDE_MEMORY), "install", "claude-code"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    proc = subprocess.run(
+        [str(CLAUDE), "mcp", "list"],
+        cwd=make_project("app"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("claude-memory"))
+    assert "Connected" in line, proc.stdout
+    # the server the CLI started for the health check is gone with it: no orphans
+    deadline = time.monotonic() + 10
+    while mcp_servers_of(mem_home) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert mcp_servers_of(mem_home) == []
+
+
+def mcp_servers_of(home: Path) -> list[int]:
+    """Live `claude-memory --home <home> mcp` processes."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and str(home).encode() in argv and b"mcp" in argv:
+            found.append(int(entry.name))
+    return found
+
+
+def test_the_plugin_folder_validates_and_its_hooks_run(
+    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path], tmp_path: Path
+) -> None:
+    env = claude_env(fake_model, mem_home)
+    check = subprocess.run(
+        [str(CLAUDE), "plugin", "validate", str(PLUGIN)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    seed(mem_home)
+    # the plugin's commands use `claude-memory` from PATH
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    run_claude(
+        "hello from the plugin",
+        cwd=make_project("app"),
+        env=env,
+        args=("--plugin-dir", str(PLUGIN)),
+    )
+    seen = first_request(fake_model, "hello from the plugin").all_text()
+    assert "about Lin" in seen
