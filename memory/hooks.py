@@ -587,7 +587,8 @@ def _episode_id() -> str:
 
 
 def cli_episode_title(name: str, when: float) -> str:
-    """ "{project} 开发会话 {MM-DD HH:MM}" (`memory.episodes.episode_title` with kind 开发会话)."""
+    """The title of a CLI session: `{project} 开发会话 {MM-DD HH:MM}` (the form of
+    `memory.episodes.episode_title(..., kind="开发会话")`, without importing the store)."""
     return f"{name} 开发会话 {time.strftime('%m-%d %H:%M', time.localtime(when))}"
 
 
