@@ -104,14 +104,15 @@ def minhash_bands(grams: Iterable[str]) -> list[int]:
     on the exact hash).
     """
     mins = [0xFFFFFFFF] * MINHASH_BUCKETS
-    for gram in grams:
-        h = zlib.crc32(gram.encode("utf-8"))
-        h = (h * 0x9E3779B1) & 0xFFFFFFFF  # mix: crc32 alone is linear
-        h ^= h >> 15
+    missing = MINHASH_BUCKETS
+    # smallest hashes first: each bucket's minimum is the first hash seen for it
+    for h in sorted({zlib.crc32(g.encode("utf-8")) for g in grams}):
         bucket = h % MINHASH_BUCKETS
-        value = h // MINHASH_BUCKETS
-        if value < mins[bucket]:
-            mins[bucket] = value
+        if mins[bucket] == 0xFFFFFFFF:
+            mins[bucket] = h // MINHASH_BUCKETS
+            missing -= 1
+            if not missing:
+                break
     keys: list[int] = []
     for band in range(BAND_COUNT):
         rows = mins[band * BAND_ROWS : (band + 1) * BAND_ROWS]

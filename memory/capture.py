@@ -122,6 +122,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     ),
 )
 
+_ANY_TRIGGER = re.compile("|".join(re.escape(t) for rule in _RULES for t in rule.triggers))
 _PRIVATE_RE = re.compile(r"<private>[\s\S]*?(?:</private>|\Z)", re.IGNORECASE)
 _STRAY_CLOSE_RE = re.compile(r"</private>", re.IGNORECASE)
 _FENCE_RE = re.compile(r"(?ms)^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)")
@@ -135,6 +136,8 @@ INLINE_CODE_PLACEHOLDER: Final = "[代码]"
 def redact(text: str) -> str:
     """Replace every secret form we know with `[REDACTED:<kind>]`."""
     lower = text.lower()
+    if not _ANY_TRIGGER.search(lower):
+        return text
     for rule in _RULES:
         if not any(t in lower for t in rule.triggers):
             continue

@@ -34,8 +34,8 @@ class MemoryConfig:
     rescan_interval: float = 2.0
     """Seconds between full file scans triggered by reads on large stores, stretched to 20x the
     last scan's duration so rescans stay under ~5% of the time (see docs/search.md)."""
-    scan_budget_ms: float = 2.0
-    """If the last full scan took less than this, every read rescans (small stores)."""
+    rescan_every_read_below: int = 500
+    """Stores with fewer notes rescan every file on every read (a scan costs ~3 µs a file)."""
     max_note_bytes: int = 20_000_000
     """Larger notes are refused by `save`/`update` (hand-written ones are indexed in part)."""
     max_ranked_matches: int = 10_000

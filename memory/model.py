@@ -11,6 +11,7 @@ import base64
 import hashlib
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -220,7 +221,8 @@ def format_datetime(moment: datetime) -> str:
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    """Now, in UTC, to the second (what the front matter can hold)."""
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def _b32(number: int, width: int) -> str:
@@ -231,10 +233,23 @@ def _b32(number: int, width: int) -> str:
     return "".join(reversed(chars))
 
 
+_id_lock = threading.Lock()
+_last_id: list[int] = [0, 0]  # (millis, random part) of the newest id made by this process
+
+
 def new_note_id(now: float | None = None) -> str:
-    """`mem_` + 10 base32 chars of milliseconds + 6 random chars: short, sortable, unique."""
+    """`mem_` + 10 base32 chars of milliseconds + 6 random chars: short, sortable, unique.
+
+    Within one process ids only grow: a second id in the same millisecond increments the
+    random part of the previous one (like monotonic ULIDs)."""
     millis = int((time.time() if now is None else now) * 1000)
-    random_part = int.from_bytes(os.urandom(4), "big")
+    random_part = int.from_bytes(os.urandom(4), "big") >> 2  # 30 bits = 6 chars
+    with _id_lock:
+        last_millis, last_random = _last_id
+        if millis <= last_millis and now is None and last_random < (1 << 30) - 1:
+            millis, random_part = last_millis, last_random + 1
+        if now is None:
+            _last_id[:] = [millis, random_part]
     return f"mem_{_b32(millis, 10)}{_b32(random_part, 6)}"
 
 

@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Self
 
@@ -153,6 +153,7 @@ class MemoryStore:
         self._dir_mtimes: dict[str, int] = {}
         self._last_scan_end = float("-inf")
         self._last_scan_cost = float("inf")
+        self._last_scan_files = 0
         self._last_report = SyncReport()
         self._json_lock = threading.Lock()
         self._json_generation = -1
@@ -165,9 +166,17 @@ class MemoryStore:
 
     @classmethod
     def open(
-        cls, config: MemoryConfig, *, clock: Callable[[], datetime] | None = None
+        cls,
+        config: MemoryConfig,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        sync: bool = True,
     ) -> MemoryStore:
-        """Create the layout, migrate the index and sync it with the files."""
+        """Create the layout, migrate the index and sync it with the files.
+
+        `sync=False` skips the opening scan (short-lived processes such as hooks on a large
+        store): the index is used as it is, the files of returned notes are still checked,
+        and a full rescan happens only if the store stays open past `rescan_interval`."""
         ensure_memory_layout(config.root)
         store = cls(config, clock=clock)
         try:
@@ -195,8 +204,12 @@ class MemoryStore:
             if needs_rebuild:
                 log.info("memory index text format changed; rebuilding from the notes")
                 store.rebuild()
-            else:
+            elif sync:
                 store.sync()
+            else:
+                store._last_scan_end = time.monotonic()
+                store._last_scan_cost = config.rescan_interval / 20
+                store._last_scan_files = config.rescan_every_read_below  # assume large
         except BaseException:
             store.index.close()
             raise
@@ -223,7 +236,7 @@ class MemoryStore:
         self.close()
 
     def _now(self) -> datetime:
-        return self._clock()
+        return self._clock().astimezone(UTC).replace(microsecond=0)
 
     def abspath(self, relpath: str) -> Path:
         return self.root / relpath
@@ -242,7 +255,8 @@ class MemoryStore:
             elapsed = time.monotonic() - self._last_scan_end
             # rescans cost at most ~5% of the time on large stores
             interval = max(self.config.rescan_interval, 20 * self._last_scan_cost)
-            if self._last_scan_cost * 1000 <= self.config.scan_budget_ms or elapsed >= interval:
+            small = self._last_scan_files < self.config.rescan_every_read_below
+            if small or elapsed >= interval:
                 report = self._sync(None)
             else:
                 changed = [d for d, m in self._dir_mtimes.items() if _dir_mtime(self.root, d) != m]
@@ -361,6 +375,7 @@ class MemoryStore:
         if dirs is None:
             self._last_scan_end = time.monotonic()
             self._last_scan_cost = report.seconds
+            self._last_scan_files = len(files)
             self._last_report = report
         return report
 
@@ -456,6 +471,7 @@ class MemoryStore:
                 seconds=time.perf_counter() - started,
             )
             self._last_scan_cost = report.seconds / 4  # a plain sync costs a fraction
+            self._last_scan_files = total
             self._last_report = report
         self._write_index_json(force=True, throttle=False)
         return report

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -84,8 +85,10 @@ async def test_async_build_runs_off_the_event_loop(
 
 
 def test_index_json_lists_every_note_newest_first(config: MemoryConfig) -> None:
-    with MemoryStore.open(config) as store:
+    now = [datetime.now(UTC) + timedelta(minutes=1)]
+    with MemoryStore.open(config, clock=lambda: now[0]) as store:
         ids = load_corpus(store)
+        now[0] += timedelta(minutes=1)
         store.update(ids["cache"], importance=0.9)  # now the newest
     data = json.loads((config.root / "_index.json").read_text(encoding="utf-8"))
     notes = data["notes"]

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from errors import InvalidInputError
 from memory.files import (
     atomic_write,
     create_inbox_note,
     ensure_memory_layout,
+    fast_front_matter,
     note_from_draft,
     parse_note,
     render_note,
@@ -20,10 +25,12 @@ from memory.files import (
 )
 from memory.model import (
     ENTITY_TYPE_MAP,
+    FRONT_MATTER_KEYS,
     TYPE_PROFILES,
     NoteDraft,
     new_note_id,
     normalize_scope,
+    normalize_tags,
     normalize_type,
     path_note_id,
 )
@@ -156,3 +163,54 @@ def test_ids_are_short_unique_and_sortable_by_time() -> None:
 def test_path_ids_are_stable_per_path() -> None:
     assert path_note_id("inbox/a.md") == path_note_id("inbox/a.md")
     assert path_note_id("inbox/a.md") != path_note_id("inbox/b.md")
+
+
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    title=TEXT.filter(lambda t: t.strip() != ""),
+    summary=TEXT,
+    tags=st.lists(TEXT, max_size=4),
+    source=st.one_of(st.none(), TEXT),
+    importance=st.floats(min_value=0, max_value=1),
+    extra=st.dictionaries(
+        st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True).filter(
+            lambda k: k not in FRONT_MATTER_KEYS
+        ),
+        st.one_of(st.none(), st.booleans(), st.integers(), TEXT, st.lists(TEXT, max_size=2)),
+        max_size=3,
+    ),
+)
+def test_fast_front_matter_agrees_with_yaml(
+    title: str,
+    summary: str,
+    tags: list[str],
+    source: str | None,
+    importance: float,
+    extra: dict[str, object],
+) -> None:
+    note = note_from_draft(
+        NoteDraft(content="body", title=title, summary=summary or None, source=source or None),
+        relpath="a.md",
+    )
+    note = replace(
+        note,
+        title=title,
+        summary=summary,
+        tags=normalize_tags([t for t in tags if "\n" not in t and "\r" not in t]),
+        source=source,
+        importance=importance,
+        extra=extra,
+    )
+    text = render_note(note)
+    front = text.split("---\n", 2)[1]
+    fast = fast_front_matter(front)
+    if fast is not None:
+        assert fast == yaml.safe_load(front)
+    parsed = parse_note(text.encode(), "a.md")
+    assert parsed.ok
+    one_line = {t: " ".join(t.split()) for t in (title, summary)}
+    if all(text == clean and text for text, clean in one_line.items()):
+        assert parsed.note == note

@@ -323,7 +323,9 @@ def test_hand_deleted_file_disappears_from_search(store: MemoryStore) -> None:
 
 def test_hand_deleted_file_is_noticed_on_a_large_store_too(config: MemoryConfig) -> None:
     # a store whose full rescans are throttled still checks the files it returns
-    slow = MemoryConfig.for_home(config.root.parent, scan_budget_ms=0, rescan_interval=3600)
+    slow = MemoryConfig.for_home(
+        config.root.parent, rescan_every_read_below=0, rescan_interval=3600
+    )
     with MemoryStore.open(slow) as store:
         result = store.save(NoteDraft(content="Legacy queue is called rabbitmq-old."))
         assert search_ids(store, "rabbitmq") == [result.id]
@@ -558,3 +560,12 @@ def test_very_common_words_rank_only_the_most_recent_matches(config: MemoryConfi
         store.update(ids[0], content="common word changed unique0")  # now among the newest
         assert ids[0] in search_ids(store, "common")
         assert search_ids(store, "unique1") == [ids[1]]  # rare words are not affected
+
+
+def test_open_without_sync_still_checks_returned_files(config: MemoryConfig) -> None:
+    with MemoryStore.open(config) as store:
+        result = store.save(NoteDraft(content="Hooks open the store quickly: lemur."))
+    with MemoryStore.open(config, sync=False) as store:
+        assert search_ids(store, "lemur") == [result.id]
+        store.abspath(result.path).unlink()
+        assert search_ids(store, "lemur") == []
