@@ -48,6 +48,9 @@ class MemoryConfig:
     """Total seconds a write waits for other processes before failing."""
     fsync: bool = True
     """fsync note files before the rename that publishes them."""
+    access_flush_batch: int = 50
+    """`close()` writes access counts kept in the index into the notes' front matter once at
+    least this many hits are pending (rewriting files on every close would slow hooks)."""
     index_json_interval: float = 2.0
     """Minimum seconds between rewrites of `_index.json` while notes change (always on close)."""
     index_json_limit: int = 2000

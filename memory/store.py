@@ -6,9 +6,9 @@ through unique temp names and renamed). Files change first, the index follows.
 
 Freshness: hand edits, additions and deletions are picked up by an incremental sync (stat,
 then hash when the stat changed). `open()` syncs; reads (`search`, `list`, `get`, `stats`)
-check folder mtimes every time (new, deleted or renamed files), rescan every file when the
-last scan was cheap (small stores) or older than `rescan_interval`, and re-check the files of
-the notes they return. See docs/search.md.
+check folder mtimes every time (new, deleted or renamed files), rescan every file on small
+stores (`rescan_every_read_below`) or when the last scan is older than `rescan_interval`,
+and re-check the files of the notes they return. See docs/search.md.
 """
 
 from __future__ import annotations
@@ -216,11 +216,17 @@ class MemoryStore:
         return store
 
     def close(self) -> None:
-        """Write pending access counts and `_index.json`, then close the connections."""
+        """Write `_index.json` (and access counts once `access_flush_batch` hits are pending),
+        then close the connections."""
         if self._closed:
             return
         try:
-            self.flush_access_counts()
+            if self._pending_access() >= self.config.access_flush_batch:
+                self.flush_access_counts()
+            else:
+                with self.index.try_write(1.0) as tx:
+                    if tx is not None:
+                        self._flush_unsaved_access(tx)
             self._write_index_json(force=False, throttle=False)
         except (ClaudeMemoryError, sqlite3.Error, OSError) as exc:
             # counts stay in the index and the listing is rewritten next time: nothing is lost
@@ -1040,6 +1046,12 @@ class MemoryStore:
                 "UPDATE notes SET access_pending = access_pending + ? WHERE nid = ?",
                 [(n, nid) for nid, n in counts.items()],
             )
+
+    def _pending_access(self) -> int:
+        with self._access_lock:
+            unsaved = sum(self._unsaved_access.values())
+        row = self.index.conn().execute("SELECT coalesce(sum(access_pending), 0) FROM notes")
+        return unsaved + int(row.fetchone()[0])
 
     def flush_access_counts(self) -> int:
         """Write access counts kept in the index into the notes' front matter."""

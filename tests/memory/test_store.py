@@ -277,7 +277,8 @@ def test_expiry_follows_the_clock(config: MemoryConfig) -> None:
 
 
 def test_search_hits_increase_access_count_and_reach_the_file(config: MemoryConfig) -> None:
-    with MemoryStore.open(config) as store:
+    eager = MemoryConfig.for_home(config.root.parent, access_flush_batch=1)
+    with MemoryStore.open(eager) as store:
         result = store.save(NoteDraft(content="Kubernetes cluster runs on three nodes."))
         other = store.save(NoteDraft(content="Unrelated note about bread."))
         for _ in range(3):
@@ -569,3 +570,17 @@ def test_open_without_sync_still_checks_returned_files(config: MemoryConfig) -> 
         assert search_ids(store, "lemur") == [result.id]
         store.abspath(result.path).unlink()
         assert search_ids(store, "lemur") == []
+
+
+def test_access_counts_wait_in_the_index_until_a_batch_is_pending(
+    config: MemoryConfig,
+) -> None:
+    with MemoryStore.open(config) as store:
+        result = store.save(NoteDraft(content="Batching file writes: pangolin."))
+        store.search("pangolin")
+    assert front_matter(config.root / result.path)["access_count"] == 0
+    with MemoryStore.open(config) as store:
+        assert store.get(result.id).access_count == 1
+        assert store.flush_access_counts() == 1
+        assert front_matter(config.root / result.path)["access_count"] == 1
+        assert store.get(result.id).access_count == 1
