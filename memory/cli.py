@@ -18,7 +18,6 @@ from typing import Any, TextIO
 
 from errors import ClaudeMemoryError
 from memory.config import MemoryConfig
-from memory.files import render_note
 from memory.model import NOTE_STATUSES, NOTE_TYPES, SORT_KEYS, NoteDraft
 from memory.store import MemoryStore
 
@@ -229,8 +228,9 @@ def _show(store: MemoryStore, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(note.to_dict())
     else:
-        print(f"# {store.abspath(note.path)}")
-        print(render_note(note), end="")
+        path = store.abspath(note.path)
+        print(f"# {path}")
+        print(path.read_bytes().decode("utf-8", errors="replace"), end="")
     return 0
 
 
