@@ -14,6 +14,8 @@ Prompts alternate English and Chinese (a Chinese prompt loads the dictionary seg
 direct mode); the table shows both together and each language alone. `post-tool-use` (which
 fires on every tool call) is measured too. Bytecode caching is on for the hook processes, as in
 any normal install, even if this shell sets PYTHONDONTWRITEBYTECODE.
+The CPU column (the hook process's user+system time, and the server's share per call) shows
+the cost apart from whatever else loads the machine.
 Targets: user-prompt-submit p95 <= 150 ms with the server, <= 400 ms without.
 """
 
@@ -24,6 +26,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shutil
 import socket
 import statistics
@@ -90,18 +93,33 @@ def prompts(count: int, seed: int) -> list[tuple[str, str]]:
     return out
 
 
-def run_once(args: list[str], stdin: bytes, env: dict[str, str]) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000
+
+
+def run_once(args: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, float]:
+    """(wall ms, CPU ms of the child process): CPU time shows the cost apart from the load
+    other programs put on the machine."""
+    cpu_before = _children_cpu()
     started = time.perf_counter()
     proc = subprocess.run(args, input=stdin, env=env, capture_output=True, check=False)
     elapsed = (time.perf_counter() - started) * 1000
     if proc.returncode != 0:
         raise RuntimeError(f"{args} exited {proc.returncode}: {proc.stderr[-500:]!r}")
-    return elapsed
+    return elapsed, _children_cpu() - cpu_before
+
+
+def process_cpu(pid: int) -> float:
+    """CPU ms used so far by a running process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) * 1000 / ticks
 
 
 def hook_runs(
     event: str, payloads: list[bytes], env: dict[str, str], warmup: int = 3
-) -> list[float]:
+) -> list[tuple[float, float]]:
     args = [str(SCRIPT), "hook", event]
     for payload in payloads[:warmup]:
         run_once(args, payload, env)
@@ -128,12 +146,20 @@ def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[
             time.sleep(0.2)
 
 
-def row(name: str, samples: list[float], target: float | None) -> str:
-    p50, p95 = statistics.median(samples), pct(samples, 95)
+def row(
+    name: str,
+    samples: list[tuple[float, float]],
+    target: float | None,
+    server_cpu: float | None = None,
+) -> str:
+    wall = [w for w, _ in samples]
+    cpu = statistics.median(c for _, c in samples)
+    p50, p95 = statistics.median(wall), pct(wall, 95)
     verdict = "" if target is None else ("yes" if p95 <= target else "NO")
     target_text = "" if target is None else f"<= {target:.0f}"
+    cpu_text = f"{cpu:.0f}" + ("" if server_cpu is None else f" + {server_cpu:.0f} server")
     return (
-        f"| {name} | {len(samples)} | {p50:.0f} | {p95:.0f} | {max(samples):.0f} "
+        f"| {name} | {len(wall)} | {p50:.0f} | {p95:.0f} | {max(wall):.0f} | {cpu_text} "
         f"| {target_text} | {verdict} |"
     )
 
@@ -183,10 +209,13 @@ def main() -> int:
     ]
     languages = [lang for lang, _ in items]
 
-    def by_language(samples: list[float], lang: str) -> list[float]:
+    Sample = tuple[float, float]
+
+    def by_language(samples: list[Sample], lang: str) -> list[Sample]:
         return [s for s, lg in zip(samples, languages, strict=True) if lg == lang]
 
-    results: dict[str, list[float]] = {}
+    results: dict[str, list[Sample]] = {}
+    server_cpu: dict[str, float] = {}
     try:
         print("python -c pass ...", file=sys.stderr)
         results["pass"] = [
@@ -205,8 +234,13 @@ def main() -> int:
             log = home / "logs" / "hooks.log"
             served_before = log.read_text().count("handled by the server")
             print("server mode ...", file=sys.stderr)
-            results["server"] = hook_runs("user-prompt-submit", prompt_payloads, server_env)
-            results["server-tool"] = hook_runs("post-tool-use", tool_payloads, server_env)
+            for name, event, payloads in (
+                ("server", "user-prompt-submit", prompt_payloads),
+                ("server-tool", "post-tool-use", tool_payloads),
+            ):
+                before = process_cpu(server.pid)
+                results[name] = hook_runs(event, payloads, server_env)
+                server_cpu[name] = (process_cpu(server.pid) - before) / (len(payloads) + 3)
             served = log.read_text().count("handled by the server") - served_before
         finally:
             server.terminate()
@@ -222,17 +256,25 @@ def main() -> int:
         f"({platform.python_implementation()} {platform.python_version()}, "
         f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}); wall ms incl. process start"
     )
+    print(
+        "CPU ms: user+system time of the hook process (p50); for server rows plus the "
+        "server's mean CPU per call"
+    )
     print()
-    print("| what | runs | p50 ms | p95 ms | max ms | target p95 | met |")
-    print("|---|---|---|---|---|---|---|")
+    print("| what | runs | p50 ms | p95 ms | max ms | CPU ms (p50) | target p95 | met |")
+    print("|---|---|---|---|---|---|---|---|")
     print(row("`python -c pass`", results["pass"], None))
-    print(row("user-prompt-submit, server", results["server"], TARGETS["server"]))
+    print(
+        row(
+            "user-prompt-submit, server", results["server"], TARGETS["server"], server_cpu["server"]
+        )
+    )
     print(row("  - English prompts", by_language(results["server"], "en"), None))
     print(row("  - Chinese prompts", by_language(results["server"], "zh"), None))
     print(row("user-prompt-submit, direct", results["direct"], TARGETS["direct"]))
     print(row("  - English prompts", by_language(results["direct"], "en"), None))
     print(row("  - Chinese prompts", by_language(results["direct"], "zh"), None))
-    print(row("post-tool-use, server", results["server-tool"], None))
+    print(row("post-tool-use, server", results["server-tool"], None, server_cpu["server-tool"]))
     print(row("post-tool-use, direct", results["direct-tool"], None))
     print()
     print(f"server answered {served} of {expected} hook calls in server mode")
