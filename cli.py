@@ -189,6 +189,8 @@ def _register_optional(sub: Any) -> None:
 def _hook_argv(argv: Sequence[str]) -> list[str] | None:
     """`hook ...` and `--home DIR hook ...` skip the full parser: a hook must start fast."""
     args = list(argv)
+    if "-h" in args or "--help" in args:
+        return None
     if args[:1] == ["hook"]:
         return args[1:]
     if len(args) >= 3 and args[0] == "--home" and args[2] == "hook":
