@@ -119,7 +119,7 @@ def _database_status(container: Container) -> dict[str, Any]:
         return {"ok": False, "error": str(exc)}
     return {
         "ok": True,
-        "notes": stats.get("notes", stats.get("total")),
+        "notes": stats["total"],
         "index": str(container.settings.index_path),
     }
 
