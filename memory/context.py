@@ -57,7 +57,7 @@ def select_context_entries(
     *,
     exclude_ids: Collection[str] = (),
     scope: str | None = None,
-    limit: int = 50,
+    limit: int = 30,
 ) -> list[ContextEntry]:
     """The notes a listing would show, most relevant first, within `budget_tokens`
     (the header counts). `exclude_ids` lets a caller skip notes injected in recent turns."""

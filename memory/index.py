@@ -114,6 +114,11 @@ _MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
             "INSERT INTO meta VALUES ('generation', '0')",
         ),
     ),
+    (
+        5,
+        "importance index",
+        ("CREATE INDEX notes_importance ON notes(importance)",),
+    ),
 )
 SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
 
