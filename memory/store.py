@@ -257,19 +257,26 @@ class MemoryStore:
         return report
 
     def _ensure_fresh(self) -> None:
-        with self._sync_lock:
-            elapsed = time.monotonic() - self._last_scan_end
-            # rescans cost at most ~5% of the time on large stores
-            interval = max(self.config.rescan_interval, 20 * self._last_scan_cost)
-            small = self._last_scan_files < self.config.rescan_every_read_below
-            if small or elapsed >= interval:
-                report = self._sync(None)
-            else:
-                changed = [d for d, m in self._dir_mtimes.items() if _dir_mtime(self.root, d) != m]
-                if not changed:
-                    return
-                report = self._sync(changed)
-        self._after_change(report.changed)
+        # A long sync or rebuild in another thread must not stall reads: after a short wait
+        # they go ahead on the index as it is (WAL readers see the last committed state).
+        if not self._sync_lock.acquire(timeout=0.2):
+            return
+        try:
+            report = self._fresh_locked()
+        finally:
+            self._sync_lock.release()
+        if report is not None:
+            self._after_change(report.changed)
+
+    def _fresh_locked(self) -> SyncReport | None:
+        elapsed = time.monotonic() - self._last_scan_end
+        # rescans cost at most ~5% of the time on large stores
+        interval = max(self.config.rescan_interval, 20 * self._last_scan_cost)
+        small = self._last_scan_files < self.config.rescan_every_read_below
+        if small or elapsed >= interval:
+            return self._sync(None)
+        changed = [d for d, m in self._dir_mtimes.items() if _dir_mtime(self.root, d) != m]
+        return self._sync(changed) if changed else None
 
     def _scan(self, dirs: list[str] | None) -> tuple[dict[str, os.stat_result], list[str] | None]:
         """Files to compare and the folders whose index rows they cover (None: all)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -584,3 +585,25 @@ def test_access_counts_wait_in_the_index_until_a_batch_is_pending(
         assert store.flush_access_counts() == 1
         assert front_matter(config.root / result.path)["access_count"] == 1
         assert store.get(result.id).access_count == 1
+
+
+def test_reads_do_not_wait_for_a_long_sync_in_another_thread(store: MemoryStore) -> None:
+    result = store.save(NoteDraft(content="Searchable while a rebuild runs: ibis."))
+    busy = threading.Event()
+    release = threading.Event()
+
+    def long_sync() -> None:
+        with store._sync_lock:  # what a rebuild holds for its whole duration
+            busy.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=long_sync)
+    worker.start()
+    try:
+        busy.wait(5)
+        started = time.monotonic()
+        assert search_ids(store, "ibis") == [result.id]
+        assert time.monotonic() - started < 2
+    finally:
+        release.set()
+        worker.join()
