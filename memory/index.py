@@ -6,8 +6,9 @@
   summary and body where every CJK character stands alone (see `_text.space_cjk`); English
   words are stemmed (`leaks` finds `leak`); contentless, so the text is stored once (in
   `notes.body`).
-- `notes_tri`: FTS5 `trigram` over the unique ASCII words/identifiers of a note, for
-  substring matches such as `ConnPool` in `getConnPoolSize`.
+- `notes_tri`: FTS5 `trigram` over the unique code-like tokens of a note (identifiers with
+  `_`, digits, dots or camelCase), for substring matches such as `ConnPool` in
+  `getConnPoolSize`.
 - `note_tags` (tag filter) and `note_bands` (MinHash bands for near-duplicate candidates).
 
 One writer path: `Index.write()` takes an in-process lock, then `BEGIN IMMEDIATE` (retried
