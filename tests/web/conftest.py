@@ -19,7 +19,15 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from playwright.sync_api import Browser, ConsoleMessage, Dialog, Page, Playwright, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Dialog,
+    Page,
+    Playwright,
+    expect,
+    sync_playwright,
+)
 
 from app import Container, create_app
 from settings import Settings
@@ -38,6 +46,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 OUTPUT_DIR = Path(__file__).resolve().parents[2] / "test-output" / "web"
+
+# A turn starts a Claude CLI process; on a busy 2-core CI machine that can take a few seconds.
+expect.set_options(timeout=15_000)
 
 
 @pytest.fixture(scope="module")
@@ -162,10 +173,14 @@ def problems() -> PageProblems:
 
 
 @pytest.fixture
-def new_page(browser: Browser, problems: PageProblems) -> Iterator[Callable[..., Page]]:
+def new_page(
+    browser: Browser, problems: PageProblems, start_app: Callable[..., Served]
+) -> Iterator[Callable[..., Page]]:
     """`new_page(viewport=..., color_scheme=...)`: a page in a fresh browser context.
 
-    After the test, any script error, console error or native dialog fails it.
+    Pages close before the app stops (hence `start_app` here), so no request of a live page
+    meets a closed port. After the test, any script error, console error or native dialog
+    fails it.
     """
     contexts = []
 

@@ -378,7 +378,8 @@ def test_reload_during_a_reply_shows_it_once_it_is_done(page: Page, served: Serv
     open_app(page, served.url)
     send(page, "take your time")
     expect(page.locator("#stop")).to_be_visible()
-    page.wait_for_function("localStorage.getItem('cm.conversation') !== null")
+    # A function, not an expression string: the page's CSP forbids eval.
+    page.wait_for_function("() => localStorage.getItem('cm.conversation') !== null")
     page.reload()
     expect(page.locator(".notice")).to_have_text("A reply is still being written…")
     expect(last_reply(page).locator(".content")).to_have_text("Finished in the end.")

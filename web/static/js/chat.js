@@ -16,7 +16,7 @@ const TOOL_LABELS = {
 const state = {
   current: localStorage.getItem(CURRENT_KEY) || null,
   conversations: [],
-  busy: null, // {conversationId, controller} while a reply streams
+  busy: null, // {conversationId, controller, turnRoot} while a reply streams
   pollTimer: null,
 };
 
@@ -217,7 +217,12 @@ async function loadConversation(id) {
     view.showMemory(turn.injected || []);
     view.finish({ reply: turn.reply, is_error: turn.is_error, cost_usd: turn.cost_usd, started: turn.started });
   }
-  if (!data.history.length && !data.running) showEmpty();
+  if (state.busy?.conversationId === id) {
+    // Back to the conversation whose reply is streaming here: show that turn again.
+    ui.messages.append(state.busy.turnRoot);
+  } else if (!data.history.length && !data.running) {
+    showEmpty();
+  }
   if (data.running && state.busy?.conversationId !== id) {
     // A reply is being written (started before a reload, or from elsewhere): check back soon.
     ui.messages.append(h("p", { class: "notice" }, "A reply is still being written…"));
@@ -426,7 +431,7 @@ async function send() {
   turn.streaming(true);
   scrollToEnd(true);
   const controller = new AbortController();
-  const busy = { conversationId: state.current, controller };
+  const busy = { conversationId: state.current, controller, turnRoot: turn.root };
   setBusy(busy);
   const body = state.current
     ? { message, conversation_id: state.current }
