@@ -1,0 +1,386 @@
+"""Note vectors in the SQLite index, searched with numpy.
+
+Vectors are float32 BLOBs in `note_vectors`, one row per chunk of a note, keyed by the note's
+id (stable across rewrites and rebuilds, so neither re-embeds an unchanged note) and tagged
+with the encoder's name. A note needs (re-)embedding when it has no chunk-0 row for the
+current encoder or when `doc_key` (a hash of its title, summary and body) changed; rows of
+another encoder are stale and replaced. Rows of deleted notes are pruned on the next scan.
+
+Search is an exact scan: the rows of the current encoder are kept in memory as one float32
+matrix (reloaded when `meta.vectors_generation` moves), and `matrix @ query` scores every chunk.
+At personal-memory sizes that beats sqlite-vec (0.3 ms vs 8 ms at 10k 384-d vectors; see
+docs/retrieval.md), and the stdlib sqlite3 here cannot load extensions anyway.
+
+numpy is imported lazily: the module can be imported by a base install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from memory import _text
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+VECTOR_TABLES: Final[tuple[str, ...]] = (
+    """CREATE TABLE note_vectors (
+        id TEXT NOT NULL,
+        chunk INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        doc_key TEXT NOT NULL,
+        dim INTEGER NOT NULL,
+        vec BLOB NOT NULL,
+        PRIMARY KEY (id, chunk)
+    )""",
+    "CREATE INDEX note_vectors_model ON note_vectors(model, chunk)",
+    "INSERT OR IGNORE INTO meta VALUES ('vectors_generation', '0')",
+)
+"""Migration 5 of `memory.index` (needs the `meta` table of migration 4)."""
+
+CHUNK_TOKENS: Final = 200
+"""Approximate model tokens per chunk (a CJK character ~1 token, 4 other characters ~1)."""
+MAX_CHUNKS: Final = 16
+"""Chunks embedded per note; the rest of a very long note is found by keywords only."""
+
+_SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$))*(?:[。！？!?]+|\.+|\n+|$)")
+
+
+class _IndexLike(Protocol):
+    def conn(self) -> sqlite3.Connection: ...
+
+    def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+
+def doc_key(title: str, summary: str, content_hash: str) -> str:
+    """What a note's vectors were made from: changes when its title, summary or body does."""
+    raw = f"{title}\x00{summary}\x00{content_hash}".encode()
+    return hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:16]
+
+
+def _tokens(text: str) -> float:
+    cjk = len(_text.HAS_CJK_RE.findall(text))
+    return cjk + (len(text) - cjk) / 4.0
+
+
+def _sentences(text: str) -> Iterator[str]:
+    for match in _SENTENCE_RE.finditer(text):
+        piece = match.group(0).strip()
+        if piece:
+            yield piece
+
+
+def _split_long(sentence: str, budget: int) -> list[str]:
+    """A sentence longer than a chunk, cut into pieces of about `budget` tokens."""
+    pieces: list[str] = []
+    current = ""
+    for word in re.findall(rf"[{_text.CJK_CHAR}]|\S+\s*|\s+", sentence):
+        if current and _tokens(current + word) > budget:
+            pieces.append(current.strip())
+            current = ""
+        current += word
+    if current.strip():
+        pieces.append(current.strip())
+    return pieces
+
+
+def chunk_note(
+    title: str,
+    summary: str,
+    body: str,
+    *,
+    budget: int = CHUNK_TOKENS,
+    max_chunks: int = MAX_CHUNKS,
+) -> list[str]:
+    """Texts to embed for a note: the first carries the title (and the summary when the body
+    does not start with it), then sentences are packed into chunks of about `budget` tokens,
+    the last sentence of a chunk repeated at the start of the next for context."""
+    body = body.strip()
+    head_parts = []
+    if title and not body.startswith(title.strip()):
+        head_parts.append(title.strip())
+    if summary and summary.strip() not in body[: max(400, len(summary) + 50)]:
+        head_parts.append(summary.strip())
+    head = "\n".join(head_parts)
+    sentences: list[str] = []
+    for sentence in _sentences(body):
+        too_long = _tokens(sentence) > budget
+        sentences.extend(_split_long(sentence, budget) if too_long else [sentence])
+    chunks: list[str] = []
+    current: list[str] = [head] if head else []
+    size = _tokens(head)
+    for sentence in sentences:
+        cost = _tokens(sentence)
+        if current and size + cost > budget and (len(current) > 1 or not head):
+            chunks.append("\n".join(current))
+            if len(chunks) >= max_chunks:
+                return chunks
+            tail = current[-1] if _tokens(current[-1]) <= budget / 2 else ""
+            current = [tail] if tail else []
+            size = _tokens(tail)
+        current.append(sentence)
+        size += cost
+    if current:
+        chunks.append("\n".join(current))
+    return chunks[:max_chunks] or [head or title or " "]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingNote:
+    """A note whose vectors are missing or out of date."""
+
+    id: str
+    doc_key: str
+    chunks: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorStats:
+    model: str | None
+    notes: int
+    embedded: int
+    """Notes whose vectors are current for `model`."""
+    stale: int
+    """Notes with vectors of another encoder or of an older text."""
+    chunks: int
+
+    @property
+    def missing(self) -> int:
+        return self.notes - self.embedded
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "notes": self.notes,
+            "embedded": self.embedded,
+            "stale": self.stale,
+            "missing": self.missing,
+            "chunks": self.chunks,
+        }
+
+
+@dataclass(slots=True)
+class _Matrix:
+    model: str
+    generation: int
+    ids: list[str]
+    """Note id of each row (a note has one row per chunk)."""
+    vectors: Any
+    """float32 (rows, dim)."""
+
+
+class VectorIndex:
+    """Vectors of one index database (thread-safe; writes go through `index.write()`)."""
+
+    def __init__(self, index: _IndexLike) -> None:
+        self._index = index
+        self._lock = threading.Lock()
+        self._matrix: _Matrix | None = None
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def _generation(self, conn: sqlite3.Connection) -> int:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'vectors_generation'").fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def _current_keys(self, conn: sqlite3.Connection, model: str) -> dict[str, str]:
+        rows = conn.execute(
+            "SELECT id, doc_key FROM note_vectors WHERE model = ? AND chunk = 0", (model,)
+        )
+        return {r[0]: r[1] for r in rows}
+
+    def stats(self, model: str | None) -> VectorStats:
+        conn = self._index.conn()
+        notes = conn.execute("SELECT id, title, summary, content_hash FROM notes").fetchall()
+        keys = self._current_keys(conn, model) if model else {}
+        embedded = sum(1 for r in notes if keys.get(r[0]) == doc_key(r[1], r[2], r[3]))
+        have = conn.execute(
+            "SELECT count(DISTINCT id) FROM note_vectors WHERE id IN (SELECT id FROM notes)"
+        ).fetchone()[0]
+        chunks = 0
+        if model:
+            chunks = conn.execute(
+                "SELECT count(*) FROM note_vectors WHERE model = ?", (model,)
+            ).fetchone()[0]
+        return VectorStats(
+            model=model,
+            notes=len(notes),
+            embedded=embedded,
+            stale=int(have) - embedded,
+            chunks=int(chunks),
+        )
+
+    def pending(self, model: str, limit: int | None = None) -> list[PendingNote]:
+        """Notes to (re-)embed for `model`, oldest rows first (at most `limit`)."""
+        conn = self._index.conn()
+        keys = self._current_keys(conn, model)
+        wanted: list[tuple[str, str]] = []
+        for row in conn.execute(
+            "SELECT id, title, summary, content_hash FROM notes ORDER BY nid"
+        ).fetchall():
+            key = doc_key(row[1], row[2], row[3])
+            if keys.get(row[0]) != key:
+                wanted.append((row[0], key))
+                if limit is not None and len(wanted) >= limit:
+                    break
+        out: list[PendingNote] = []
+        for start in range(0, len(wanted), 500):
+            part = dict(wanted[start : start + 500])
+            marks = ", ".join("?" * len(part))
+            for row in conn.execute(
+                f"SELECT id, title, summary, body FROM notes WHERE id IN ({marks})", list(part)
+            ).fetchall():
+                chunks = chunk_note(row["title"], row["summary"], row["body"])
+                out.append(PendingNote(row["id"], part[row["id"]], tuple(chunks)))
+        order = {note_id: i for i, (note_id, _) in enumerate(wanted)}
+        out.sort(key=lambda p: order[p.id])
+        return out
+
+    def count_pending(self, model: str) -> int:
+        return self.stats(model).missing
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def write(
+        self,
+        model: str,
+        items: Sequence[tuple[PendingNote, NDArray[np.float32]]],
+        *,
+        tx: sqlite3.Connection | None = None,
+    ) -> int:
+        """Store the vectors of some notes (rows: one per chunk, in order). Notes deleted or
+        changed since `pending()` are skipped; returns how many notes were written."""
+        if not items:
+            return 0
+        if tx is None:
+            with self._index.write() as conn:
+                return self.write(model, items, tx=conn)
+        written = 0
+        for note, vectors in items:
+            row = tx.execute(
+                "SELECT title, summary, content_hash FROM notes WHERE id = ?", (note.id,)
+            ).fetchone()
+            if row is None or doc_key(row[0], row[1], row[2]) != note.doc_key:
+                continue  # deleted or edited meanwhile: the next scan picks it up
+            tx.execute("DELETE FROM note_vectors WHERE id = ?", (note.id,))
+            dim = int(vectors.shape[1])
+            tx.executemany(
+                "INSERT INTO note_vectors (id, chunk, model, doc_key, dim, vec)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (note.id, i, model, note.doc_key, dim, _blob(vectors[i]))
+                    for i in range(vectors.shape[0])
+                ],
+            )
+            written += 1
+        if written:
+            _bump(tx)
+        return written
+
+    def prune(self, model: str | None = None) -> int:
+        """Drop rows of deleted notes (and, with `model`, rows of other encoders)."""
+        with self._index.write() as tx:
+            removed = tx.execute(
+                "DELETE FROM note_vectors WHERE id NOT IN (SELECT id FROM notes)"
+            ).rowcount
+            if model is not None:
+                removed += tx.execute(
+                    "DELETE FROM note_vectors WHERE model <> ?", (model,)
+                ).rowcount
+            if removed:
+                _bump(tx)
+        return int(removed)
+
+    def clear(self) -> None:
+        with self._index.write() as tx:
+            tx.execute("DELETE FROM note_vectors")
+            _bump(tx)
+
+    # --- search ------------------------------------------------------------------------------
+
+    def _load(self, model: str) -> _Matrix:
+        np = _np()
+        conn = self._index.conn()
+        generation = self._generation(conn)
+        cached = self._matrix
+        if cached is not None and cached.model == model and cached.generation == generation:
+            return cached
+        with self._lock:
+            cached = self._matrix
+            if cached is not None and cached.model == model and cached.generation == generation:
+                return cached
+            rows = conn.execute(
+                "SELECT id, dim, vec FROM note_vectors WHERE model = ? ORDER BY id, chunk",
+                (model,),
+            ).fetchall()
+            ids = [r[0] for r in rows]
+            if rows:
+                dim = int(rows[0][1])
+                vectors = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4")
+                vectors = vectors.reshape(len(rows), dim).astype(np.float32, copy=False)
+            else:
+                vectors = np.zeros((0, 0), dtype=np.float32)
+            self._matrix = _Matrix(model, generation, ids, vectors)
+            return self._matrix
+
+    def search(
+        self,
+        model: str,
+        query: NDArray[np.float32],
+        k: int,
+        *,
+        allowed: Callable[[list[str]], set[str]] | None = None,
+    ) -> list[tuple[str, float]]:
+        """The `k` notes whose best chunk is most similar to `query`: [(id, cosine)], best
+        first. `allowed(ids)` filters candidate ids (e.g. by type, scope, status); when it
+        drops too many, the scan widens until `k` notes pass or every row was considered."""
+        np = _np()
+        matrix = self._load(model)
+        total = len(matrix.ids)
+        if total == 0 or k <= 0 or matrix.vectors.shape[1] != query.shape[-1]:
+            return []
+        scores = matrix.vectors @ query.reshape(-1).astype(np.float32, copy=False)
+        want = min(total, max(k * 4, 32))
+        while True:
+            if want >= total:
+                top = np.argsort(-scores, kind="stable")
+            else:
+                part = np.argpartition(-scores, want - 1)[:want]
+                top = part[np.argsort(-scores[part], kind="stable")]
+            best: dict[str, float] = {}
+            for row in top.tolist():
+                note_id = matrix.ids[row]
+                if note_id not in best:
+                    best[note_id] = float(scores[row])
+            ids = list(best)
+            if allowed is not None:
+                keep = allowed(ids)
+                ids = [i for i in ids if i in keep]
+            if len(ids) >= k or want >= total:
+                return [(i, best[i]) for i in ids[:k]]
+            want = min(total, want * 4)
+
+
+def _np() -> Any:
+    from memory.embeddings import _np as load
+
+    return load()
+
+
+def _blob(vector: Any) -> bytes:
+    return bytes(_np().asarray(vector, dtype="<f4").tobytes())
+
+
+def _bump(tx: sqlite3.Connection) -> None:
+    tx.execute(
+        "INSERT INTO meta VALUES ('vectors_generation', '1') ON CONFLICT(key)"
+        " DO UPDATE SET value = value + 1"
+    )
