@@ -98,6 +98,8 @@ RACY_NS: Final = 1_000_000_000
 """A file modified less than this before we last read it is re-hashed on the next scan:
 an edit within the file system's timestamp granularity would otherwise go unnoticed."""
 BATCH: Final = 500
+JSON_GENERATION: Final = "index_json_generation"
+"""meta key: the index generation `_index.json` was last written for (by any process)."""
 UPDATABLE: Final = frozenset(
     {
         "title",
@@ -1092,15 +1094,21 @@ class MemoryStore:
 
     def _write_index_json(self, *, force: bool, throttle: bool) -> None:
         with self._json_lock:
+            conn = self.index.conn()
             generation = self.index.generation()
+            if self._json_generation < 0:  # written by any process for this generation?
+                self._json_generation = int(Index.get_meta(conn, JSON_GENERATION) or -1)
             if not force and generation == self._json_generation:
                 return
             now = time.monotonic()
             if throttle and now - self._json_written_at < self.config.index_json_interval:
                 return
-            write_index_json(self.index.conn(), self.root, limit=self.config.index_json_limit)
+            write_index_json(conn, self.root, limit=self.config.index_json_limit)
             self._json_generation = generation
             self._json_written_at = now
+            with self.index.try_write(0.05) as tx:
+                if tx is not None:
+                    Index.set_meta(tx, JSON_GENERATION, str(generation))
             if "" in self._dir_mtimes:
                 self._dir_mtimes[""] = _dir_mtime(self.root, "")
 

@@ -121,3 +121,15 @@ def test_index_json_is_capped_to_the_newest_notes(config: MemoryConfig) -> None:
     data = json.loads((config.root / "_index.json").read_text(encoding="utf-8"))
     assert data["count"] == len(ids) + 1 and data["truncated"] is True
     assert len(data["notes"]) == 3
+
+
+def test_a_process_that_changed_nothing_does_not_rewrite_the_listing(
+    config: MemoryConfig,
+) -> None:
+    with MemoryStore.open(config) as store:
+        store.save(NoteDraft(content="listed once"))
+    listing = config.root / "_index.json"
+    before = listing.stat().st_mtime_ns
+    with MemoryStore.open(config) as store:
+        store.search("listed")
+    assert listing.stat().st_mtime_ns == before
