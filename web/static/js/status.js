@@ -43,7 +43,7 @@ export function checks(health) {
     {
       label: "Memory index",
       ok: Boolean(db.ok),
-      text: db.ok ? `ok${db.notes !== undefined && db.notes !== null ? ` · ${db.notes} notes` : ""}` : "error",
+      text: db.ok ? `ok${Number.isFinite(db.notes) ? ` · ${db.notes} note${db.notes === 1 ? "" : "s"}` : ""}` : "error",
     },
     feishu.enabled
       ? { label: "Feishu", ok: Boolean(feishu.connected), text: feishu.connected ? "connected" : "not connected" }
