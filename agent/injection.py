@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +31,13 @@ from agent.options import OptionsExtras
 from memory._text import estimate_tokens
 from memory.context import select_context_entries
 from memory.model import Note
-from memory.recall import WINDOW_TURNS, is_trivial_prompt, plan_injection
+from memory.recall import (
+    WINDOW_TURNS,
+    is_trivial_prompt,
+    plan_injection,
+    render_notes,
+    user_notes,
+)
 from memory.store import MemoryStore
 
 logger = logging.getLogger(__name__)
@@ -106,7 +111,7 @@ class MemoryInjector:
 
         if not window.started:
             start_notes = self._start_notes(conversation_id, resumed)
-            block, used = _render_notes(
+            block, used = render_notes(
                 "About the user and recent sessions (from long-term memory):",
                 start_notes,
                 budget // 2,
@@ -159,50 +164,20 @@ class MemoryInjector:
         return Injection(text, tuple(notes))
 
     def _start_notes(self, conversation_id: str, resumed: bool) -> list[Note]:
-        user_notes = [
-            n
-            for n in self.store.list(status="active", limit=200, sort="updated")
-            if n.path.startswith("user/")
-        ]
-        user_notes = [n for n in user_notes if n.body.strip() and not _is_skeleton(n)]
+        own_notes = user_notes(self.store.list(status="active", limit=200, sort="updated"))
         if resumed:
             own = self.conversation_summary(conversation_id) if self.conversation_summary else None
-            return [*user_notes, *([own] if own else [])]
+            return [*own_notes, *([own] if own else [])]
         summaries = [
             n
             for n in self.store.list(type="conversation", status="active", limit=20, sort="updated")
             if n.path.startswith("sessions/")
         ][:SUMMARY_NOTES]
-        return [*user_notes, *summaries]
-
-
-def _is_skeleton(note: Note) -> bool:
-    """The untouched `profile.md` skeleton says nothing about the user."""
-    body = re.sub(r"(?m)^\s*(#.*|[-*]\s*|<!--.*-->)?\s*$", "", note.body)
-    return not body.strip()
+        return [*own_notes, *summaries]
 
 
 def _note_ref(note: Note, reason: str) -> dict[str, str]:
     return {"id": note.id, "title": note.title, "type": note.type, "reason": reason}
-
-
-def _render_notes(header: str, notes: list[Note], budget: int) -> tuple[str, list[Note]]:
-    lines = [header]
-    used: list[Note] = []
-    spent = estimate_tokens(header)
-    for note in notes:
-        body = " ".join(note.body.split())
-        text = f"- [{note.id}] {note.type} · {note.title}: {body}"
-        cost = estimate_tokens(text)
-        if spent + cost > budget:
-            text = f"- [{note.id}] {note.type} · {note.title}: {note.summary}"
-            cost = estimate_tokens(text)
-            if spent + cost > budget:
-                continue
-        lines.append(text)
-        used.append(note)
-        spent += cost
-    return ("\n".join(lines), used) if used else ("", [])
 
 
 def hook_output(event: str, context: str) -> dict[str, Any]:

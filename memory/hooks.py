@@ -39,7 +39,6 @@ from memory.project import ProjectIdentity, identify
 if TYPE_CHECKING:
     from memory.entities import PendingStore
     from memory.episodes import Episode, EpisodeMessage, EpisodeStore
-    from memory.model import Note
     from memory.state import StateDB
     from memory.store import MemoryStore
 
@@ -704,13 +703,6 @@ def clear_window(db: StateDB, key: str) -> None:
 
 # --- the service ------------------------------------------------------------------------------
 
-_SKELETON_LINE = re.compile(r"(?m)^\s*(#.*|[-*]\s*|<!--.*-->)?\s*$")
-
-
-def _is_skeleton(note: Note) -> bool:
-    """The untouched `profile.md` skeleton says nothing about the user."""
-    return not _SKELETON_LINE.sub("", note.body).strip()
-
 
 class HookService:
     """What each hook event does. Used in-process by the direct path and by the server's
@@ -979,12 +971,10 @@ class HookService:
         sections: list[str] = []
         injected: list[str] = []
 
-        user_notes = [
-            n
-            for n in self.store.list(scope="user", status="active", limit=200, sort="updated")
-            if n.path.startswith("user/") and n.body.strip() and not _is_skeleton(n)
-        ]
-        block, used = _render_notes("About the user:", user_notes, int(budget * 0.4))
+        from memory.recall import render_notes, user_notes
+
+        own = user_notes(self.store.list(scope="user", status="active", limit=200, sort="updated"))
+        block, used = render_notes("About the user:", own, int(budget * 0.4))
         if block:
             sections.append(block)
             injected.extend(n.id for n in used)
@@ -1067,26 +1057,6 @@ class HookService:
 
 def _replace_session(request: HookRequest, session_id: str) -> HookRequest:
     return HookRequest(request.event, session_id, request.project, request.payload, request.client)
-
-
-def _render_notes(header: str, notes: Sequence[Note], budget: int) -> tuple[str, list[Note]]:
-    from memory._text import estimate_tokens
-
-    lines = [header]
-    used: list[Note] = []
-    spent = estimate_tokens(header)
-    for note in notes:
-        text = f"- [{note.id}] {note.type} · {note.title}: {' '.join(note.body.split())}"
-        cost = estimate_tokens(text)
-        if spent + cost > budget:
-            text = f"- [{note.id}] {note.type} · {note.title}: {note.summary}"
-            cost = estimate_tokens(text)
-            if spent + cost > budget:
-                continue
-        lines.append(text)
-        used.append(note)
-        spent += cost
-    return ("\n".join(lines), used) if used else ("", [])
 
 
 def session_summary(messages: Sequence[EpisodeMessage]) -> str:

@@ -14,6 +14,12 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from memory._text import estimate_tokens
+
+if TYPE_CHECKING:
+    from memory.model import Note
 
 WINDOW_TURNS = 5
 FIRST_TURN_LIMIT = 10
@@ -70,3 +76,40 @@ def plan_injection(
     limit = FIRST_TURN_LIMIT if first_turn else LATER_TURN_LIMIT
     fresh = [note_id for note_id in retrieved if note_id not in recent][:limit]
     return InjectionPlan(tuple(fresh), topic_changed(retrieved, previous))
+
+
+_SKELETON_LINE = re.compile(r"(?m)^\s*(#.*|[-*]\s*|<!--.*-->)?\s*$")
+
+
+def is_profile_skeleton(note: Note) -> bool:
+    """The untouched `profile.md` skeleton (headings only) says nothing about the user."""
+    return not _SKELETON_LINE.sub("", note.body).strip()
+
+
+def user_notes(notes: Sequence[Note]) -> list[Note]:
+    """The user's own notes (`user/`), minus empty ones and the untouched skeleton."""
+    return [
+        n
+        for n in notes
+        if n.path.startswith("user/") and n.body.strip() and not is_profile_skeleton(n)
+    ]
+
+
+def render_notes(header: str, notes: Sequence[Note], budget: int) -> tuple[str, list[Note]]:
+    """Notes in full under `header` within `budget` tokens; a note that does not fit in full
+    falls back to its summary, and is left out if even that does not fit."""
+    lines = [header]
+    used: list[Note] = []
+    spent = estimate_tokens(header)
+    for note in notes:
+        text = f"- [{note.id}] {note.type} · {note.title}: {' '.join(note.body.split())}"
+        cost = estimate_tokens(text)
+        if spent + cost > budget:
+            text = f"- [{note.id}] {note.type} · {note.title}: {note.summary}"
+            cost = estimate_tokens(text)
+            if spent + cost > budget:
+                continue
+        lines.append(text)
+        used.append(note)
+        spent += cost
+    return ("\n".join(lines), used) if used else ("", [])
