@@ -136,12 +136,7 @@ def build_memory_tools(
             except ClaudeMemoryError as exc:
                 parts.append(f"[{note_id}] {exc.message}")
                 continue
-            body = note.body if len(note.body) <= BODY_LIMIT else note.body[:BODY_LIMIT] + "…"
-            parts.append(
-                f"[{note.id}] {note.title}\ntype: {note.type} · scope: {note.scope} · "
-                f"status: {note.status} · tags: {', '.join(note.tags)} · updated: "
-                f"{note.updated:%Y-%m-%d}\n\n{body}"
-            )
+            parts.append(note.detail_text(BODY_LIMIT))
         return _text("\n\n---\n\n".join(parts) or "No ids given.")
 
     async def save(args: dict[str, Any]) -> dict[str, Any]:

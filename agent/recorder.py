@@ -11,10 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from agent.sessions import TurnInfo
-from memory.entities import AUTO_SAVE_CONFIDENCE, PendingStore, detect_entities
+from memory.entities import CaptureResult, PendingStore, capture_entities
 from memory.episodes import (
     EpisodeStore,
     episode_title,
@@ -22,18 +21,11 @@ from memory.episodes import (
     should_summarize,
     transcript,
 )
-from memory.model import NoteDraft
 from memory.store import MemoryStore
 
 logger = logging.getLogger(__name__)
 
 Summarizer = Callable[[str], Awaitable[str | None]]
-
-
-@dataclass(frozen=True, slots=True)
-class CaptureResult:
-    saved: tuple[str, ...]
-    pending: tuple[str, ...]
 
 
 def channel_name(conversation_id: str) -> str:
@@ -79,29 +71,12 @@ class MemoryRecorder:
         self.episodes.record(
             episode.id, "assistant", info.result.reply, file_changes=info.file_changes
         )
-        return self.capture(info.message, source=f"conversation:{info.conversation_id}")
-
-    def capture(self, text: str, *, source: str, scope: str = "user") -> CaptureResult:
-        """Save confident entities at once, queue the rest for confirmation."""
-        saved: list[str] = []
-        pending: list[str] = []
-        for candidate in detect_entities(text):
-            if candidate.confidence >= AUTO_SAVE_CONFIDENCE:
-                result = self.store.save(
-                    NoteDraft(
-                        content=candidate.content,
-                        title=candidate.title,
-                        type=candidate.type,
-                        scope=scope,
-                        tags=("captured",),
-                        importance=0.7,
-                        source=source,
-                    )
-                )
-                saved.append(result.id)
-            else:
-                pending.append(self.pending.add(candidate, scope=scope, source=source).id)
-        return CaptureResult(tuple(saved), tuple(pending))
+        return capture_entities(
+            self.store,
+            self.pending,
+            info.message,
+            source=f"conversation:{info.conversation_id}",
+        )
 
     async def on_close(self, conversation_id: str, reason: str) -> None:
         async with self._lock(conversation_id):

@@ -11,14 +11,18 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from errors import NotFoundError
 from memory import _text
 from memory.capture import clean_message
 from memory.model import NoteDraft
 from memory.state import StateDB
+
+if TYPE_CHECKING:
+    from memory.store import MemoryStore
 
 AUTO_SAVE_CONFIDENCE = 0.85
 MIN_CONFIDENCE = 0.5
@@ -147,15 +151,24 @@ class PendingEntity:
         }
 
     def draft(self) -> NoteDraft:
-        return NoteDraft(
-            content=self.content,
-            title=self.title,
-            type=self.type,
-            scope=self.scope,
-            tags=("captured",),
-            importance=0.7,
-            source=self.source or "entity-capture",
+        return entity_draft(
+            self.content, self.title, self.type, scope=self.scope, source=self.source
         )
+
+
+def entity_draft(
+    content: str, title: str, entity_type: str, *, scope: str, source: str
+) -> NoteDraft:
+    """The note a captured entity becomes (at once, or when its pending entry is confirmed)."""
+    return NoteDraft(
+        content=content,
+        title=title,
+        type=entity_type,
+        scope=scope,
+        tags=("captured",),
+        importance=0.7,
+        source=source or "entity-capture",
+    )
 
 
 class PendingStore:
@@ -245,3 +258,32 @@ def _pending(row: Any) -> PendingEntity:
         created=row["created"],
         note_id=row["note_id"],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureResult:
+    saved: tuple[str, ...]
+    pending: tuple[str, ...]
+
+
+def capture_entities(
+    store: MemoryStore,
+    pending: PendingStore,
+    text: str,
+    *,
+    source: str,
+    scope: str | Callable[[EntityCandidate], str] = "user",
+) -> CaptureResult:
+    """Save confident entities of a user message at once; queue the rest for confirmation."""
+    saved: list[str] = []
+    queued: list[str] = []
+    for candidate in detect_entities(text):
+        where = scope(candidate) if callable(scope) else scope
+        if candidate.confidence >= AUTO_SAVE_CONFIDENCE:
+            draft = entity_draft(
+                candidate.content, candidate.title, candidate.type, scope=where, source=source
+            )
+            saved.append(store.save(draft).id)
+        else:
+            queued.append(pending.add(candidate, scope=where, source=source).id)
+    return CaptureResult(tuple(saved), tuple(queued))

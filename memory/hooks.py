@@ -941,26 +941,16 @@ class HookService:
 
     def _capture(self, prompt: str, request: HookRequest) -> None:
         """Decisions and architecture choices belong to the project; preferences to the user."""
-        from memory.entities import AUTO_SAVE_CONFIDENCE, detect_entities
-        from memory.model import NoteDraft
+        from memory.entities import capture_entities
 
-        source = f"{request.client}:{request.session_id}"
-        for candidate in detect_entities(prompt):
-            scope = "user" if candidate.type == "preference" else request.project.scope
-            if candidate.confidence >= AUTO_SAVE_CONFIDENCE:
-                self.store.save(
-                    NoteDraft(
-                        content=candidate.content,
-                        title=candidate.title,
-                        type=candidate.type,
-                        scope=scope,
-                        tags=("captured",),
-                        importance=0.7,
-                        source=source,
-                    )
-                )
-            else:
-                self.pending.add(candidate, scope=scope, source=source)
+        project_scope = request.project.scope
+        capture_entities(
+            self.store,
+            self.pending,
+            prompt,
+            source=f"{request.client}:{request.session_id}",
+            scope=lambda c: "user" if c.type == "preference" else project_scope,
+        )
 
     def _start_context(self, request: HookRequest, *, resumed: bool) -> tuple[str, list[str]]:
         """User notes, then (new sessions) the latest summaries of this project and a table of

@@ -308,6 +308,15 @@ class Note:
                 data[key] = value
         return data
 
+    def detail_text(self, body_limit: int = 8000) -> str:
+        """The note as a tool result: header line, fields, then the body (cut at `body_limit`)."""
+        body = self.body if len(self.body) <= body_limit else self.body[:body_limit] + "…"
+        return (
+            f"[{self.id}] {self.title}\ntype: {self.type} · scope: {self.scope} · "
+            f"status: {self.status} · tags: {', '.join(self.tags)} · updated: "
+            f"{self.updated:%Y-%m-%d}\n\n{body}"
+        )
+
     def to_dict(self, *, body: bool = True) -> dict[str, Any]:
         """JSON-ready form (used by the API, export and `_index.json`)."""
         data = self.front_matter()
