@@ -1,6 +1,8 @@
 """How much does run_agent add on top of a bare ClaudeSDKClient turn?
 
-The same scripted turn runs through `SessionManager.run_agent` (warm client) and through a bare
+The same scripted turn runs through `SessionManager.run_agent` as the app wires it (permission
+hooks, memory injection over 200 notes, memory tools, episode recording; warm client) and
+through a bare
 `ClaudeSDKClient` script, alternated, N runs each, against the local fake Messages API (no
 network, no real model). Prints median and p95 of both and their ratio, the cold first-turn
 latency, and the CLI's resident memory per live session.
@@ -23,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
 
-from agent.conversations import ConversationStore
 from agent.logs import RequestLogs
-from agent.options import prepare_workspace
 from agent.policy import PolicyConfig
 from agent.sessions import SessionManager
+from app import build_container
+from memory.model import NoteDraft
 from settings import Settings
 from tests.fakes.anthropic_api import FakeMessagesAPI
 from tests.helpers import claude_processes
@@ -45,6 +47,20 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+async def _timed_bare(client: ClaudeSDKClient, prompt: str) -> float:
+    t0 = time.perf_counter()
+    await client.query(prompt)
+    async for _ in client.receive_response():
+        pass
+    return time.perf_counter() - t0
+
+
+async def _timed_agent(manager: SessionManager, prompt: str, conversation: str) -> float:
+    t0 = time.perf_counter()
+    await manager.run_agent(prompt, conversation_id=conversation)
+    return time.perf_counter() - t0
+
+
 async def main(runs: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="chat-bench-"))
     os.environ.update(
@@ -55,11 +71,18 @@ async def main(runs: int) -> None:
     )
     fake = FakeMessagesAPI().start()
     settings = Settings(home=tmp / "cm", anthropic_base_url=fake.url, anthropic_api_key="dummy")
-    prepare_workspace(settings.workspace_dir)
-    store = ConversationStore(settings.state_path)
-    manager = SessionManager(
+    # Full wiring as the app builds it: permission hooks, memory injection (a UserPromptSubmit
+    # hook) over 200 notes, the in-process memory MCP server, episode recording.
+    container = build_container(settings)
+    for i in range(200):
+        container.memory.save(
+            NoteDraft(content=f"Note {i}: turn handling detail number {i} 测试 记忆", title=f"n{i}")
+        )
+    full = container.sessions
+    # The pipeline alone: the same actors, policy hook, logs and replies, no memory layer.
+    plain = SessionManager(
         settings,
-        store=store,
+        store=container.conversations,
         logs=RequestLogs(settings.logs_dir),
         policy=PolicyConfig.from_settings(settings),
     )
@@ -69,37 +92,40 @@ async def main(runs: int) -> None:
         include_partial_messages=True,
         env={"ANTHROPIC_BASE_URL": fake.url, "ANTHROPIC_API_KEY": "dummy"},
     )
-    pipeline: list[float] = []
-    bare: list[float] = []
-    async with manager, ClaudeSDKClient(bare_options) as client:
+    rows: dict[str, list[float]] = {"bare": [], "pipeline": [], "full": []}
+    async with ClaudeSDKClient(bare_options) as client, plain:
         t0 = time.perf_counter()
-        await manager.run_agent("cold start", conversation_id="bench")
+        await full.run_agent("cold start", conversation_id="full")
         cold = time.perf_counter() - t0
-        await client.query("warm up")
-        async for _ in client.receive_response():
-            pass
+        await plain.run_agent("warm up", conversation_id="plain")
+        await _timed_bare(client, "warm up")
         spawned_before = claude_processes()
         for i in range(runs):
-            t0 = time.perf_counter()
-            await manager.run_agent(f"turn {i}", conversation_id="bench")
-            pipeline.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            await client.query(f"turn {i}")
-            async for _ in client.receive_response():
-                pass
-            bare.append(time.perf_counter() - t0)
+            rows["bare"].append(await _timed_bare(client, f"turn {i}"))
+            rows["pipeline"].append(await _timed_agent(plain, f"turn {i}", "plain"))
+            rows["full"].append(await _timed_agent(full, f"turn {i}", "full"))
         spawned_after = claude_processes()
         rss = [rss_mib(pid) for pid in spawned_after]
+    await container.aclose()
     fake.stop()
-    store.close()
 
-    med_p, med_b = statistics.median(pipeline), statistics.median(bare)
-    print(f"{'path':<24}{'median ms':>12}{'p95 ms':>12}")
-    print(f"{'run_agent (warm)':<24}{med_p * 1000:>12.1f}{p95(pipeline) * 1000:>12.1f}")
-    print(f"{'bare ClaudeSDKClient':<24}{med_b * 1000:>12.1f}{p95(bare) * 1000:>12.1f}")
-    print(f"{'ratio (median)':<24}{med_p / med_b:>12.2f}")
-    print(f"{'ratio (p95)':<24}{p95(pipeline) / p95(bare):>12.2f}")
-    print(f"{'cold first turn':<24}{cold * 1000:>12.1f}")
+    bare = rows["bare"]
+    labels = {
+        "bare": "bare ClaudeSDKClient",
+        "pipeline": "run_agent, pipeline",
+        "full": "run_agent, app wiring",
+    }
+    print(
+        f"{'path (warm client)':<26}{'median ms':>11}{'p95 ms':>10}"
+        f"{'ratio med':>11}{'ratio p95':>11}"
+    )
+    for key, values in rows.items():
+        print(
+            f"{labels[key]:<26}{statistics.median(values) * 1000:>11.1f}{p95(values) * 1000:>10.1f}"
+            f"{statistics.median(values) / statistics.median(bare):>11.2f}"
+            f"{p95(values) / p95(bare):>11.2f}"
+        )
+    print(f"{'cold first turn (app)':<26}{cold * 1000:>11.1f}")
     print(
         f"CLI processes before/after the warm runs: {len(spawned_before)}/{len(spawned_after)}"
         " (equal: no CLI spawned per warm turn)"
