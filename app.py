@@ -10,18 +10,18 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from agent.conversations import ConversationStore
+from agent.conversations import ConversationBackend, ConversationStore
 from agent.injection import MemoryInjector, conversation_summary, memory_extras
 from agent.logs import RequestLogs
 from agent.options import prepare_workspace
 from agent.policy import PolicyConfig
 from agent.recorder import MemoryRecorder
-from agent.sessions import SessionManager
+from agent.sessions import SessionManager, TurnLock
 from agent.summarizer import model_summary
 from errors import ClaudeMemoryError
 from memory.api import create_memory_router
@@ -37,6 +37,12 @@ from web.chat_api import create_chat_router
 from web.health import cli_status
 from web.page import mount_page
 
+if TYPE_CHECKING:
+    from claude_agent_sdk import SessionStore
+
+    from bridge.state import BridgeStateBackend
+    from storage.postgres import PostgresDatabase
+
 logger = logging.getLogger(__name__)
 
 
@@ -45,12 +51,20 @@ class Container:
     """Everything the running app owns, built in the lifespan and closed on exit."""
 
     settings: Settings
-    conversations: ConversationStore
+    conversations: ConversationBackend
     sessions: SessionManager
     memory: MemoryStore
     state: StateDB
     episodes: EpisodeStore
     pending: PendingStore
+    # With CLAUDE_MEMORY_DATABASE_URL: the shared database and the Feishu state kept there.
+    database: PostgresDatabase | None = None
+    feishu_state: BridgeStateBackend | None = None
+
+    async def start(self) -> None:
+        """What needs the running loop: the shared database's async pool."""
+        if self.database is not None:
+            await self.database.open_async()
 
     async def aclose(self) -> None:
         try:
@@ -61,6 +75,41 @@ class Container:
         self.conversations.close()
         self.state.close()
         await asyncio.to_thread(self.memory.close)
+        if self.database is not None:
+            await self.database.aclose()
+
+
+@dataclass(frozen=True, slots=True)
+class _SharedState:
+    """The PostgreSQL side of a multi-instance deployment (docs/postgres.md)."""
+
+    database: PostgresDatabase
+    conversations: ConversationBackend
+    session_store: SessionStore
+    turn_lock: TurnLock
+    feishu_state: BridgeStateBackend | None
+
+
+def _open_shared_state(settings: Settings) -> _SharedState:
+    """Blocking: connects and applies migrations."""
+    from agent.conversations_pg import PostgresConversationStore, PostgresTurnLock
+    from agent.pg_session_store import SHARED_PROJECT_KEY, PostgresSessionStore
+    from bridge.state_pg import PostgresBridgeState
+    from storage.postgres import PostgresDatabase
+
+    database = PostgresDatabase.from_settings(settings)
+    database.open()
+    try:
+        return _SharedState(
+            database=database,
+            conversations=PostgresConversationStore(database),
+            session_store=PostgresSessionStore(database, project_key=SHARED_PROJECT_KEY),
+            turn_lock=PostgresTurnLock(database),
+            feishu_state=PostgresBridgeState(database) if settings.feishu_enabled else None,
+        )
+    except BaseException:
+        database.close()
+        raise
 
 
 def build_container(settings: Settings) -> Container:
@@ -69,7 +118,8 @@ def build_container(settings: Settings) -> Container:
     home.mkdir(parents=True, exist_ok=True)
     prepare_workspace(settings.workspace_dir)
     memory = MemoryStore.open(settings.memory_config())
-    conversations = ConversationStore(settings.state_path)
+    shared = _open_shared_state(settings) if settings.database_url is not None else None
+    conversations = shared.conversations if shared else ConversationStore(settings.state_path)
     state = StateDB(settings.state_path)
     episodes = EpisodeStore(state, memory)
     pending = PendingStore(state)
@@ -91,6 +141,8 @@ def build_container(settings: Settings) -> Container:
         extras_factory=lambda cid, current: memory_extras(
             injector, memory, cid, current, is_resumed=is_resumed
         ),
+        session_store=shared.session_store if shared else None,
+        turn_lock=shared.turn_lock if shared else None,
     )
     recorder = MemoryRecorder(
         memory,
@@ -109,19 +161,26 @@ def build_container(settings: Settings) -> Container:
         state=state,
         episodes=episodes,
         pending=pending,
+        database=shared.database if shared else None,
+        feishu_state=shared.feishu_state if shared else None,
     )
 
 
 def _database_status(container: Container) -> dict[str, Any]:
     try:
         stats = container.memory.stats()
+        if container.database is not None:
+            container.database.fetch("SELECT 1")
     except Exception as exc:  # reported, not raised: /health must answer
         return {"ok": False, "error": str(exc)}
-    return {
+    status: dict[str, Any] = {
         "ok": True,
         "notes": stats["total"],
         "index": str(container.settings.index_path),
     }
+    if container.database is not None:
+        status["shared_state"] = container.database.where
+    return status
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -133,11 +192,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.container = container
         app.state.feishu = None
         try:
+            await container.start()
             if settings.feishu_enabled:
                 from bridge.feishu import FeishuBridge, memory_search
 
                 app.state.feishu = FeishuBridge(
-                    settings, container.sessions, search=memory_search(container.memory)
+                    settings,
+                    container.sessions,
+                    search=memory_search(container.memory),
+                    state=container.feishu_state,
                 )
                 await app.state.feishu.start()
             yield

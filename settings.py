@@ -63,6 +63,24 @@ class Settings(BaseSettings):
     log_dir: Path | None = Field(
         default=None, description="Where request logs go; default <home>/logs."
     )
+    database_url: SecretStr | None = Field(
+        default=None,
+        description="PostgreSQL URL (postgresql://user:password@host:5432/db) that several app "
+        "instances share: conversations, SDK transcripts and Feishu state live there "
+        "(docs/postgres.md). Unset: SQLite files in the home.",
+    )
+    database_pool_min_size: int = Field(
+        default=1, description="Database connections each of an instance's two pools keeps open."
+    )
+    database_pool_max_size: int = Field(
+        default=10,
+        description="Most connections of each pool; the async pool adds one per concurrent turn "
+        "(the turn's conversation lock).",
+    )
+    database_pool_timeout_seconds: float = Field(
+        default=10,
+        description="Longest wait for a database connection, at startup or from a busy pool.",
+    )
 
     # --- HTTP --------------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Bind address of the web app.")

@@ -11,7 +11,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from memory.sqlite import SQLiteDB
 
@@ -90,6 +90,52 @@ class TurnRecord:
             "cost_usd": self.cost_usd,
             "injected": self.injected,
         }
+
+
+class ConversationBackend(Protocol):
+    """What the sessions and the web API need from conversation state. Two implementations:
+    `ConversationStore` (SQLite, one instance) and `agent.conversations_pg.
+    PostgresConversationStore` (shared by several instances); `tests/storage` runs one contract
+    suite against both. Calls are short and synchronous, so the async side calls them directly.
+    """
+
+    def close(self) -> None: ...
+
+    def get(self, conversation_id: str) -> Conversation | None: ...
+
+    def list(self, limit: int = 200) -> list[Conversation]:
+        """Most recently updated first."""
+        ...
+
+    def ensure(self, conversation_id: str, *, title: str, source: str) -> None:
+        """Create the conversation unless it exists (an existing one is left as it is)."""
+        ...
+
+    def set_session(self, conversation_id: str, session_id: str | None) -> None: ...
+
+    def record_turn(
+        self,
+        conversation_id: str,
+        *,
+        started: float,
+        message: str,
+        reply: str,
+        is_error: bool,
+        log_file: str,
+        session_id: str | None,
+        cost_usd: float | None,
+        injected: list[dict[str, Any]],
+    ) -> None:
+        """Append a turn; count it, add its cost, and adopt its session id when it has one."""
+        ...
+
+    def turns(self, conversation_id: str, limit: int = 500) -> list[TurnRecord]:
+        """Oldest first."""
+        ...
+
+    def delete(self, conversation_id: str) -> bool:
+        """Remove the conversation and its turns; True if it existed."""
+        ...
 
 
 class ConversationStore:

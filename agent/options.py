@@ -19,6 +19,7 @@ from claude_agent_sdk import (
     HookMatcher,
     PermissionResultAllow,
     PermissionResultDeny,
+    SessionStore,
     ToolPermissionContext,
 )
 
@@ -144,7 +145,9 @@ def build_options(
     gates: tuple[HookMatcher, Callable[..., Any]],
     extras: OptionsExtras | None = None,
     stderr: Callable[[str], None] | None = None,
+    session_store: SessionStore | None = None,
 ) -> ClaudeAgentOptions:
+    """`session_store`: mirror transcripts there and resume from there (several instances)."""
     extras = extras or OptionsExtras()
     pre_tool_hook, can_use_tool = gates
     hooks: dict[str, list[HookMatcher]] = {"PreToolUse": [pre_tool_hook]}
@@ -170,4 +173,5 @@ def build_options(
         cli_path=str(settings.cli_path) if settings.cli_path else None,
         env=agent_env(settings),
         stderr=stderr,
+        session_store=session_store,
     )

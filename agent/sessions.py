@@ -8,6 +8,9 @@
   client for `replace_grace_seconds`.
 * The conversation -> SDK session id mapping is persisted, so after a restart the next message
   resumes the session and the model sees the earlier turns.
+* Several instances on one database (docs/postgres.md): transcripts go to a shared
+  `SessionStore`, and a `TurnLock` orders one conversation's turns across instances; a client
+  whose conversation moved on elsewhere is dropped and the next turn resumes from the store.
 
 `SessionManager.run_agent` is the single pipeline every front door (HTTP, SSE, Feishu) uses.
 """
@@ -20,13 +23,14 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from claude_agent_sdk import ClaudeSDKClient
+from claude_agent_sdk import ClaudeSDKClient, SessionStore
 
 from agent._turn import EventSink, TurnState
-from agent.conversations import ConversationStore
+from agent.conversations import ConversationBackend
 from agent.events import TurnResult
 from agent.logs import RequestLogs
 from agent.options import (
@@ -49,6 +53,14 @@ TurnKind = Literal["chat", "compact"]
 ExtrasFactory = Callable[[str, Callable[[], TurnState | None]], OptionsExtras]
 TurnListener = Callable[["TurnInfo"], Awaitable[None]]
 CloseListener = Callable[[str, str], Awaitable[None]]
+
+
+class TurnLock(Protocol):
+    """Orders the turns of one conversation across app instances sharing one database (within
+    an instance the actor's queue already does). Held from before the turn's client is used
+    until its turn is recorded."""
+
+    def hold(self, conversation_id: str) -> AbstractAsyncContextManager[None]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +114,7 @@ class _Actor:
         self.client: ClaudeSDKClient | None = None
         self.session_id: str | None = None
         self.current: TurnState | None = None
+        self.turns_seen = 0  # recorded turns our client's history holds (with a TurnLock)
         self.last_used = time.monotonic()
         self.stop_at: float | None = None
         self.stopping = False
@@ -203,6 +216,7 @@ class _Actor:
         manager = self.manager
         known = manager.store.get(self.conversation_id)
         resume = known.session_id if known else None
+        self.turns_seen = known.turns if known else 0
         if resume:
             try:
                 await self._open(SessionStart(resume=resume), state)
@@ -229,7 +243,13 @@ class _Actor:
             if manager.extras_factory
             else None
         )
-        options = build_options(manager.settings, start=start, gates=gates, extras=extras)
+        options = build_options(
+            manager.settings,
+            start=start,
+            gates=gates,
+            extras=extras,
+            session_store=manager.session_store,
+        )
         client = ClaudeSDKClient(options)
         try:
             async with asyncio.timeout(manager.settings.connect_timeout_seconds):
@@ -249,28 +269,46 @@ class _Actor:
             "request",
             {"conversation_id": self.conversation_id, "message": turn.message, "kind": turn.kind},
         )
-        try:
-            async with manager.turn_slots:
+        async with contextlib.AsyncExitStack() as held:
+            try:
+                await held.enter_async_context(manager.turn_slots)
+                if manager.turn_lock is not None:
+                    # Taken inside a slot, so at most max_concurrent_turns lock connections.
+                    await held.enter_async_context(manager.turn_lock.hold(self.conversation_id))
+                    await self._drop_if_stale()
                 self.current = state
                 try:
                     await self._run_turn(turn, state)
                 finally:
                     self.current = None
-            result = self._finish(turn, state)
-        except Exception as exc:
-            logger.exception("turn of %s failed", self.conversation_id)
-            log.write("error", {"stage": "turn", "error": exc})
-            result = TurnResult(
-                reply=f"Execution failed: {exc}. Log: {log.path}",
-                conversation_id=self.conversation_id,
-                session_id=self.session_id,
-                is_error=True,
-                log_file=str(log.path),
-            )
-        log.write("response", result.to_public())
-        log.close()
+                result = self._finish(turn, state)
+            except Exception as exc:
+                logger.exception("turn of %s failed", self.conversation_id)
+                log.write("error", {"stage": "turn", "error": exc})
+                result = TurnResult(
+                    reply=f"Execution failed: {exc}. Log: {log.path}",
+                    conversation_id=self.conversation_id,
+                    session_id=self.session_id,
+                    is_error=True,
+                    log_file=str(log.path),
+                )
+            log.write("response", result.to_public())
+            log.close()
+            if turn.kind == "chat":
+                self._record(turn, state, result, started)
         if turn.kind == "chat":
-            manager.store.record_turn(
+            # Recorded before the caller sees the reply, so its next message finds it.
+            await manager._notify_turn(
+                TurnInfo(self.conversation_id, turn.message, result, state.file_changes, started)
+            )
+        if not turn.future.done():
+            turn.future.set_result(result)
+
+    def _record(
+        self, turn: _TurnRequest, state: TurnState, result: TurnResult, started: float
+    ) -> None:
+        try:
+            self.manager.store.record_turn(
                 self.conversation_id,
                 started=started,
                 message=turn.message,
@@ -281,13 +319,21 @@ class _Actor:
                 cost_usd=result.cost_usd,
                 injected=state.injected,
             )
-        if turn.kind == "chat":
-            # Recorded before the caller sees the reply, so its next message finds it.
-            await manager._notify_turn(
-                TurnInfo(self.conversation_id, turn.message, result, state.file_changes, started)
-            )
-        if not turn.future.done():
-            turn.future.set_result(result)
+        except Exception:  # the caller still gets its reply; the history misses this turn
+            logger.exception("could not record a turn of %s", self.conversation_id)
+            return
+        self.turns_seen += 1
+
+    async def _drop_if_stale(self) -> None:
+        """Under the turn lock: if another instance recorded turns of this conversation since
+        our client last saw it, the client's history is behind; drop it, so this turn resumes
+        the session from the shared store."""
+        if self.client is None:
+            return
+        known = self.manager.store.get(self.conversation_id)
+        if (known.turns if known else 0) != self.turns_seen:
+            logger.info("conversation %s moved on elsewhere; resuming it", self.conversation_id)
+            await self._disconnect()
 
     async def _run_turn(self, turn: _TurnRequest, state: TurnState) -> None:
         settings = self.manager.settings
@@ -384,13 +430,17 @@ class SessionManager:
         self,
         settings: Settings,
         *,
-        store: ConversationStore,
+        store: ConversationBackend,
         logs: RequestLogs,
         policy: PolicyConfig,
         extras_factory: ExtrasFactory | None = None,
+        session_store: SessionStore | None = None,
+        turn_lock: TurnLock | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
+        self.session_store = session_store
+        self.turn_lock = turn_lock
         self.logs = logs
         self.policy = policy
         self.extras_factory = extras_factory

@@ -56,7 +56,7 @@ from bridge.events import (
 from bridge.progress import TurnReply
 from bridge.render import MsgType, card_content, escape_card_markdown, plain_text, text_content
 from bridge.sender import FeishuAPIError, Sender, send_uuid
-from bridge.state import BridgeState
+from bridge.state import BridgeState, BridgeStateBackend
 from errors import ClaudeMemoryError, ConfigurationError
 from settings import Settings
 
@@ -121,7 +121,10 @@ class FeishuBridge:
         *,
         search: SearchFn | None = None,
         state_path: Path | None = None,
+        state: BridgeStateBackend | None = None,
     ) -> None:
+        """`state`: shared state (several instances on one database); default: the SQLite file
+        `state_path` (default `<home>/feishu.db`)."""
         if not settings.feishu_enabled:
             raise ConfigurationError(
                 "the Feishu bridge needs FEISHU_APP_ID and FEISHU_APP_SECRET; set both"
@@ -129,7 +132,9 @@ class FeishuBridge:
         self.settings = settings
         self.sessions = sessions
         self.search = search
-        self.state = BridgeState(state_path or settings.home_dir / "feishu.db")
+        if state is None:
+            state = BridgeState(state_path or settings.home_dir / "feishu.db")
+        self.state: BridgeStateBackend = state
         self._owner = self.state.owner()  # cached: read on every message, written once
         self.pairing_code: str | None = None
         self._pair_failures = 0
@@ -354,6 +359,8 @@ class FeishuBridge:
             self._control.put_nowait(_Run(msg, command))
 
     def _access(self, msg: IncomingMessage) -> Granted | Refused | Unpaired:
+        if self._owner is None:  # another instance on the shared database may have paired
+            self._owner = self.state.owner()
         return check_access(
             msg.sender_open_id,
             msg.chat_id,

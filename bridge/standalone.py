@@ -32,7 +32,13 @@ async def run_bridge(settings: Settings, *, stop: asyncio.Event | None = None) -
     container = await asyncio.to_thread(build_container, settings)
     code = 0
     try:
-        bridge = FeishuBridge(settings, container.sessions, search=memory_search(container.memory))
+        await container.start()
+        bridge = FeishuBridge(
+            settings,
+            container.sessions,
+            search=memory_search(container.memory),
+            state=container.feishu_state,
+        )
         try:
             await bridge.start()
             if await bridge.wait_connected(30):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Protocol
 
 from memory.sqlite import SQLiteDB
 
@@ -39,6 +40,41 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
 )
+
+
+class BridgeStateBackend(Protocol):
+    """What the Feishu bridge needs from its state. Two implementations: `BridgeState` (SQLite,
+    one instance) and `bridge.state_pg.PostgresBridgeState` (shared, so an event re-delivered to
+    another instance is still answered once); `tests/storage` runs one contract suite against
+    both. Every call is short and synchronous and may come from the websocket thread."""
+
+    def close(self) -> None: ...
+
+    def claim(self, event_id: str, message_id: str, *, now: float | None = None) -> bool:
+        """Record an event; True if neither its event id nor its message id was seen before."""
+        ...
+
+    def release(self, event_id: str, message_id: str) -> None:
+        """Forget a claim (the event could not be handed over; Feishu will push it again)."""
+        ...
+
+    def prune(self, *, now: float | None = None) -> int:
+        """Forget claims older than the keep window; returns how many rows went."""
+        ...
+
+    def generation(self, chat_id: str) -> int:
+        """The chat's current generation (1 for a chat never cleared)."""
+        ...
+
+    def bump_generation(self, chat_id: str) -> int:
+        """Start the chat's next conversation; returns the new generation."""
+        ...
+
+    def owner(self) -> str | None: ...
+
+    def set_owner(self, open_id: str) -> bool:
+        """Make `open_id` the owner unless there already is one; True if it became the owner."""
+        ...
 
 
 class BridgeState:

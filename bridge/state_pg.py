@@ -1,0 +1,114 @@
+"""The Feishu bridge's state in PostgreSQL: dedup, chat generations and owner, shared by every
+app instance, so the same event delivered to two instances is answered once.
+
+Same contract as the SQLite `BridgeState` (`tests/storage` runs one suite against both). Each
+call is one statement, atomic on its own:
+
+* `claim` inserts both dedup keys with `ON CONFLICT DO NOTHING ... RETURNING`: the claim is
+  fresh only if both rows are new. Two instances claiming at once serialize on the unique index,
+  so exactly one wins.
+* `bump_generation` is one upsert that increments in place.
+"""
+
+from __future__ import annotations
+
+import time
+
+from bridge.state import DEDUP_KEEP_SECONDS
+from storage.postgres import PostgresDatabase
+
+COMPONENT = "feishu"
+_PRUNE_EVERY_SECONDS = 3600.0
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE feishu_seen (
+        key TEXT PRIMARY KEY,
+        seen_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX feishu_seen_by_time ON feishu_seen(seen_at);
+    CREATE TABLE feishu_chats (
+        chat_id TEXT PRIMARY KEY,
+        generation INTEGER NOT NULL,
+        updated DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE feishu_owner (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        open_id TEXT NOT NULL,
+        paired_at DOUBLE PRECISION NOT NULL
+    );
+    """,
+)
+
+
+class PostgresBridgeState:
+    """`BridgeStateBackend` on the shared database's synchronous pool (thread-safe)."""
+
+    def __init__(self, db: PostgresDatabase, *, keep_seconds: float = DEDUP_KEEP_SECONDS) -> None:
+        self.keep_seconds = keep_seconds
+        self._db = db
+        db.migrate(COMPONENT, MIGRATIONS)
+        self._pruned_at = 0.0
+        self.prune()
+
+    def close(self) -> None:
+        """The pool belongs to the database owner; nothing of ours to release."""
+
+    # --- dedup -----------------------------------------------------------------------------------
+    def claim(self, event_id: str, message_id: str, *, now: float | None = None) -> bool:
+        now = time.time() if now is None else now
+        with self._db.connection() as conn:
+            inserted = conn.execute(
+                "INSERT INTO feishu_seen(key, seen_at) VALUES (%s, %s), (%s, %s)"
+                " ON CONFLICT (key) DO NOTHING RETURNING key",
+                (f"event:{event_id}", now, f"message:{message_id}", now),
+            ).fetchall()
+        if now - self._pruned_at > _PRUNE_EVERY_SECONDS:
+            self.prune(now=now)
+        return len(inserted) == 2
+
+    def release(self, event_id: str, message_id: str) -> None:
+        with self._db.connection() as conn:
+            conn.execute(
+                "DELETE FROM feishu_seen WHERE key IN (%s, %s)",
+                (f"event:{event_id}", f"message:{message_id}"),
+            )
+
+    def prune(self, *, now: float | None = None) -> int:
+        now = time.time() if now is None else now
+        self._pruned_at = now
+        with self._db.connection() as conn:
+            cursor = conn.execute(
+                "DELETE FROM feishu_seen WHERE seen_at < %s", (now - self.keep_seconds,)
+            )
+            return cursor.rowcount
+
+    # --- chat generations ------------------------------------------------------------------------
+    def generation(self, chat_id: str) -> int:
+        rows = self._db.fetch("SELECT generation FROM feishu_chats WHERE chat_id = %s", (chat_id,))
+        return int(rows[0]["generation"]) if rows else 1
+
+    def bump_generation(self, chat_id: str) -> int:
+        with self._db.connection() as conn:
+            row = conn.execute(
+                "INSERT INTO feishu_chats(chat_id, generation, updated) VALUES (%s, 2, %s)"
+                " ON CONFLICT (chat_id) DO UPDATE SET generation = feishu_chats.generation + 1,"
+                " updated = excluded.updated RETURNING generation",
+                (chat_id, time.time()),
+            ).fetchone()
+        assert row is not None
+        return int(row["generation"])
+
+    # --- owner -----------------------------------------------------------------------------------
+    def owner(self) -> str | None:
+        rows = self._db.fetch("SELECT open_id FROM feishu_owner WHERE id = 1")
+        return str(rows[0]["open_id"]) if rows else None
+
+    def set_owner(self, open_id: str) -> bool:
+        with self._db.connection() as conn:
+            cursor = conn.execute(
+                "INSERT INTO feishu_owner(id, open_id, paired_at) VALUES (1, %s, %s)"
+                " ON CONFLICT (id) DO NOTHING",
+                (open_id, time.time()),
+            )
+            return cursor.rowcount == 1

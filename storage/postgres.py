@@ -1,0 +1,233 @@
+"""One PostgreSQL database shared by several app instances: pools, migrations, advisory locks.
+
+`PostgresDatabase` owns two psycopg 3 pools over one URL:
+
+* a synchronous pool for the small synchronous stores (conversations, Feishu state) whose every
+  call is one or two short statements, exactly like their SQLite twins;
+* an asynchronous pool for the SDK session store (transcript mirroring) and the per-conversation
+  turn locks, which live on the event loop.
+
+Numbered migrations per component are recorded in `schema_migrations` (the same shape as the
+SQLite one) and applied under an advisory lock, so instances starting together apply each
+migration exactly once.
+
+Importing this module needs the `postgres` extra (psycopg and psycopg-pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from errors import ConfigurationError
+
+try:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.rows import DictRow, dict_row
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ConfigurationError(
+        "CLAUDE_MEMORY_DATABASE_URL needs psycopg: install the postgres extra "
+        "(uv sync --extra postgres, or pip install 'claude-memory-system[postgres]')"
+    ) from exc
+
+if TYPE_CHECKING:
+    from settings import Settings
+
+Connection = psycopg.Connection[DictRow]
+AsyncConnection = psycopg.AsyncConnection[DictRow]
+
+# Advisory locks use the two-key form (class, object): these classes keep our locks apart from
+# each other and from other applications sharing the database ("CM" = claude-memory).
+LOCK_CLASS_MIGRATIONS = 0x434D_0001
+LOCK_CLASS_CONVERSATION_TURN = 0x434D_0002
+
+_SCHEMA_MIGRATIONS = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    component TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (component, version)
+)
+"""
+
+_CONNECTION_KWARGS: dict[str, Any] = {
+    "autocommit": True,  # explicit `conn.transaction()` blocks where several statements belong
+    "row_factory": dict_row,
+    "application_name": "claude-memory",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseProbe:
+    """What `doctor` and `/health` say about the database."""
+
+    where: str
+    server_version: str
+    vector_available: str | None  # pgvector version the server could install, if any
+    vector_installed: str | None  # pgvector version installed in this database, if any
+
+
+def describe_url(url: str) -> str:
+    """The URL without its password, for logs and `doctor`."""
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "<unparsable database URL>"
+    host = str(parts.get("host") or "localhost")
+    port = f":{parts['port']}" if parts.get("port") else ""
+    user = f"{parts['user']}@" if parts.get("user") else ""
+    return f"postgresql://{user}{host}{port}/{parts.get('dbname', '')}"
+
+
+def probe(url: str, *, timeout: float = 5.0) -> DatabaseProbe:
+    """Connect once (no pool) and report the server and the vector extension. Raises on error."""
+    with psycopg.connect(
+        url, connect_timeout=max(1, int(timeout)), autocommit=True, row_factory=dict_row
+    ) as conn:
+        row = conn.execute(
+            "SELECT current_setting('server_version') AS version,"
+            " (SELECT default_version FROM pg_available_extensions WHERE name = 'vector')"
+            "   AS available,"
+            " (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS installed"
+        ).fetchone()
+    assert row is not None
+    return DatabaseProbe(
+        where=describe_url(url),
+        server_version=str(row["version"]),
+        vector_available=row["available"],
+        vector_installed=row["installed"],
+    )
+
+
+async def _release_session_locks(conn: AsyncConnection) -> None:
+    # Runs whenever a connection goes back to the pool: a turn lock whose holder was cancelled
+    # at the wrong moment must not stay held by an idle pooled connection.
+    await conn.execute("SELECT pg_advisory_unlock_all()")
+
+
+class PostgresDatabase:
+    """Both pools and the migration runner; owned by the app container (open, then close)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        async_max_size: int | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.url = url
+        self.where = describe_url(url)
+        self.timeout = timeout
+        self.pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            kwargs=dict(_CONNECTION_KWARGS),
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            check=ConnectionPool.check_connection,  # a restarted server costs no failed call
+            name="claude-memory-sync",
+            open=False,
+        )
+        self.apool: AsyncConnectionPool[AsyncConnection] = AsyncConnectionPool(
+            url,
+            kwargs=dict(_CONNECTION_KWARGS),
+            min_size=min_size,
+            max_size=async_max_size or max_size,
+            timeout=timeout,
+            check=AsyncConnectionPool.check_connection,
+            reset=_release_session_locks,
+            name="claude-memory-async",
+            open=False,
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PostgresDatabase:
+        if settings.database_url is None:
+            raise ConfigurationError("no database configured: set CLAUDE_MEMORY_DATABASE_URL")
+        return cls(
+            settings.database_url.get_secret_value(),
+            min_size=settings.database_pool_min_size,
+            max_size=settings.database_pool_max_size,
+            # Every running turn holds one connection for its conversation lock: they must
+            # never starve the transcript writes the turn itself waits for.
+            async_max_size=settings.database_pool_max_size + settings.max_concurrent_turns,
+            timeout=settings.database_pool_timeout_seconds,
+        )
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def open(self) -> None:
+        """Open the synchronous pool and wait for a first connection (blocking: use a thread)."""
+        try:
+            self.pool.open(wait=True, timeout=self.timeout)
+        except PoolTimeout as exc:
+            self.pool.close()
+            raise self._unreachable() from exc
+
+    async def open_async(self) -> None:
+        """Open the asynchronous pool (on the loop that will use it)."""
+        try:
+            await self.apool.open(wait=True, timeout=self.timeout)
+        except PoolTimeout as exc:
+            await self.apool.close()
+            raise self._unreachable() from exc
+
+    def _unreachable(self) -> ConfigurationError:
+        return ConfigurationError(
+            f"could not connect to the database {self.where} within {self.timeout:g} s: "
+            "check CLAUDE_MEMORY_DATABASE_URL and that the server is running"
+        )
+
+    def close(self) -> None:
+        self.pool.close()
+
+    async def aclose(self) -> None:
+        await self.apool.close()
+        await asyncio.to_thread(self.pool.close)
+
+    # --- synchronous use ----------------------------------------------------------------------
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        with self.pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        with self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    def fetch(self, sql: str, params: Sequence[object] = ()) -> list[DictRow]:
+        with self.pool.connection() as conn:
+            return conn.execute(sql, tuple(params)).fetchall()
+
+    def migrate(self, component: str, migrations: Sequence[str]) -> None:
+        """Apply `migrations[i]` as version i+1 of `component`, once, in order, atomically."""
+        with self.transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_CLASS_MIGRATIONS,))
+            conn.execute(_SCHEMA_MIGRATIONS)
+            done = {
+                int(r["version"])
+                for r in conn.execute(
+                    "SELECT version FROM schema_migrations WHERE component = %s", (component,)
+                )
+            }
+            for version, script in enumerate(migrations, start=1):
+                if version in done:
+                    continue
+                conn.execute(script)  # type: ignore[arg-type]  # several statements, no params
+                conn.execute(
+                    "INSERT INTO schema_migrations(component, version) VALUES (%s, %s)",
+                    (component, version),
+                )
+
+    # --- asynchronous use ---------------------------------------------------------------------
+    @asynccontextmanager
+    async def aconnection(self) -> AsyncIterator[AsyncConnection]:
+        async with self.apool.connection() as conn:
+            yield conn

@@ -1,0 +1,52 @@
+"""A real PostgreSQL for the storage tests: one server per session, one database per test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from storage.postgres import PostgresDatabase
+from tests.fakes.postgres import EmbeddedPostgres
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("postgres")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def database_url(postgres_server: EmbeddedPostgres) -> Iterator[str]:
+    """A fresh, empty database for this test."""
+    url = postgres_server.create_database()
+    try:
+        yield url
+    finally:
+        postgres_server.drop_database(url)
+
+
+@pytest.fixture
+def pg_sync_db(database_url: str) -> Iterator[PostgresDatabase]:
+    """The synchronous pool only (what the conversation and Feishu stores use)."""
+    db = PostgresDatabase(database_url, min_size=1, max_size=8)
+    db.open()
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+@pytest.fixture
+async def pg_db(database_url: str) -> AsyncIterator[PostgresDatabase]:
+    """Both pools open on this test's database (the async one on the test's loop)."""
+    db = PostgresDatabase(database_url, min_size=1, max_size=4)
+    db.open()
+    await db.open_async()
+    try:
+        yield db
+    finally:
+        await db.aclose()

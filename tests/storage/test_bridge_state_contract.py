@@ -1,0 +1,131 @@
+"""One contract for the Feishu bridge state, run against SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.state import BridgeState, BridgeStateBackend
+from bridge.state_pg import PostgresBridgeState
+
+Open = Callable[..., BridgeStateBackend]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def open_state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Open]:
+    """Opens another state on the same storage each call (another instance, a restart)."""
+    opened: list[BridgeStateBackend] = []
+    if request.param == "sqlite":
+
+        def make(**kwargs: Any) -> BridgeStateBackend:
+            return BridgeState(tmp_path / "feishu.db", **kwargs)
+
+    else:
+        db = request.getfixturevalue("pg_sync_db")
+
+        def make(**kwargs: Any) -> BridgeStateBackend:
+            return PostgresBridgeState(db, **kwargs)
+
+    def tracked(**kwargs: Any) -> BridgeStateBackend:
+        state = make(**kwargs)
+        opened.append(state)
+        return state
+
+    yield tracked
+    for state in opened:
+        state.close()
+
+
+@pytest.fixture
+def state(open_state: Open) -> BridgeStateBackend:
+    return open_state()
+
+
+def test_an_event_is_claimed_once(state: BridgeStateBackend) -> None:
+    assert state.claim("e1", "m1") is True
+    assert state.claim("e1", "m1") is False
+
+
+def test_a_message_redelivered_under_a_new_event_id_is_not_claimed_again(
+    state: BridgeStateBackend,
+) -> None:
+    assert state.claim("e1", "m1") is True
+    assert state.claim("e2", "m1") is False
+    assert state.claim("e1", "m2") is False  # a re-pushed event id counts too
+    assert state.claim("e3", "m3") is True
+
+
+def test_a_released_claim_can_be_claimed_again(state: BridgeStateBackend) -> None:
+    assert state.claim("e1", "m1") is True
+    state.release("e1", "m1")
+    assert state.claim("e1", "m1") is True
+
+
+def test_claims_older_than_the_keep_window_are_pruned(open_state: Open) -> None:
+    state = open_state(keep_seconds=100)
+    assert state.claim("e1", "m1", now=1000) is True
+    assert state.claim("e2", "m2", now=1150) is True
+    assert state.claim("e1", "m1", now=1050) is False
+    assert state.prune(now=1200) == 2  # e1/m1 are 200 s old; e2/m2 only 50 s
+    assert state.claim("e1", "m1", now=1201) is True
+    assert state.claim("e2", "m2", now=1201) is False
+
+
+def test_generations_start_at_one_and_bump_per_chat(state: BridgeStateBackend) -> None:
+    assert state.generation("chat-a") == 1
+    assert state.bump_generation("chat-a") == 2
+    assert state.bump_generation("chat-a") == 3
+    assert state.generation("chat-a") == 3
+    assert state.generation("chat-b") == 1
+
+
+def test_the_first_owner_stays_the_owner(state: BridgeStateBackend) -> None:
+    assert state.owner() is None
+    assert state.set_owner("ou_first") is True
+    assert state.set_owner("ou_second") is False
+    assert state.owner() == "ou_first"
+
+
+def test_state_survives_reopening(open_state: Open) -> None:
+    first = open_state()
+    first.claim("e1", "m1")
+    first.bump_generation("chat")
+    first.set_owner("ou_1")
+    first.close()
+    again = open_state()
+    assert again.claim("e1", "m1") is False
+    assert again.generation("chat") == 2
+    assert again.owner() == "ou_1"
+
+
+def test_one_event_claimed_by_two_instances_at_once_is_won_exactly_once(open_state: Open) -> None:
+    states = [open_state(), open_state()]
+    for round_ in range(5):
+        start = threading.Barrier(6)
+
+        def claim(n: int, r: int = round_, start: threading.Barrier = start) -> bool:
+            start.wait()
+            return states[n % 2].claim(f"e{r}", f"m{r}")
+
+        with ThreadPoolExecutor(6) as pool:
+            won = list(pool.map(claim, range(6)))
+        assert won.count(True) == 1, won
+
+
+def test_concurrent_clears_from_two_instances_each_get_a_new_generation(open_state: Open) -> None:
+    states = [open_state(), open_state()]
+    start = threading.Barrier(4)
+
+    def bump(n: int) -> list[int]:
+        start.wait()
+        return [states[n % 2].bump_generation("chat") for _ in range(5)]
+
+    with ThreadPoolExecutor(4) as pool:
+        results = [g for gens in pool.map(bump, range(4)) for g in gens]
+    assert sorted(results) == list(range(2, 22))
+    assert states[0].generation("chat") == 21
