@@ -117,8 +117,9 @@ def build_container(settings: Settings) -> Container:
     home = settings.home_dir
     home.mkdir(parents=True, exist_ok=True)
     prepare_workspace(settings.workspace_dir)
-    memory = MemoryStore.open(settings.memory_config())
+    # The database first: a wrong URL fails before the (possibly long) memory index sync.
     shared = _open_shared_state(settings) if settings.database_url is not None else None
+    memory = MemoryStore.open(settings.memory_config())
     conversations = shared.conversations if shared else ConversationStore(settings.state_path)
     state = StateDB(settings.state_path)
     episodes = EpisodeStore(state, memory)

@@ -116,6 +116,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         f"bind address {settings.host}:{settings.port}",
         "binding beyond loopback needs CLAUDE_MEMORY_API_TOKEN",
     )
+    if settings.database_url is None:
+        line(True, "shared state: off (SQLite in the home; CLAUDE_MEMORY_DATABASE_URL shares it)")
+    else:
+        for ok, what, hint in _database_checks(settings.database_url.get_secret_value()):
+            line(ok, what, hint)
     line(
         True,
         "Feishu bridge: "
@@ -127,6 +132,44 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     )
     print("all good" if problems == 0 else f"{problems} problem(s) found")
     return 0 if problems == 0 else 1
+
+
+def _database_checks(url: str) -> list[tuple[bool, str, str]]:
+    """`doctor` lines for the shared PostgreSQL database: reachable, and pgvector."""
+    from errors import ConfigurationError
+
+    try:
+        import psycopg
+
+        from storage.postgres import describe_url, probe
+    except (ConfigurationError, ImportError) as exc:
+        hint = exc.message if isinstance(exc, ConfigurationError) else str(exc)
+        return [(False, "database: the PostgreSQL driver is not installed", hint)]
+    try:
+        found = probe(url)
+    except psycopg.Error as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return [
+            (
+                False,
+                f"database: {describe_url(url)} unreachable ({reason})",
+                "check CLAUDE_MEMORY_DATABASE_URL and that the server is running",
+            )
+        ]
+    if found.vector_installed:
+        vector = f"pgvector {found.vector_installed} installed"
+    elif found.vector_available:
+        vector = f"pgvector {found.vector_available} available"
+    else:
+        vector = "pgvector not available"
+    return [
+        (True, f"database: PostgreSQL {found.server_version} at {found.where}", ""),
+        (
+            found.vector_installed is not None or found.vector_available is not None,
+            f"vector extension: {vector}",
+            "install pgvector on the database server (the memory index on PostgreSQL needs it)",
+        ),
+    ]
 
 
 def build_parser() -> argparse.ArgumentParser:

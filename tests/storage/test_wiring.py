@@ -1,0 +1,101 @@
+"""Choosing the backend from settings: SQLite by default, the shared database with a URL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agent.conversations import ConversationStore
+from agent.conversations_pg import PostgresConversationStore
+from app import build_container
+from bridge.state_pg import PostgresBridgeState
+from cli import main as cli_main
+from errors import ConfigurationError
+from settings import Settings
+from tests.conftest import running_app
+
+
+def test_without_a_database_url_everything_stays_in_sqlite(
+    make_settings: Callable[..., Settings],
+) -> None:
+    container = build_container(make_settings())
+    try:
+        assert isinstance(container.conversations, ConversationStore)
+        assert container.database is None and container.feishu_state is None
+        assert container.sessions.session_store is None and container.sessions.turn_lock is None
+    finally:
+        container.conversations.close()
+        container.state.close()
+        container.memory.close()
+
+
+async def test_two_containers_on_one_database_share_conversations_and_feishu_state(
+    make_settings: Callable[..., Settings], database_url: str, tmp_path: Path
+) -> None:
+    def settings(name: str) -> Settings:
+        return make_settings(
+            home=tmp_path / name,
+            database_url=database_url,
+            feishu_app_id="cli_x",
+            feishu_app_secret="s",
+        )
+
+    a, b = build_container(settings("a")), build_container(settings("b"))
+    try:
+        await a.start()
+        await b.start()
+        assert isinstance(a.conversations, PostgresConversationStore)
+        assert isinstance(b.feishu_state, PostgresBridgeState)
+        a.conversations.ensure("c1", title="from a", source="web")
+        assert (conv := b.conversations.get("c1")) is not None and conv.title == "from a"
+        assert a.feishu_state is not None and a.feishu_state.claim("e1", "m1") is True
+        assert b.feishu_state.claim("e1", "m1") is False
+        assert a.sessions.session_store is not None and b.sessions.turn_lock is not None
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_health_names_the_shared_database_without_its_password(
+    make_settings: Callable[..., Settings], database_url: str
+) -> None:
+    async with running_app(make_settings(database_url=database_url)) as client:
+        body = (await client.get("/health")).json()
+    assert body["database"]["ok"] is True
+    assert body["database"]["shared_state"].startswith("postgresql://postgres@")
+
+
+def test_an_unreachable_database_stops_startup_with_a_clear_error(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    url = f"postgresql://postgres@/nope?host={tmp_path / 'no-server'}"
+    settings = make_settings(database_url=url, database_pool_timeout_seconds=1)
+    with pytest.raises(ConfigurationError, match="CLAUDE_MEMORY_DATABASE_URL"):
+        build_container(settings)
+
+
+def test_doctor_checks_the_database_and_the_vector_extension(
+    database_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CLAUDE_MEMORY_DATABASE_URL", database_url)
+    cli_main(["--home", str(tmp_path / "home"), "doctor"])
+    out = capsys.readouterr().out
+    assert "[ok] database: PostgreSQL 18" in out
+    assert "[ok] vector extension: pgvector" in out
+
+
+def test_doctor_reports_an_unreachable_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"postgresql://postgres:secret@/nope?host={tmp_path / 'no-server'}"
+    monkeypatch.setenv("CLAUDE_MEMORY_DATABASE_URL", url)
+    code = cli_main(["--home", str(tmp_path / "home"), "doctor"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "[!!] database: postgresql://postgres@" in out and "unreachable" in out
+    assert "secret" not in out
