@@ -10,6 +10,7 @@
   `_`, digits, dots or camelCase), for substring matches such as `ConnPool` in
   `getConnPoolSize`.
 - `note_tags` (tag filter) and `note_bands` (MinHash bands for near-duplicate candidates).
+- `note_vectors`: float32 vectors of note chunks, tagged with the encoder (`memory.vectors`).
 
 One writer path: `Index.write()` takes an in-process lock, then `BEGIN IMMEDIATE` (retried
 while another process holds the lock, up to `lock_timeout`).
@@ -34,6 +35,7 @@ from memory import _text
 from memory.capture import sanitize
 from memory.files import ParsedFile
 from memory.model import Note, SortKey, path_note_id
+from memory.vectors import VECTOR_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,7 @@ _MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
         "importance index",
         ("CREATE INDEX notes_importance ON notes(importance)",),
     ),
+    (6, "note vectors", VECTOR_TABLES),  # see memory/vectors.py
 )
 SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
 
