@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memory.embeddings import EncoderSpec, _slug, compute_centering, load_encoder  # noqa: E402
+from memory.embeddings import EncoderSpec, _slug, compute_centering, load_encoder
 
 
 def main(argv: list[str]) -> int:

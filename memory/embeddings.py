@@ -510,6 +510,17 @@ class CenteredEncoder:
         return normalize_rows(vectors - (share * means["zh"] + (1.0 - share) * means["en"]))
 
 
+def describe_encoder(encoder: Encoder | None) -> dict[str, Any]:
+    """{"state", "model", "dim", ...} for stats and /health: an encoder with a
+    `status_dict()` (the worker's) reports its own state; others are ready once built."""
+    if encoder is None:
+        return {"state": "disabled", "model": None, "dim": None}
+    status = getattr(encoder, "status_dict", None)
+    if callable(status):
+        return dict(status())
+    return {"state": "ready", "model": encoder.name, "dim": encoder.dim}
+
+
 # --- building --------------------------------------------------------------------------------
 
 

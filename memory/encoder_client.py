@@ -447,6 +447,9 @@ class ThreadEncoder:
             raise EncoderUnavailableError(state_name(status), detail)
         return status
 
+    def status_dict(self) -> dict[str, Any]:
+        return self.client.status.to_dict()
+
     @property
     def name(self) -> str:
         return self._ready().name

@@ -42,6 +42,7 @@ def serve(spec: EncoderSpec, stdin: IO[str], send: Any, load_delay: float = 0.0)
         time.sleep(load_delay)
     try:
         encoder = load_encoder(spec)
+        encoder.encode(["warm up"], "query")  # the first call pays one-off setup costs
     except ClaudeMemoryError as exc:
         send({"event": "failed", "error": exc.message})
         return 2

