@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -11,12 +14,16 @@ from tests.fakes.postgres import EmbeddedPostgres
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("postgres")).start()
+def postgres_server() -> Iterator[EmbeddedPostgres]:
+    # Not under pytest's basetemp: another pytest session starting meanwhile prunes old
+    # basetemps, and would delete the data directory under the running server.
+    root = Path(tempfile.mkdtemp(prefix="claude-memory-pg-"))
+    server = EmbeddedPostgres(root).start()
     try:
         yield server
     finally:
         server.stop()
+        shutil.rmtree(root)
 
 
 @pytest.fixture
