@@ -9,11 +9,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from agent.conversations import ConversationBackend, ConversationStore
 from agent.injection import MemoryInjector, conversation_summary, memory_extras
@@ -25,6 +26,7 @@ from agent.sessions import SessionManager, TurnLock
 from agent.summarizer import model_summary
 from errors import ClaudeMemoryError
 from memory.api import create_memory_router
+from memory.encoder_client import EncoderClient, EncoderReady, ThreadEncoder, VectorSync
 from memory.entities import PendingStore
 from memory.episodes import EpisodeStore
 from memory.hooks import HookService, create_hooks_router
@@ -60,6 +62,8 @@ class Container:
     # With CLAUDE_MEMORY_DATABASE_URL: the shared database and the Feishu state kept there.
     database: PostgresDatabase | None = None
     feishu_state: BridgeStateBackend | None = None
+    # The text encoder's worker process (docs/retrieval.md); disabled until the lifespan sets it.
+    encoder: EncoderClient = field(default_factory=lambda: EncoderClient(None))
 
     async def start(self) -> None:
         """What needs the running loop: the shared database's async pool."""
@@ -184,16 +188,59 @@ def _database_status(container: Container) -> dict[str, Any]:
     return status
 
 
+class EmbedRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    texts: list[Annotated[str, Field(max_length=20_000)]] = Field(min_length=1, max_length=256)
+    kind: Literal["query", "passage"] = Field(
+        default="passage", description="query: a search question; passage: stored text."
+    )
+
+
+def _vector_sync(container: Container) -> contextlib.AbstractAsyncContextManager[Any]:
+    """Embeds notes without current vectors in the background (nothing without encoder)."""
+    if container.encoder.spec is None:
+        return contextlib.nullcontext()
+    memory = container.memory
+    return VectorSync(
+        container.encoder,
+        memory.vectors,
+        lambda: (memory.index.generation(), memory.vectors.generation()),
+    )
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        encoder = EncoderClient(  # parsed first: a bad encoder setting stops the start
+            settings.encoder_spec(),
+            log_path=settings.logs_dir / "encoder.log",
+            request_timeout=settings.encoder_timeout_seconds,
+        )
         container = await asyncio.to_thread(build_container, settings)
+        container.encoder = encoder
         app.state.container = container
         app.state.feishu = None
         try:
             await container.start()
+            # The model loads in its own process: this returns at once, and until it is
+            # ready searches answer with keywords (and say so).
+            async with encoder, _vector_sync(container):
+                if encoder.spec is not None:
+                    container.memory.attach_encoder(ThreadEncoder(encoder))
+                async with _feishu(app, settings, container):
+                    yield
+        finally:
+            container.memory.attach_encoder(None)
+            await container.aclose()
+
+    @contextlib.asynccontextmanager
+    async def _feishu(
+        app: FastAPI, settings: Settings, container: Container
+    ) -> AsyncIterator[None]:
+        try:
             if settings.feishu_enabled:
                 from bridge.feishu import FeishuBridge, memory_search
 
@@ -208,7 +255,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if app.state.feishu is not None:  # the bridge feeds the sessions: close it first
                 await app.state.feishu.aclose()
-            await container.aclose()
 
     app = FastAPI(
         title="claude-memory-system",
@@ -235,8 +281,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 if request.app.state.feishu is not None
                 else {"enabled": False, "connected": False}
             ),
-            "encoder": {"state": "disabled"},
+            "encoder": container.encoder.status.to_dict(),
             "live_sessions": len(container.sessions.live()),
+        }
+
+    @app.post("/api/embed", tags=["memories"], dependencies=[Depends(require_token)])
+    async def embed(body: EmbedRequest, request: Request) -> dict[str, Any]:
+        """Vectors of the given texts from the memory's encoder (503 while it loads)."""
+        client: EncoderClient = request.app.state.container.encoder
+        vectors = await client.encode(body.texts, body.kind)
+        status = client.status
+        return {
+            "model": status.name if isinstance(status, EncoderReady) else None,
+            "dim": int(vectors.shape[1]),
+            "vectors": vectors.tolist(),
         }
 
     app.include_router(create_chat_router())

@@ -226,7 +226,11 @@ def _register_optional(sub: Any) -> None:
     """Subcommands owned by other packages register themselves here."""
     from memory import cli as memory_cli
 
-    memory_cli.register(sub, lambda args: _settings(args).memory_config())
+    memory_cli.register(
+        sub,
+        lambda args: _settings(args).memory_config(),
+        lambda args: _settings(args).encoder_spec(),
+    )
 
 
 def _hook_argv(argv: Sequence[str]) -> list[str] | None:

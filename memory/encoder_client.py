@@ -491,7 +491,7 @@ class VectorSync:
         self,
         client: EncoderClient,
         vectors: VectorIndex,
-        generation: Callable[[], int],
+        generation: Callable[[], object],
         *,
         batch: int = 16,
         interval: float = 1.0,

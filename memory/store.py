@@ -1226,6 +1226,12 @@ class MemoryStore:
         self.vectors.prune(encoder.name)
         return self.sync_vectors(progress)
 
+    def reset_vectors(self) -> dict[str, Any]:
+        """Drop every note vector (all notes become pending for the encoder)."""
+        self._require_encoder()
+        self.vectors.clear()
+        return {"cleared": True, "pending": self.index.count()}
+
     def _require_encoder(self) -> Encoder:
         if self.encoder is None:
             raise ConfigurationError(

@@ -188,6 +188,10 @@ class VectorIndex:
 
     # --- reads -------------------------------------------------------------------------------
 
+    def generation(self) -> int:
+        """Moves whenever vectors are written or dropped."""
+        return self._generation(self._index.conn())
+
     def _generation(self, conn: sqlite3.Connection) -> int:
         row = conn.execute("SELECT value FROM meta WHERE key = 'vectors_generation'").fetchone()
         return int(row[0]) if row is not None else 0
@@ -244,6 +248,20 @@ class VectorIndex:
         order = {note_id: i for i, (note_id, _) in enumerate(wanted)}
         out.sort(key=lambda p: order[p.id])
         return out
+
+    def has_any(self) -> bool:
+        """Whether any vectors are stored (of any encoder)."""
+        return (
+            self._index.conn().execute("SELECT 1 FROM note_vectors LIMIT 1").fetchone() is not None
+        )
+
+    def models(self) -> dict[str, int]:
+        """Encoder name -> notes with vectors of it (current or not)."""
+        rows = self._index.conn().execute(
+            "SELECT model, count(*) FROM note_vectors WHERE chunk = 0"
+            " GROUP BY model ORDER BY 2 DESC"
+        )
+        return {r[0]: int(r[1]) for r in rows}
 
     def has_vectors(self, model: str) -> bool:
         """Whether any note has vectors of `model` (else semantic search has nothing)."""

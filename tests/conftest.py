@@ -32,6 +32,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DISABLE_AUTOUPDATER", "1")
     monkeypatch.setenv("DISABLE_TELEMETRY", "1")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("CLAUDE_MEMORY_ENCODER", "none")  # servers started by tests: keywords
     for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
         monkeypatch.delenv(proxy, raising=False)
     monkeypatch.chdir(tmp_path)  # Settings reads ./.env: make sure it is ours (none)
@@ -59,6 +60,8 @@ def make_settings(tmp_path: Path, fake_model: FakeMessagesAPI) -> Callable[..., 
             "connect_timeout_seconds": 45,
             "turn_timeout_seconds": 60,
             "shutdown_timeout_seconds": 10,
+            # keyword search unless a test opts in (tests/embeddings): no encoder process
+            "encoder": "none",
         }
         values.update(overrides)
         return Settings(**values)
