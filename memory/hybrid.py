@@ -18,7 +18,9 @@ Plain RRF trusts every rank the same, which fails both ways on our data:
   list, common on conversational text where the encoder is weak, adds little.
 
 The fused values are divided by the largest one, giving a relevance in 0..1 that takes the
-place of keyword relevance in the multi-factor score (docs/search.md).
+place of keyword relevance in the multi-factor score (docs/search.md). With no keyword hits
+(vector mode, or a question no note shares a word with) relevance is the cosine spread
+between the lowest and the highest candidate.
 """
 
 from __future__ import annotations
@@ -136,6 +138,8 @@ def fuse(
     `keyword[i]`; `vector_scores[i]`: the cosine of `vector[i]`. Without them every hit is
     fully trusted (plain weighted RRF)."""
     vector = vector[: weights.vector_depth]
+    if not keyword and vector_scores is not None:
+        return _by_cosine(vector, vector_scores[: len(vector)])
     fused: dict[K, float] = {}
     seen: set[K] = set()
     for rank, item in enumerate(keyword, 1):
@@ -163,6 +167,20 @@ def fuse(
     ranked = sorted(fused.items(), key=lambda pair: (-pair[1], first[pair[0]]))
     top = ranked[0][1] if ranked and ranked[0][1] > 0 else 1.0
     return [(item, value / top) for item, value in ranked]
+
+
+def _by_cosine(vector: Sequence[K], scores: Sequence[float]) -> list[tuple[K, float]]:
+    """Vectors alone: relevance spread linearly between the lowest and highest cosine, so
+    the multi-factor score cannot lift a barely similar note over the best match."""
+    if not vector:
+        return []
+    low, high = min(scores), max(scores)
+    span = high - low
+    out: dict[K, float] = {}
+    for item, score in zip(vector, scores, strict=True):
+        if item not in out:
+            out[item] = (score - low) / span if span > 1e-9 else 1.0
+    return list(out.items())
 
 
 def idf(doc_freq: int, total: int) -> float:

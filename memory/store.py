@@ -1099,8 +1099,7 @@ class MemoryStore:
             [note_id for note_id, _ in nearest],
             self.fusion,
             keyword_coverage=coverage,
-            # alone (vector mode, or a query of stop words only), vectors rank plainly
-            vector_scores=[score for _, score in nearest] if keyword_ids else None,
+            vector_scores=[score for _, score in nearest],
         )
         weights = self.config.ranking
         scored = []

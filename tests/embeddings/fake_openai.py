@@ -1,7 +1,8 @@
 """A fake OpenAI-compatible `/v1/embeddings` endpoint on 127.0.0.1 (a thread of the test).
 
 Vectors come from `HashingEncoder`, so equal texts get equal vectors; every request body is
-kept in `requests`. `fail_next(status)` makes the next request fail."""
+kept in `requests`. `fail_next(status)` makes the next request fail; `hold()` makes requests
+wait until `release()` (a model that takes long to load), 30 s at most."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ class FakeEmbeddingsAPI:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._fail: list[int] = []
+        self._open = threading.Event()
+        self._open.set()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -27,6 +30,7 @@ class FakeEmbeddingsAPI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 fake.requests.append(body)
                 fake.headers.append(dict(self.headers))
+                fake._open.wait(30)
                 if self.path != "/v1/embeddings":
                     self._reply(404, {"error": {"message": f"no route {self.path}"}})
                     return
@@ -63,11 +67,18 @@ class FakeEmbeddingsAPI:
     def fail_next(self, status: int) -> None:
         self._fail.append(status)
 
+    def hold(self) -> None:
+        self._open.clear()
+
+    def release(self) -> None:
+        self._open.set()
+
     def start(self) -> FakeEmbeddingsAPI:
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        self._open.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
