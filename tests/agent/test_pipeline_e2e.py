@@ -222,10 +222,13 @@ async def test_two_conversations_run_in_parallel_one_conversation_in_order(
         )
         parallel = time.monotonic() - t0
         t0 = time.monotonic()
-        first, second = await asyncio.gather(
-            client.post("/api/chat", json={"message": "slow 1", "conversation_id": "a"}),
-            client.post("/api/chat", json={"message": "slow 2", "conversation_id": "a"}),
+        first_task = asyncio.create_task(
+            client.post("/api/chat", json={"message": "slow 1", "conversation_id": "a"})
         )
+        # The second message is sent while the first is with the model: it must wait its turn.
+        await wait_until(lambda: bool(fake_model.requests_for("slow 1")))
+        second = await client.post("/api/chat", json={"message": "slow 2", "conversation_id": "a"})
+        first = await first_task
         serial = time.monotonic() - t0
     assert parallel < 5.5, parallel  # about one delay, not two
     assert serial >= 6.0, serial  # strictly one after the other
