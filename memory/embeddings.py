@@ -28,6 +28,7 @@ import os
 import re
 import zlib
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
@@ -399,6 +400,7 @@ class ConcatEncoder:
         if not parts:
             raise ValueError("ConcatEncoder needs at least one encoder")
         self.parts = list(parts)
+        self._pool: ThreadPoolExecutor | None = None
 
     @property
     def name(self) -> str:
@@ -410,7 +412,14 @@ class ConcatEncoder:
 
     def encode(self, texts: Sequence[str], kind: TextKind = "passage") -> Vectors:
         np = _np()
-        return normalize_rows(np.hstack([p.encode(texts, kind) for p in self.parts]))
+        if len(self.parts) == 1 or len(texts) > 1:
+            return normalize_rows(np.hstack([p.encode(texts, kind) for p in self.parts]))
+        # One text (a query): run the models at once. Both release the GIL in native code,
+        # so a search waits for the slower model instead of the sum (~5 ms less here).
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(len(self.parts), thread_name_prefix="encode")
+        futures = [self._pool.submit(p.encode, texts, kind) for p in self.parts]
+        return normalize_rows(np.hstack([f.result() for f in futures]))
 
 
 class HashingEncoder:

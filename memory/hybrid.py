@@ -26,6 +26,7 @@ between the lowest and the highest candidate.
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -197,26 +198,32 @@ def keyword_coverage(
     *,
     term_weights: Sequence[float] | None = None,
     substring: bool = False,
+    patterns: Sequence[re.Pattern[str]] | None = None,
 ) -> float:
     """Share of the query's words found in a note, each word weighted by `term_weights`
     (e.g. its IDF; equal weights when None). Words are matched as the keyword ranking
-    matches them; `substring` for hits of the identifier index, which may sit inside a word."""
+    matches them; `substring` for hits of the identifier index, which may sit inside a word.
+    `patterns`: `term_patterns(query)`, computed once per query by callers scoring many
+    notes."""
     if not query.terms:
         return 0.0
+    if patterns is None:
+        patterns = term_patterns(query)
     weights = list(term_weights) if term_weights is not None else [1.0] * len(query.terms)
     total = sum(weights)
     if total <= 0:
         return 0.0
     hay = _fold(" \n ".join((title, " ".join(tags), summary, body[:HAYSTACK_CHARS])))
     found = 0.0
-    for term, weight in zip(query.terms, weights, strict=True):
-        if substring:
-            hit = term.norm.replace(" ", "") in hay
-        else:
-            hit = match_pattern(term.norm, term.prefix).search(hay) is not None
+    for term, weight, pattern in zip(query.terms, weights, patterns, strict=True):
+        hit = term.norm.replace(" ", "") in hay if substring else pattern.search(hay)
         if hit:
             found += weight
     return found / total
+
+
+def term_patterns(query: ParsedQuery) -> list[re.Pattern[str]]:
+    return [match_pattern(t.norm, t.prefix) for t in query.terms]
 
 
 def _fold(text: str) -> str:

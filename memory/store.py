@@ -20,7 +20,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -57,6 +57,7 @@ from memory.hybrid import (
     fuse,
     idf,
     keyword_coverage,
+    term_patterns,
 )
 from memory.index import (
     NOTE_COLUMNS,
@@ -111,6 +112,8 @@ RACY_NS: Final = 1_000_000_000
 """A file modified less than this before we last read it is re-hashed on the next scan:
 an edit within the file system's timestamp granularity would otherwise go unnoticed."""
 BATCH: Final = 500
+_QUERY_CACHE: Final = 256
+"""Query vectors kept per store (by encoder and query text)."""
 _DF_CAP: Final = 5000
 """Document frequencies for query-word IDF are counted up to this many notes (cheap, and
 words that common weigh little either way)."""
@@ -189,6 +192,8 @@ class MemoryStore:
         self.encoder = encoder
         self.vectors = VectorIndex(self.index)
         self.fusion: FusionWeights = DEFAULT_WEIGHTS
+        self._query_vectors: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._query_lock = threading.Lock()
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -1045,7 +1050,17 @@ class MemoryStore:
                     "semantic search has no vectors yet (notes are being embedded); "
                     "keyword results only"
                 )
-            vector = encoder.encode([query], "query")[0]
+            key = (model, query)
+            with self._query_lock:
+                vector = self._query_vectors.get(key)
+                if vector is not None:
+                    self._query_vectors.move_to_end(key)
+            if vector is None:  # a repeated query (hooks, search as you type) skips this
+                vector = encoder.encode([query], "query")[0]
+                with self._query_lock:
+                    self._query_vectors[key] = vector
+                    while len(self._query_vectors) > _QUERY_CACHE:
+                        self._query_vectors.popitem(last=False)
         except EncoderUnavailableError as exc:
             return None, f"semantic search unavailable ({exc.message}); keyword results only"
         return _Semantic(vector, model), None
@@ -1067,6 +1082,7 @@ class MemoryStore:
         if candidates:
             rels = relevance(parsed, candidates)
             term_weights = self._term_weights(parsed)
+            patterns = term_patterns(parsed)
             order = sorted(
                 range(len(candidates)), key=lambda i: (-rels[i], candidates[i].row["id"])
             )
@@ -1083,6 +1099,7 @@ class MemoryStore:
                         row["body"],
                         term_weights=term_weights,
                         substring=candidates[i].bm25 is None,
+                        patterns=patterns,
                     )
                 )
         nearest = self.vectors.search(

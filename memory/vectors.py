@@ -373,7 +373,7 @@ class VectorIndex:
         if total == 0 or k <= 0 or matrix.vectors.shape[1] != query.shape[-1]:
             return []
         scores = matrix.vectors @ query.reshape(-1).astype(np.float32, copy=False)
-        want = min(total, max(k * 4, 32))
+        want = min(total, max(k * 2, 32))
         while True:
             if want >= total:
                 top = np.argsort(-scores, kind="stable")
