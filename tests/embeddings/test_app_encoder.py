@@ -128,3 +128,19 @@ async def test_without_an_encoder_health_says_disabled_and_embed_is_unavailable(
         assert (await client.post("/api/embed", json={"texts": ["x"]})).status_code == 503
         result = await _search(client, "anything")
         assert result["mode"] == "keyword" and result["notice"] is None
+
+
+async def test_rebuild_with_vectors_re_embeds_every_note_in_the_background(
+    make_settings: Callable[..., Settings],
+) -> None:
+    async with running_app(make_settings(encoder="hashing")) as client:
+        await client.post("/api/memories", json={"content": "first note"})
+        await client.post("/api/memories", json={"content": "second note"})
+        await _until(lambda: _stats(client), lambda s: s["encoder"]["vectors"]["missing"] == 0)
+        rebuilt = await client.post("/api/memories/rebuild", params={"vectors": "true"})
+        assert rebuilt.status_code == 200
+        assert rebuilt.json()["vectors"] == {"cleared": True, "pending": 3}
+        stats = await _until(
+            lambda: _stats(client), lambda s: s["encoder"]["vectors"]["missing"] == 0
+        )
+        assert stats["encoder"]["vectors"]["embedded"] == 3
