@@ -22,6 +22,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -194,6 +195,7 @@ class MemoryStore:
         self.fusion: FusionWeights = DEFAULT_WEIGHTS
         self._query_vectors: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._query_lock = threading.Lock()
+        self._encode_pool: ThreadPoolExecutor | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -267,6 +269,8 @@ class MemoryStore:
             log.warning("memory store closed without flushing access counts/_index.json: %s", exc)
         finally:
             self._closed = True
+            if self._encode_pool is not None:
+                self._encode_pool.shutdown(wait=True, cancel_futures=True)
             self.index.close()
 
     def __enter__(self) -> Self:
@@ -950,10 +954,20 @@ class MemoryStore:
         `mode="vector"` ranks by vectors alone."""
         self._ensure_fresh()
         parsed = parse_query(query)
-        semantic, notice = (None, None) if mode == "keyword" else self._semantic(query)
-        if parsed.empty and semantic is None:
-            return SearchOutcome([], "keyword", notice)
-        vector_only = semantic is not None and (mode == "vector" or parsed.empty)
+        # the query is encoded in another thread while the keyword search runs
+        pending = None if mode == "keyword" else self._semantic_start(query)
+        resolved: builtins.list[tuple[_Semantic | None, str | None]] = []
+
+        def semantic() -> _Semantic | None:
+            if pending is None:
+                return None
+            if not resolved:
+                resolved.append(pending.result())
+            return resolved[0][0]
+
+        vector_first = mode == "vector" or parsed.empty
+        if parsed.empty and semantic() is None:
+            return SearchOutcome([], "keyword", resolved[0][1] if resolved else None)
         limit = _limit(limit)
         now = self._now()
         filters = self._filters(
@@ -966,8 +980,8 @@ class MemoryStore:
         )
 
         def rank() -> builtins.list[_Ranked]:
-            if vector_only and semantic is not None:
-                return self._rank_hybrid(parsed, [], filters, limit, now.timestamp(), semantic)
+            if vector_first and (found := semantic()) is not None:
+                return self._rank_hybrid(parsed, [], filters, limit, now.timestamp(), found)
             return self._rank(parsed, filters, limit, now.timestamp(), semantic)
 
         hits = rank()
@@ -977,7 +991,9 @@ class MemoryStore:
             hits = rank()
         if record_access and hits:
             self._record_access(hits)
-        used = "keyword" if semantic is None else ("vector" if vector_only else "hybrid")
+        found = semantic()
+        notice = resolved[0][1] if resolved else None
+        used = "keyword" if found is None else ("vector" if vector_first else "hybrid")
         return SearchOutcome([h.hit for h in hits], used, notice)
 
     def _rank(
@@ -986,7 +1002,7 @@ class MemoryStore:
         filters: Filters,
         limit: int,
         now_ts: float,
-        semantic: _Semantic | None = None,
+        semantic: Callable[[], _Semantic | None] | None = None,
     ) -> builtins.list[_Ranked]:
         conn = self.index.conn()
         pool = max(limit * 5, 50)
@@ -1003,8 +1019,9 @@ class MemoryStore:
             seen = {r["nid"] for r in rows}
             extra = without_excluded(parsed, trigram_rows(conn, trigram, filters, pool, cap))
             candidates += [Candidate(r, None) for r in extra if r["nid"] not in seen]
-        if semantic is not None:
-            return self._rank_hybrid(parsed, candidates, filters, limit, now_ts, semantic)
+        found = semantic() if semantic is not None else None  # waits for the query vector
+        if found is not None:
+            return self._rank_hybrid(parsed, candidates, filters, limit, now_ts, found)
         if not candidates:
             return []
         weights = self.config.ranking
@@ -1037,6 +1054,17 @@ class MemoryStore:
     def attach_encoder(self, encoder: Encoder | None) -> None:
         """Use `encoder` for searches and saves from now on (None: keyword search only)."""
         self.encoder = encoder
+
+    def _semantic_start(self, query: str) -> Future[tuple[_Semantic | None, str | None]]:
+        """`_semantic(query)` in a worker thread: encoding overlaps the keyword search."""
+        if self.encoder is None:
+            done: Future[tuple[_Semantic | None, str | None]] = Future()
+            done.set_result((None, None))
+            return done
+        with self._query_lock:
+            if self._encode_pool is None:
+                self._encode_pool = ThreadPoolExecutor(2, thread_name_prefix="query-vector")
+            return self._encode_pool.submit(self._semantic, query)
 
     def _semantic(self, query: str) -> tuple[_Semantic | None, str | None]:
         """The query's vector, or None and why not (no reason when no encoder is set)."""
