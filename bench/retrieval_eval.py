@@ -32,6 +32,7 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -73,7 +74,9 @@ class CachedEncoder:
     def __init__(self, encoder: Encoder, folder: Path = CACHE) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.encoder = encoder
-        self._db = sqlite3.connect(folder / "embeddings.sqlite")
+        # the store encodes queries in a worker thread: one connection, behind a lock
+        self._db = sqlite3.connect(folder / "embeddings.sqlite", check_same_thread=False)
+        self._lock = threading.Lock()
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS vec (key TEXT PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID"
         )
@@ -93,6 +96,10 @@ class CachedEncoder:
         return hashlib.sha1(raw, usedforsecurity=False).hexdigest()
 
     def encode(self, texts: Sequence[str], kind: TextKind = "passage") -> Any:
+        with self._lock:
+            return self._encode(texts, kind)
+
+    def _encode(self, texts: Sequence[str], kind: TextKind) -> Any:
         keys = [self._key(t, kind) for t in texts]
         found: dict[str, bytes] = {}
         for start in range(0, len(keys), 500):
