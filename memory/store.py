@@ -1030,24 +1030,7 @@ class MemoryStore:
             parts = score_parts(cand.row, rel, now_ts)
             scored.append((combine(parts, weights), cand.row["id"], parts, cand.row))
         scored.sort(key=lambda item: (-item[0], item[1]))
-        top: builtins.list[_Ranked] = []
-        for score, _id, parts, row in scored[:limit]:
-            hit = SearchHit(
-                id=row["id"],
-                title=row["title"],
-                type=row["type"],
-                scope=row["scope"],
-                summary=row["summary"],
-                path=row["path"],
-                tags=tuple(_json_list(row["tags"])),
-                status=row["status"],
-                updated=parse_datetime(row["updated"]) or utcnow(),
-                score=score,
-                parts=parts,
-                snippet=snippet(row["body"], parsed),
-            )
-            top.append(_Ranked(hit, int(row["nid"]), int(row["mtime_ns"]), int(row["size"])))
-        return top
+        return [_ranked(row, score, parts, parsed) for score, _id, parts, row in scored[:limit]]
 
     # --- semantic search (docs/retrieval.md) ---------------------------------------------------
 
