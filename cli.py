@@ -45,6 +45,12 @@ def configure_logging(level: str = "INFO", log_file: Path | None = None) -> None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from memory.embeddings import WORKER_THREAD_ENV
+
+    # Before numpy loads: the app's own vector products are small, and a BLAS thread pool
+    # spinning here would take the cores from the encoder worker (docs/retrieval.md).
+    for name, value in WORKER_THREAD_ENV.items():
+        os.environ.setdefault(name, value)
     import uvicorn
 
     from app import create_app

@@ -42,13 +42,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from memory.config import MemoryConfig  # noqa: E402
 from memory.embeddings import (  # noqa: E402
+    WORKER_THREAD_ENV,
     ConcatEncoder,
     Encoder,
     EncoderSpec,
@@ -65,6 +64,12 @@ from memory.encoder_client import (  # noqa: E402
 from memory.hybrid import FusionWeights, SearchMode  # noqa: E402
 from memory.model import NoteDraft  # noqa: E402
 from memory.store import MemoryStore  # noqa: E402
+
+# As `claude-memory serve` does (cli.py), before numpy loads: one BLAS thread.
+for _name, _value in WORKER_THREAD_ENV.items():
+    os.environ.setdefault(_name, _value)
+
+import numpy as np  # noqa: E402
 
 BILINGUAL = ROOT / "tests" / "data" / "bilingual_memory.json"
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
