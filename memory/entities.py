@@ -19,7 +19,7 @@ from errors import NotFoundError
 from memory import _text
 from memory.capture import clean_message
 from memory.model import NoteDraft
-from memory.state import StateDB
+from memory.state import StateBackend
 
 if TYPE_CHECKING:
     from memory.store import MemoryStore
@@ -174,7 +174,7 @@ def entity_draft(
 class PendingStore:
     """Candidates below the auto-save confidence, waiting for confirm or reject."""
 
-    def __init__(self, db: StateDB) -> None:
+    def __init__(self, db: StateBackend) -> None:
         self.db = db
 
     def add(
@@ -193,12 +193,14 @@ class PendingStore:
             note_id=None,
         )
         with self.db.write() as db:
+            # Read inside the transaction: on PostgreSQL `self.get` would take a second
+            # pooled connection while this one holds the writers' lock.
             duplicate = db.execute(
-                "SELECT id FROM mem_pending WHERE content = ? AND status = 'pending'",
+                "SELECT * FROM mem_pending WHERE content = ? AND status = 'pending'",
                 (entity.content,),
             ).fetchone()
             if duplicate is not None:
-                return self.get(duplicate["id"])
+                return _pending(duplicate)
             db.execute(
                 "INSERT INTO mem_pending(id, type, title, content, confidence, scope, source,"
                 " status, created) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",

@@ -21,7 +21,7 @@ from errors import NotFoundError
 from memory import _text
 from memory.capture import clean_message
 from memory.model import NoteDraft
-from memory.state import StateDB
+from memory.state import StateBackend
 from memory.store import MemoryStore
 
 SUMMARY_LIMIT = 300
@@ -127,7 +127,7 @@ def transcript(messages: Sequence[EpisodeMessage], limit: int = 12_000) -> str:
 
 
 class EpisodeStore:
-    def __init__(self, db: StateDB, store: MemoryStore) -> None:
+    def __init__(self, db: StateBackend, store: MemoryStore) -> None:
         self.db = db
         self.store = store
 
@@ -228,8 +228,11 @@ class EpisodeStore:
     def recent_observations(
         self, project: str, limit: int = 20
     ) -> list[tuple[Episode, EpisodeMessage]]:
+        # The message's columns get their own names: `title` is in both tables, and a
+        # PostgreSQL dict row keeps only one of two equal names (SQLite's Row, the first).
         rows = self.db.read(
-            "SELECT m.id AS mid, m.role, m.kind, m.title, m.content, m.created, e.*"
+            "SELECT m.id AS m_id, m.role AS m_role, m.kind AS m_kind, m.title AS m_title,"
+            " m.content AS m_content, m.created AS m_created, e.*"
             " FROM mem_episode_messages m JOIN mem_episodes e ON e.id = m.episode_id"
             " WHERE e.project = ? AND m.role = 'observation' ORDER BY m.id DESC LIMIT ?",
             (project, limit),
@@ -238,7 +241,12 @@ class EpisodeStore:
             (
                 _episode(r),
                 EpisodeMessage(
-                    r["mid"], r["role"], r["kind"], r["title"], r["content"], r["created"]
+                    r["m_id"],
+                    r["m_role"],
+                    r["m_kind"],
+                    r["m_title"],
+                    r["m_content"],
+                    r["m_created"],
                 ),
             )
             for r in rows
@@ -292,10 +300,15 @@ class EpisodeStore:
         words = [w for w in re.split(r"\s+", query.strip()) if len(w) >= 2][:8]
         if not words:
             return []
-        clause = " OR ".join("(summary LIKE ? OR title LIKE ?)" for _ in words)
+        # lower() on both sides: SQLite's LIKE folds ASCII case, PostgreSQL's folds none. The
+        # explicit escape makes a backslash in a word literal on both (PostgreSQL's LIKE would
+        # otherwise read it as an escape); % and _ in a word stay wildcards, as they were.
+        like = "lower({}) LIKE lower(?) ESCAPE '\\'"
+        clause = " OR ".join(f"({like.format('summary')} OR {like.format('title')})" for _ in words)
         params: list[object] = []
         for word in words:
-            params += [f"%{word}%", f"%{word}%"]
+            pattern = "%" + word.replace("\\", "\\\\") + "%"
+            params += [pattern, pattern]
         rows = self.db.read(
             f"SELECT * FROM mem_episodes WHERE status = 'completed' AND ({clause})"
             " ORDER BY started DESC LIMIT ?",

@@ -39,7 +39,7 @@ from memory.project import ProjectIdentity, identify
 if TYPE_CHECKING:
     from memory.entities import PendingStore
     from memory.episodes import Episode, EpisodeMessage, EpisodeStore
-    from memory.state import StateDB
+    from memory.state import StateBackend
     from memory.store import MemoryStore
 
 log = logging.getLogger("memory.hooks")
@@ -577,7 +577,7 @@ def last_assistant_reply(transcript_path: str | os.PathLike[str]) -> str:
     return "\n".join(parts).strip()
 
 
-# --- state helpers (state.db only; shared SQL keeps the light events fast) -------------------
+# --- state helpers (state only; shared SQL keeps the light events fast) -------------------
 
 
 def _episode_id() -> str:
@@ -592,7 +592,7 @@ def cli_episode_title(name: str, when: float) -> str:
 
 
 def _ensure_episode(
-    db: StateDB, key: str, project: ProjectIdentity, source: str, now: float
+    db: StateBackend, key: str, project: ProjectIdentity, source: str, now: float
 ) -> tuple[str, bool]:
     """The active episode of this session, started now if there is none: (id, created).
     One write transaction, so two hook processes never start two episodes."""
@@ -622,7 +622,7 @@ def _ensure_episode(
 
 
 def _record(
-    db: StateDB,
+    db: StateBackend,
     episode_id: str,
     role: str,
     content: str,
@@ -638,17 +638,18 @@ def _record(
 
     cleaned = clean_message(content)
     with db.write() as conn:
-        cur = conn.execute(
+        # RETURNING rather than lastrowid: PostgreSQL cursors have no lastrowid.
+        row = conn.execute(
             "INSERT INTO mem_episode_messages(episode_id, role, kind, title, content, created)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
             (episode_id, role, kind, title, cleaned, now),
-        )
+        ).fetchone()
         conn.execute(
             "UPDATE mem_episodes SET turns = turns + ?, file_changes = file_changes + ?"
             " WHERE id = ?",
             (1 if turn else 0, file_changes, episode_id),
         )
-        return int(cur.lastrowid or 0)
+        return int(row["id"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -661,7 +662,7 @@ class Window:
     recent: frozenset[str]
 
 
-def load_window(db: StateDB, key: str) -> Window:
+def load_window(db: StateBackend, key: str) -> Window:
     from memory.recall import WINDOW_TURNS
 
     rows = db.read("SELECT turn, previous FROM mem_turns WHERE key = ?", (key,))
@@ -675,7 +676,7 @@ def load_window(db: StateDB, key: str) -> Window:
 
 
 def save_window(
-    db: StateDB, key: str, turn: int, previous: Sequence[str], injected: Sequence[str]
+    db: StateBackend, key: str, turn: int, previous: Sequence[str], injected: Sequence[str]
 ) -> None:
     from memory.recall import WINDOW_TURNS
 
@@ -695,7 +696,7 @@ def save_window(
         )
 
 
-def clear_window(db: StateDB, key: str) -> None:
+def clear_window(db: StateBackend, key: str) -> None:
     with db.write() as conn:
         conn.execute("DELETE FROM mem_injections WHERE key = ?", (key,))
         conn.execute("DELETE FROM mem_turns WHERE key = ?", (key,))
@@ -710,7 +711,7 @@ class HookService:
 
     def __init__(
         self,
-        state: StateDB,
+        state: StateBackend,
         store: Callable[[], MemoryStore],
         *,
         budget_tokens: int = 1500,
