@@ -144,7 +144,8 @@ def to_pyformat(sql: str) -> str:
     """`?` placeholders -> `%s`, `%` -> `%%`; `?` in quotes or comments stays as it is.
 
     The consumers' SQL is a fixed set of literals (plus `IN (?, ?, ...)` lists of a few
-    lengths), hence the cache.
+    lengths), hence the cache. Quotes are read the standard way (a doubled quote escapes);
+    `E'...'` and dollar-quoted strings are not SQLite and never appear in the portable subset.
     """
     out: list[str] = []
     i, n = 0, len(sql)
