@@ -32,8 +32,9 @@ from storage.postgres import Connection, PostgresDatabase
 COMPONENT = "memory_state"  # not "memory": the memory index keeps its own migrations
 
 # The two-key advisory lock (class, object) every memory-state write holds ("CM" =
-# claude-memory; storage.postgres owns 0x434D_0001 and 0x434D_0002).
-LOCK_CLASS_MEMORY_STATE = 0x434D_0003
+# claude-memory). Taken: 0x434D_0001-0002 (storage.postgres), 0x434D_0003-0004 (the memory
+# index, memory.pg_store); 0x434D_0010 keeps clear of that range as it grows.
+LOCK_CLASS_MEMORY_STATE = 0x434D_0010
 
 # The SQLite tables, typed for PostgreSQL: REAL -> DOUBLE PRECISION (PostgreSQL's REAL is 4
 # bytes and would round timestamps to minutes), AUTOINCREMENT -> an identity column. BY DEFAULT
