@@ -55,10 +55,7 @@ from memory.hybrid import (
     FusionWeights,
     SearchMode,
     SearchOutcome,
-    fuse,
     idf,
-    keyword_coverage,
-    term_patterns,
 )
 from memory.index import (
     NOTE_COLUMNS,
@@ -82,22 +79,28 @@ from memory.model import (
     SearchHit,
     SyncIssue,
     SyncReport,
-    normalize_id,
-    normalize_importance,
     normalize_scope,
     normalize_sort,
     normalize_status,
-    normalize_tags,
     normalize_type,
     parse_datetime,
     utcnow,
+)
+from memory.ranking import check_limit as _limit
+from memory.ranking import check_offset as _offset
+from memory.ranking import (
+    check_updatable,
+    clean_changes,
+    fused_ranking,
+    keyword_ranking,
+    keyword_side,
+    rederived,
 )
 from memory.search import (
     Candidate,
     ParsedQuery,
     combine,
     parse_query,
-    relevance,
     score_parts,
     snippet,
     without_excluded,
@@ -120,22 +123,6 @@ _DF_CAP: Final = 5000
 words that common weigh little either way)."""
 JSON_GENERATION: Final = "index_json_generation"
 """meta key: the index generation `_index.json` was last written for (by any process)."""
-UPDATABLE: Final = frozenset(
-    {
-        "title",
-        "summary",
-        "content",
-        "body",
-        "type",
-        "scope",
-        "tags",
-        "importance",
-        "status",
-        "superseded_by",
-        "expires_at",
-        "source",
-    }
-)
 
 
 def _note_from_row(row: sqlite3.Row) -> Note:
@@ -284,6 +271,10 @@ class MemoryStore:
 
     def abspath(self, relpath: str) -> Path:
         return self.root / relpath
+
+    def generation(self) -> tuple[int, int]:
+        """Moves whenever notes or vectors change (`VectorSync` polls it)."""
+        return (self.index.generation(), self.vectors.generation())
 
     # --- sync --------------------------------------------------------------------------------
 
@@ -712,11 +703,7 @@ class MemoryStore:
         )
         if rederive:
             # title/summary that were derived from the old body follow the new body
-            new_body = changes["body"]
-            if "summary" not in changes and old.summary == _text.derive_summary(old.body):
-                changes = {**changes, "summary": _text.derive_summary(new_body)}
-            if "title" not in changes and old.title == _text.derive_title(old.body, Path(rel).stem):
-                changes = {**changes, "title": _text.derive_title(new_body, old.title)}
+            changes = rederived(old, changes, rel)
         if extra:
             changes = {**changes, "extra": {**old.extra, **extra}}
         note = replace(
@@ -772,12 +759,7 @@ class MemoryStore:
         Accepts title, summary, content (or body), type, scope, tags, importance, status,
         superseded_by, expires_at, source. Text is sanitized; `updated` is set to now.
         """
-        unknown = set(changes) - UPDATABLE
-        if unknown:
-            raise InvalidInputError(
-                f"cannot update {', '.join(sorted(unknown))}; "
-                f"updatable fields: {', '.join(sorted(UPDATABLE))}"
-            )
+        check_updatable(changes)
         return self._update(note_id, self._clean_changes(changes))
 
     def _update(
@@ -795,39 +777,7 @@ class MemoryStore:
         return note
 
     def _clean_changes(self, changes: dict[str, Any]) -> dict[str, Any]:
-        clean: dict[str, Any] = {}
-        for key, value in changes.items():
-            if key in ("content", "body"):
-                if not isinstance(value, str) or not sanitize(value).strip():
-                    raise InvalidInputError("content must be non-empty text")
-                if len(value.encode("utf-8")) > self.config.max_note_bytes:
-                    raise InvalidInputError(
-                        f"content is larger than {self.config.max_note_bytes} bytes"
-                    )
-                clean["body"] = sanitize(value).strip("\r\n") + "\n"
-            elif key in ("title", "summary"):
-                if not isinstance(value, str):
-                    raise InvalidInputError(f"{key} must be text")
-                clean[key] = _text.shorten(sanitize(value), 300 if key == "title" else 1000)
-                if key == "title" and not clean[key]:
-                    raise InvalidInputError("title must not be empty")
-            elif key == "type":
-                clean[key] = normalize_type(value)
-            elif key == "scope":
-                clean[key] = normalize_scope(value)
-            elif key == "tags":
-                clean[key] = tuple(sanitize(t) for t in normalize_tags(value))
-            elif key == "importance":
-                clean[key] = normalize_importance(value)
-            elif key == "status":
-                clean[key] = normalize_status(value)
-            elif key == "superseded_by":
-                clean[key] = normalize_id(value) if value else None
-            elif key == "expires_at":
-                clean[key] = parse_datetime(value, "expires_at")
-            elif key == "source":
-                clean[key] = sanitize(str(value)) if value else None
-        return clean
+        return clean_changes(changes, max_note_bytes=self.config.max_note_bytes)
 
     def delete(self, note_id: str) -> None:
         """Delete the note's file and its index row (raises NotFoundError)."""
@@ -1022,15 +972,8 @@ class MemoryStore:
         found = semantic() if semantic is not None else None  # waits for the query vector
         if found is not None:
             return self._rank_hybrid(parsed, candidates, filters, limit, now_ts, found)
-        if not candidates:
-            return []
-        weights = self.config.ranking
-        scored = []
-        for cand, rel in zip(candidates, relevance(parsed, candidates), strict=True):
-            parts = score_parts(cand.row, rel, now_ts)
-            scored.append((combine(parts, weights), cand.row["id"], parts, cand.row))
-        scored.sort(key=lambda item: (-item[0], item[1]))
-        return [_ranked(row, score, parts, parsed) for score, _id, parts, row in scored[:limit]]
+        ranked = keyword_ranking(parsed, candidates, now_ts, self.config.ranking, limit)
+        return [_ranked(s.row, s.score, s.parts, parsed) for s in ranked]
 
     # --- semantic search (docs/retrieval.md) ---------------------------------------------------
 
@@ -1087,32 +1030,8 @@ class MemoryStore:
     ) -> builtins.list[_Ranked]:
         """Keyword candidates and the notes nearest by vector, fused (`memory.hybrid`), then
         scored like keyword results with the fused relevance."""
-        rows: dict[str, sqlite3.Row] = {}
-        keyword_ids: builtins.list[str] = []
-        coverage: builtins.list[float] = []
-        if candidates:
-            rels = relevance(parsed, candidates)
-            term_weights = self._term_weights(parsed)
-            patterns = term_patterns(parsed)
-            order = sorted(
-                range(len(candidates)), key=lambda i: (-rels[i], candidates[i].row["id"])
-            )
-            for i in order:
-                row = candidates[i].row
-                rows[row["id"]] = row
-                keyword_ids.append(row["id"])
-                coverage.append(
-                    keyword_coverage(
-                        parsed,
-                        row["title"],
-                        _json_list(row["tags"]),
-                        row["summary"],
-                        row["body"],
-                        term_weights=term_weights,
-                        substring=candidates[i].bm25 is None,
-                        patterns=patterns,
-                    )
-                )
+        side = keyword_side(parsed, candidates, lambda: self._term_weights(parsed))
+        rows: dict[str, sqlite3.Row] = dict(side.rows)
         nearest = self.vectors.search(
             semantic.model,
             semantic.vector,
@@ -1121,22 +1040,8 @@ class MemoryStore:
         )
         extra = self._rows_by_id([note_id for note_id, _ in nearest if note_id not in rows])
         rows.update({r["id"]: r for r in without_excluded(parsed, builtins.list(extra.values()))})
-        nearest = [(note_id, score) for note_id, score in nearest if note_id in rows]
-        fused = fuse(
-            keyword_ids,
-            [note_id for note_id, _ in nearest],
-            self.fusion,
-            keyword_coverage=coverage,
-            vector_scores=[score for _, score in nearest],
-        )
-        weights = self.config.ranking
-        scored = []
-        for note_id, rel in fused:
-            row = rows[note_id]
-            parts = score_parts(row, rel, now_ts)
-            scored.append((combine(parts, weights), note_id, parts, row))
-        scored.sort(key=lambda item: (-item[0], item[1]))
-        return [_ranked(row, score, parts, parsed) for score, _id, parts, row in scored[:limit]]
+        ranked = fused_ranking(side, rows, nearest, self.fusion, now_ts, self.config.ranking, limit)
+        return [_ranked(s.row, s.score, s.parts, parsed) for s in ranked]
 
     def _term_weights(self, parsed: ParsedQuery) -> builtins.list[float]:
         """IDF of each query word (document frequency counted up to `_DF_CAP` notes)."""
@@ -1514,15 +1419,3 @@ def _same_file(path: Path, ranked: _Ranked) -> bool:
     except OSError:
         return False
     return stat.st_mtime_ns == ranked.mtime_ns and stat.st_size == ranked.size
-
-
-def _limit(limit: int) -> int:
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
-    return min(limit, 1000)
-
-
-def _offset(offset: int) -> int:
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise InvalidInputError(f"offset must be a non-negative integer, got {offset!r}")
-    return offset

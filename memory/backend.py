@@ -1,0 +1,169 @@
+"""The seam between the app and wherever the memory lives.
+
+`MemoryBackend` is the surface the app, the agent tools, the hooks, the MCP server and the CLI
+use of a memory store; `NoteVectors` the part of it that `memory.encoder_client.VectorSync`
+uses to embed notes in the background. Two implementations satisfy both:
+
+* `memory.store.MemoryStore`: markdown files as the truth, a SQLite index (one machine);
+* `memory.pg_store.PostgresMemoryStore`: the notes themselves in PostgreSQL, shared by every
+  app instance on the database (docs/postgres.md).
+
+One behavioural suite runs on both (`tests/storage/test_memory_contract.py`). File-only
+operations (`abspath`, `root`, `sync`, `_index.json`) stay on `MemoryStore`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from memory.embeddings import Encoder
+from memory.hybrid import SearchMode, SearchOutcome
+from memory.model import Note, NoteDraft, SaveResult, SearchHit, SyncReport
+from memory.vectors import PendingNote, VectorStats
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+ProgressFn = Callable[[str, int, int], None]
+"""progress(stage, done, total)."""
+
+
+@runtime_checkable
+class NoteVectors(Protocol):
+    """Note vectors, per encoder (model name); what background embedding needs."""
+
+    def generation(self) -> int:
+        """Moves whenever vectors are written or dropped."""
+        ...
+
+    def pending(self, model: str, limit: int | None = None) -> list[PendingNote]:
+        """Notes whose vectors for `model` are missing or stale, oldest change first."""
+        ...
+
+    def write(self, model: str, items: Sequence[tuple[PendingNote, NDArray[np.float32]]]) -> int:
+        """Store vectors (one row per chunk); notes changed or deleted since `pending` are
+        skipped. Returns how many notes were written."""
+        ...
+
+    def has_any(self) -> bool:
+        """Whether any vectors are stored, of any model."""
+        ...
+
+    def models(self) -> dict[str, int]:
+        """Model name -> notes with vectors of it."""
+        ...
+
+    def has_vectors(self, model: str) -> bool: ...
+
+    def stats(self, model: str | None) -> VectorStats: ...
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """The memory store as the app uses it. Synchronous: call it from a worker thread."""
+
+    @property
+    def encoder(self) -> Encoder | None:
+        """The text encoder used for saves and searches (None: keyword search only)."""
+        ...
+
+    @property
+    def vectors(self) -> NoteVectors: ...
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def close(self) -> None: ...
+
+    def generation(self) -> tuple[int, int]:
+        """(notes, vectors) change counters: moves whenever either changes."""
+        ...
+
+    def rebuild(self, progress: ProgressFn | None = None) -> SyncReport:
+        """Recompute every derived search structure from the notes."""
+        ...
+
+    # --- notes -----------------------------------------------------------------------------
+    def save(self, draft: NoteDraft) -> SaveResult:
+        """A new note, or the refreshed existing one when it is an (exact or near)
+        duplicate; text is sanitized (`<private>` dropped, secrets redacted)."""
+        ...
+
+    def get(self, note_id: str) -> Note:
+        """The full note (NotFoundError when unknown)."""
+        ...
+
+    def update(self, note_id: str, **changes: Any) -> Note: ...
+
+    def delete(self, note_id: str) -> None: ...
+
+    def supersede(self, old_id: str, new_id: str) -> Note: ...
+
+    def deprecate(self, note_id: str, reason: str | None = None) -> Note: ...
+
+    def list(
+        self,
+        type: str | None = None,
+        scope: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        sort: str = "updated",
+    ) -> builtins.list[Note]: ...
+
+    def count(
+        self,
+        type: str | None = None,
+        scope: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+    ) -> int: ...
+
+    def iter_notes(self) -> Iterator[Note]:
+        """Every note in full, in path order (export)."""
+        ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    def flush_access_counts(self) -> int: ...
+
+    # --- search ----------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        type: str | None = None,
+        scope: str | None = None,
+        include_inactive: bool = False,
+        *,
+        tag: str | None = None,
+        record_access: bool = True,
+    ) -> builtins.list[SearchHit]: ...
+
+    def search_detailed(
+        self,
+        query: str,
+        limit: int = 10,
+        type: str | None = None,
+        scope: str | None = None,
+        include_inactive: bool = False,
+        *,
+        tag: str | None = None,
+        record_access: bool = True,
+        mode: SearchMode = "auto",
+    ) -> SearchOutcome: ...
+
+    def top_notes(
+        self, limit: int = 50, scope: str | None = None
+    ) -> builtins.list[tuple[Note, float]]: ...
+
+    # --- semantic search -------------------------------------------------------------------
+    def attach_encoder(self, encoder: Encoder | None) -> None: ...
+
+    def sync_vectors(self, progress: ProgressFn | None = None, *, batch: int = 32) -> int: ...
+
+    def reindex_vectors(self, progress: ProgressFn | None = None) -> int: ...
+
+    def reset_vectors(self) -> dict[str, Any]: ...

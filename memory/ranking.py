@@ -1,0 +1,241 @@
+"""What every memory backend does the same way, whatever stores the notes (pure, no I/O).
+
+`MemoryStore` (SQLite + files) and `PostgresMemoryStore` both call these, so the two rank,
+validate and rewrite notes identically: the multi-factor score of keyword and fused
+(keyword + vector) candidates, the fields `update` accepts and how it cleans them, and how a
+derived title or summary follows a new body. Rows are anything indexable by column name
+(`sqlite3.Row`, a dict) with the columns `memory.search.score_parts` and
+`memory.search.relevance` read: id, title, tags (JSON text), summary, body, type,
+updated_ts, importance.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any, Final
+
+from errors import InvalidInputError
+from memory import _text
+from memory.capture import sanitize
+from memory.config import RankingWeights
+from memory.hybrid import FusionWeights, fuse, keyword_coverage, term_patterns
+from memory.model import (
+    Note,
+    ScoreParts,
+    normalize_id,
+    normalize_importance,
+    normalize_scope,
+    normalize_status,
+    normalize_tags,
+    normalize_type,
+    parse_datetime,
+)
+from memory.search import Candidate, ParsedQuery, combine, relevance, score_parts
+
+UPDATABLE: Final = frozenset(
+    {
+        "title",
+        "summary",
+        "content",
+        "body",
+        "type",
+        "scope",
+        "tags",
+        "importance",
+        "status",
+        "superseded_by",
+        "expires_at",
+        "source",
+    }
+)
+MAX_LIMIT: Final = 1000
+
+
+# --- arguments -------------------------------------------------------------------------------
+
+
+def check_limit(limit: int) -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+    return min(limit, MAX_LIMIT)
+
+
+def check_offset(offset: int) -> int:
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise InvalidInputError(f"offset must be a non-negative integer, got {offset!r}")
+    return offset
+
+
+def check_updatable(changes: dict[str, Any]) -> None:
+    unknown = set(changes) - UPDATABLE
+    if unknown:
+        raise InvalidInputError(
+            f"cannot update {', '.join(sorted(unknown))}; "
+            f"updatable fields: {', '.join(sorted(UPDATABLE))}"
+        )
+
+
+def clean_changes(changes: dict[str, Any], *, max_note_bytes: int) -> dict[str, Any]:
+    """`update`'s keyword arguments validated and sanitized, as `Note` field values
+    (`content` becomes `body`)."""
+    clean: dict[str, Any] = {}
+    for key, value in changes.items():
+        if key in ("content", "body"):
+            if not isinstance(value, str) or not sanitize(value).strip():
+                raise InvalidInputError("content must be non-empty text")
+            if len(value.encode("utf-8")) > max_note_bytes:
+                raise InvalidInputError(f"content is larger than {max_note_bytes} bytes")
+            clean["body"] = sanitize(value).strip("\r\n") + "\n"
+        elif key in ("title", "summary"):
+            if not isinstance(value, str):
+                raise InvalidInputError(f"{key} must be text")
+            clean[key] = _text.shorten(sanitize(value), 300 if key == "title" else 1000)
+            if key == "title" and not clean[key]:
+                raise InvalidInputError("title must not be empty")
+        elif key == "type":
+            clean[key] = normalize_type(value)
+        elif key == "scope":
+            clean[key] = normalize_scope(value)
+        elif key == "tags":
+            clean[key] = tuple(sanitize(t) for t in normalize_tags(value))
+        elif key == "importance":
+            clean[key] = normalize_importance(value)
+        elif key == "status":
+            clean[key] = normalize_status(value)
+        elif key == "superseded_by":
+            clean[key] = normalize_id(value) if value else None
+        elif key == "expires_at":
+            clean[key] = parse_datetime(value, "expires_at")
+        elif key == "source":
+            clean[key] = sanitize(str(value)) if value else None
+    return clean
+
+
+def rederived(old: Note, changes: dict[str, Any], relpath: str) -> dict[str, Any]:
+    """`changes` (with a new `body`) plus the title and summary that were derived from the
+    old body and now follow the new one; ones written by hand or changed too stay."""
+    new_body = changes["body"]
+    if "summary" not in changes and old.summary == _text.derive_summary(old.body):
+        changes = {**changes, "summary": _text.derive_summary(new_body)}
+    stem = PurePosixPath(relpath).stem
+    if "title" not in changes and old.title == _text.derive_title(old.body, stem):
+        changes = {**changes, "title": _text.derive_title(new_body, old.title)}
+    return changes
+
+
+# --- ranking ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A row with its total score and the parts it was made of."""
+
+    score: float
+    parts: ScoreParts
+    row: Any
+
+
+def rank_rows(
+    rows: Iterable[tuple[Any, float]], now_ts: float, weights: RankingWeights, limit: int
+) -> list[Scored]:
+    """(row, relevance) pairs scored (relevance, type weight, recency, importance), best
+    first; ties broken by id so the same data always gives the same order."""
+    scored = []
+    for row, rel in rows:
+        parts = score_parts(row, rel, now_ts)
+        scored.append((combine(parts, weights), row["id"], parts, row))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [Scored(score, parts, row) for score, _id, parts, row in scored[:limit]]
+
+
+def keyword_ranking(
+    parsed: ParsedQuery,
+    candidates: Sequence[Candidate],
+    now_ts: float,
+    weights: RankingWeights,
+    limit: int,
+) -> list[Scored]:
+    """Keyword candidates ranked by the multi-factor score (docs/search.md)."""
+    if not candidates:
+        return []
+    rels = relevance(parsed, candidates)
+    return rank_rows(
+        ((cand.row, rel) for cand, rel in zip(candidates, rels, strict=True)),
+        now_ts,
+        weights,
+        limit,
+    )
+
+
+@dataclass(slots=True)
+class KeywordSide:
+    """The keyword half of a hybrid search: rows by id, ids best first, and how much of the
+    query (IDF-weighted) each holds, the trust `memory.hybrid.fuse` gives it."""
+
+    rows: dict[str, Any] = field(default_factory=dict)
+    ids: list[str] = field(default_factory=list)
+    coverage: list[float] = field(default_factory=list)
+
+
+def keyword_side(
+    parsed: ParsedQuery,
+    candidates: Sequence[Candidate],
+    term_weights: Callable[[], Sequence[float]],
+) -> KeywordSide:
+    """`term_weights()` (each query word's IDF, a database query) runs only when there are
+    candidates."""
+    side = KeywordSide()
+    if not candidates:
+        return side
+    rels = relevance(parsed, candidates)
+    weights = term_weights()
+    patterns = term_patterns(parsed)
+    order = sorted(range(len(candidates)), key=lambda i: (-rels[i], candidates[i].row["id"]))
+    for i in order:
+        row = candidates[i].row
+        side.rows[row["id"]] = row
+        side.ids.append(row["id"])
+        side.coverage.append(
+            keyword_coverage(
+                parsed,
+                row["title"],
+                _text_list(row["tags"]),
+                row["summary"],
+                row["body"],
+                term_weights=weights,
+                substring=candidates[i].bm25 is None,
+                patterns=patterns,
+            )
+        )
+    return side
+
+
+def fused_ranking(
+    side: KeywordSide,
+    rows: dict[str, Any],
+    nearest: Sequence[tuple[str, float]],
+    fusion: FusionWeights,
+    now_ts: float,
+    weights: RankingWeights,
+    limit: int,
+) -> list[Scored]:
+    """Keyword ids and the nearest notes by vector [(id, cosine)] fused into one relevance
+    (`memory.hybrid.fuse`), then scored like keyword hits. `rows`: every row that may be
+    returned (keyword rows and the vector hits that passed the filters); vector hits
+    without a row are dropped."""
+    kept = [(note_id, score) for note_id, score in nearest if note_id in rows]
+    fused = fuse(
+        side.ids,
+        [note_id for note_id, _ in kept],
+        fusion,
+        keyword_coverage=side.coverage,
+        vector_scores=[score for _, score in kept],
+    )
+    return rank_rows(((rows[note_id], rel) for note_id, rel in fused), now_ts, weights, limit)
+
+
+def _text_list(tags: Any) -> list[str]:
+    return list(json.loads(tags)) if isinstance(tags, str) else list(tags)
