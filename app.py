@@ -26,13 +26,14 @@ from agent.sessions import SessionManager, TurnLock
 from agent.summarizer import model_summary
 from errors import ClaudeMemoryError
 from memory.api import create_memory_router
+from memory.backend import MemoryBackend
 from memory.encoder_client import EncoderClient, EncoderReady, ThreadEncoder, VectorSync
 from memory.entities import PendingStore
 from memory.episodes import EpisodeStore
 from memory.hooks import HookService, create_hooks_router
+from memory.opening import open_memory, open_state
 from memory.pending_api import create_pending_router
-from memory.state import StateDB
-from memory.store import MemoryStore
+from memory.state import StateBackend
 from settings import Settings
 from web.auth import require_token
 from web.chat_api import create_chat_router
@@ -55,8 +56,8 @@ class Container:
     settings: Settings
     conversations: ConversationBackend
     sessions: SessionManager
-    memory: MemoryStore
-    state: StateDB
+    memory: MemoryBackend
+    state: StateBackend
     episodes: EpisodeStore
     pending: PendingStore
     # With CLAUDE_MEMORY_DATABASE_URL: the shared database and the Feishu state kept there.
@@ -123,9 +124,10 @@ def build_container(settings: Settings) -> Container:
     prepare_workspace(settings.workspace_dir)
     # The database first: a wrong URL fails before the (possibly long) memory index sync.
     shared = _open_shared_state(settings) if settings.database_url is not None else None
-    memory = MemoryStore.open(settings.memory_config())
+    database = shared.database if shared else None
+    memory = open_memory(settings.memory_config(), database=database)
     conversations = shared.conversations if shared else ConversationStore(settings.state_path)
-    state = StateDB(settings.state_path)
+    state = open_state(settings.state_path, database=database)
     episodes = EpisodeStore(state, memory)
     pending = PendingStore(state)
     injector = MemoryInjector(
@@ -178,13 +180,12 @@ def _database_status(container: Container) -> dict[str, Any]:
             container.database.fetch("SELECT 1")
     except Exception as exc:  # reported, not raised: /health must answer
         return {"ok": False, "error": str(exc)}
-    status: dict[str, Any] = {
-        "ok": True,
-        "notes": stats["total"],
-        "index": str(container.settings.index_path),
-    }
+    status: dict[str, Any] = {"ok": True, "notes": stats["total"]}
     if container.database is not None:
         status["shared_state"] = container.database.where
+        status["memory"] = f"PostgreSQL {container.database.where}"
+    else:
+        status["index"] = str(container.settings.index_path)
     return status
 
 
@@ -205,7 +206,7 @@ def _vector_sync(container: Container) -> contextlib.AbstractAsyncContextManager
     return VectorSync(
         container.encoder,
         memory.vectors,
-        lambda: (memory.index.generation(), memory.vectors.generation()),
+        memory.generation,
     )
 
 

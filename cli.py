@@ -232,11 +232,52 @@ def _register_optional(sub: Any) -> None:
     """Subcommands owned by other packages register themselves here."""
     from memory import cli as memory_cli
 
-    memory_cli.register(
+    memory_sub = memory_cli.register(
         sub,
         lambda args: _settings(args).memory_config(),
         lambda args: _settings(args).encoder_spec(),
     )
+    p = memory_sub.add_parser(
+        "migrate",
+        help="copy this home (notes, vectors, episodes, conversations, transcripts) into "
+        "an empty PostgreSQL database and compare the counts",
+    )
+    p.add_argument("--to", required=True, metavar="URL", help="postgresql://... (must be empty)")
+    p.add_argument("--json", action="store_true", help="print the counts as JSON")
+    p.set_defaults(func=cmd_migrate)
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    import json
+
+    from memory.cli import ProgressBar
+    from migration import migrate_home
+
+    settings = _settings(args)
+    report = migrate_home(settings, args.to, progress=ProgressBar())
+    if args.json:
+        counts = [{"what": c.what, "home": c.source, "database": c.target} for c in report.counts]
+        data = {
+            "ok": report.ok,
+            "counts": counts,
+            "missing_transcripts": report.missing_transcripts,
+        }
+        print(json.dumps(data, indent=2))
+    else:
+        print(report.table())
+        for session_id in report.missing_transcripts:
+            print(f"note: transcript {session_id} not found here; that conversation starts afresh")
+    if not report.ok:
+        print(
+            "error: some counts differ (see above); nothing was removed from the home",
+            file=sys.stderr,
+        )
+        return 1
+    print(
+        "done: set CLAUDE_MEMORY_DATABASE_URL to use the database; the home is unchanged",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def _hook_argv(argv: Sequence[str]) -> list[str] | None:

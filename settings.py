@@ -294,7 +294,10 @@ class Settings(BaseSettings):
         """The memory store's configuration for this home."""
         from memory.config import MemoryConfig
 
-        return MemoryConfig.for_home(self.home_dir, dedup_threshold=self.dedup_threshold)
+        url = self.database_url.get_secret_value() if self.database_url else None
+        return MemoryConfig.for_home(
+            self.home_dir, dedup_threshold=self.dedup_threshold, database_url=url
+        )
 
     def encoder_spec(self) -> EncoderSpec | None:
         """The encoder to load, or None for keyword search only."""

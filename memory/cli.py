@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from errors import ClaudeMemoryError, ConfigurationError
+from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
 from memory.embeddings import EncoderSpec, load_encoder, parse_encoder_setting
+from memory.files import render_note
 from memory.model import NOTE_STATUSES, NOTE_TYPES, SORT_KEYS, NoteDraft
+from memory.opening import open_memory
 from memory.store import MemoryStore
 
 GetConfig = Callable[[argparse.Namespace], MemoryConfig]
@@ -56,8 +59,9 @@ def register(
     subparsers: argparse._SubParsersAction,
     get_config: GetConfig,
     get_encoder: GetEncoder | None = None,
-) -> None:
-    """Add the `memory` command and its subcommands. `get_encoder` names the text encoder
+) -> argparse._SubParsersAction:
+    """Add the `memory` command and its subcommands (returned, for commands that live
+    elsewhere: `memory migrate` is the root cli's). `get_encoder` names the text encoder
     for semantic search (loaded only by `reindex --vectors`, and by search/add/import once
     the index holds vectors)."""
     parser = subparsers.add_parser(
@@ -140,6 +144,7 @@ def register(
         return run(args, get_config, get_encoder)
 
     parser.set_defaults(func=run_memory)
+    return sub
 
 
 def _json_flag(parser: argparse.ArgumentParser) -> None:
@@ -151,7 +156,7 @@ def run(
 ) -> int:
     """Open the store, run the chosen subcommand, close. Returns the exit code."""
     try:
-        with MemoryStore.open(get_config(args)) as store:
+        with open_memory(get_config(args)) as store:
             _attach_encoder(store, args, get_encoder)
             code: int = args.memory_handler(store, args)
             return code
@@ -161,7 +166,7 @@ def run(
 
 
 def _attach_encoder(
-    store: MemoryStore, args: argparse.Namespace, get_encoder: GetEncoder | None
+    store: MemoryBackend, args: argparse.Namespace, get_encoder: GetEncoder | None
 ) -> None:
     """Load the encoder when the command needs it: always for `reindex --vectors`; for
     search/add/import only once the index holds vectors (else keywords, without the load)."""
@@ -189,7 +194,7 @@ def _print_json(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
 
 
-def _search(store: MemoryStore, args: argparse.Namespace) -> int:
+def _search(store: MemoryBackend, args: argparse.Namespace) -> int:
     outcome = store.search_detailed(
         " ".join(args.query),
         limit=args.limit,
@@ -219,7 +224,7 @@ def _search(store: MemoryStore, args: argparse.Namespace) -> int:
     return 0
 
 
-def _add(store: MemoryStore, args: argparse.Namespace) -> int:
+def _add(store: MemoryBackend, args: argparse.Namespace) -> int:
     text = args.text
     if text is None or text == "-":
         text = sys.stdin.read()
@@ -246,7 +251,7 @@ def _add(store: MemoryStore, args: argparse.Namespace) -> int:
     return 0
 
 
-def _list(store: MemoryStore, args: argparse.Namespace) -> int:
+def _list(store: MemoryBackend, args: argparse.Namespace) -> int:
     notes = store.list(
         type=args.type,
         scope=args.scope,
@@ -267,25 +272,29 @@ def _list(store: MemoryStore, args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(store: MemoryStore, args: argparse.Namespace) -> int:
+def _show(store: MemoryBackend, args: argparse.Namespace) -> int:
     note = store.get(args.id)
     if args.json:
         _print_json(note.to_dict())
     else:
-        path = store.abspath(note.path)
-        print(f"# {path}")
-        print(path.read_bytes().decode("utf-8", errors="replace"), end="")
+        if isinstance(store, MemoryStore):  # the file as it is, hand edits included
+            path = store.abspath(note.path)
+            print(f"# {path}")
+            print(path.read_bytes().decode("utf-8", errors="replace"), end="")
+        else:
+            print(f"# {note.path}")
+            print(render_note(note), end="")
     return 0
 
 
-def _rm(store: MemoryStore, args: argparse.Namespace) -> int:
+def _rm(store: MemoryBackend, args: argparse.Namespace) -> int:
     for note_id in args.ids:
         store.delete(note_id)
         print(f"deleted {note_id}")
     return 0
 
 
-def _reindex(store: MemoryStore, args: argparse.Namespace) -> int:
+def _reindex(store: MemoryBackend, args: argparse.Namespace) -> int:
     report = store.rebuild(progress=ProgressBar())
     embedded = store.reindex_vectors(progress=ProgressBar()) if args.vectors else None
     if args.json:
@@ -302,7 +311,7 @@ def _reindex(store: MemoryStore, args: argparse.Namespace) -> int:
     return 0
 
 
-def _export(store: MemoryStore, args: argparse.Namespace) -> int:
+def _export(store: MemoryBackend, args: argparse.Namespace) -> int:
     from memory.transfer import export_jsonl, export_markdown
 
     fmt = args.format or (
@@ -321,7 +330,7 @@ def _export(store: MemoryStore, args: argparse.Namespace) -> int:
     return 0
 
 
-def _import(store: MemoryStore, args: argparse.Namespace) -> int:
+def _import(store: MemoryBackend, args: argparse.Namespace) -> int:
     from memory.transfer import import_path
 
     report = import_path(
@@ -339,7 +348,7 @@ def _import(store: MemoryStore, args: argparse.Namespace) -> int:
     return 1 if report.errors and not (report.added or report.deduplicated) else 0
 
 
-def _stats(store: MemoryStore, args: argparse.Namespace) -> int:
+def _stats(store: MemoryBackend, args: argparse.Namespace) -> int:
     stats = store.stats()
     if args.json:
         _print_json(stats)

@@ -55,6 +55,9 @@ class MemoryConfig:
     """Minimum seconds between rewrites of `_index.json` while notes change (always on close)."""
     index_json_limit: int = 2000
     """`_index.json` lists the newest this many notes (`count` still gives the total)."""
+    database_url: str | None = field(default=None, repr=False)
+    """The shared PostgreSQL database (CLAUDE_MEMORY_DATABASE_URL): the notes live there
+    instead of in `root` (memory.opening chooses). None: files and SQLite in the home."""
 
     @classmethod
     def for_home(cls, home: Path, **overrides: object) -> MemoryConfig:

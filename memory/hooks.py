@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict
 from memory.project import ProjectIdentity, identify
 
 if TYPE_CHECKING:
+    from memory.backend import MemoryBackend
     from memory.entities import PendingStore
     from memory.episodes import Episode, EpisodeMessage, EpisodeStore
     from memory.state import StateBackend
-    from memory.store import MemoryStore
 
 log = logging.getLogger("memory.hooks")
 
@@ -132,6 +132,7 @@ class HookSettings:
     dedup_threshold: float | None = None
     client: str = "claude-code"
     environ: Mapping[str, str] = field(default_factory=dict)
+    database_url: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(
@@ -162,6 +163,7 @@ class HookSettings:
             else None,
             client=client,
             environ=environ,
+            database_url=(environ.get("CLAUDE_MEMORY_DATABASE_URL") or "").strip() or None,
         )
 
 
@@ -712,20 +714,20 @@ class HookService:
     def __init__(
         self,
         state: StateBackend,
-        store: Callable[[], MemoryStore],
+        store: Callable[[], MemoryBackend],
         *,
         budget_tokens: int = 1500,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.state = state
         self._store_factory = store
-        self._store: MemoryStore | None = None
+        self._store: MemoryBackend | None = None
         self.budget_tokens = budget_tokens
         self.clock = clock
 
     # --- lazily built collaborators ---
     @property
-    def store(self) -> MemoryStore:
+    def store(self) -> MemoryBackend:
         if self._store is None:
             self._store = self._store_factory()
         return self._store
@@ -1168,23 +1170,25 @@ def _dechunk(data: bytes) -> bytes:
 
 
 def run_direct(settings: HookSettings, request: HookRequest) -> str:
-    """Do the work in this process, on the files and the index."""
-    from memory.state import StateDB
+    """Do the work in this process: on the files and the index in the home, or on the
+    shared database when CLAUDE_MEMORY_DATABASE_URL is set (one small pool for both)."""
+    from memory.opening import open_database, open_memory, open_state
 
-    state = StateDB(settings.home / "state.db")
-    opened: list[MemoryStore] = []
+    database = open_database(settings.database_url) if settings.database_url else None
+    state = open_state(settings.home / "state.db", database=database)
+    opened: list[MemoryBackend] = []
 
-    def open_store() -> MemoryStore:
+    def open_store() -> MemoryBackend:
         from memory.config import MemoryConfig
-        from memory.store import MemoryStore
 
         overrides: dict[str, object] = {}
         if settings.dedup_threshold is not None:
             overrides["dedup_threshold"] = settings.dedup_threshold
         # Prompts use the index as it is (the files of returned notes are still checked): a
         # full scan costs ~0.15 s at 10k notes. Session start and end pick up hand edits.
-        store = MemoryStore.open(
+        store = open_memory(
             MemoryConfig.for_home(settings.home, **overrides),
+            database=database,
             sync=request.event != "user-prompt-submit",
         )
         opened.append(store)
@@ -1195,11 +1199,18 @@ def run_direct(settings: HookSettings, request: HookRequest) -> str:
         return service.handle(request)
     finally:
         for store in opened:
-            # `MemoryStore.close` rewrites `_index.json` in any new process (0.4 s at 10k
-            # notes) even when nothing changed; the store already rewrote it after our saves.
-            store.flush_access_counts()
-            store.index.close()
+            from memory.store import MemoryStore  # only once a store was opened
+
+            if isinstance(store, MemoryStore):
+                # `MemoryStore.close` rewrites `_index.json` in any new process (0.4 s at
+                # 10k notes) even when nothing changed; the store rewrote it after our saves.
+                store.flush_access_counts()
+                store.index.close()
+            else:
+                store.close()
         state.close()
+        if database is not None:
+            database.close()
 
 
 def hook_output(event: str, context: str) -> str:

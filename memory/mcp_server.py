@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio.to_thread
 from mcp.server.fastmcp import FastMCP
@@ -35,14 +35,18 @@ from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from errors import ClaudeMemoryError, InvalidInputError
+from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
 from memory.entities import PendingStore
 from memory.episodes import Episode, EpisodeStore, should_summarize
 from memory.hooks import SERVER_NAME, clear_window, session_summary
 from memory.model import ENTITY_TYPE_MAP, NoteDraft, normalize_type
+from memory.opening import database_url, open_database, open_memory, open_state
 from memory.project import ProjectIdentity, identify
-from memory.state import StateDB
-from memory.store import MemoryStore
+from memory.state import StateBackend
+
+if TYPE_CHECKING:
+    from storage.postgres import PostgresDatabase
 
 log = logging.getLogger(__name__)
 
@@ -67,21 +71,29 @@ class MemoryResources:
         self.session_key = f"mcp:{uuid.uuid4()}"
         self.current_episode: str | None = None
         self._lock = threading.Lock()
-        self._store: MemoryStore | None = None
-        self._state: StateDB | None = None
+        self._store: MemoryBackend | None = None
+        self._state: StateBackend | None = None
+        # PostgreSQL mode (docs/postgres.md): one small pool for the notes and the state
+        self._database_url = database_url(os.environ)
+        self._database: PostgresDatabase | None = None
+
+    def _shared(self) -> PostgresDatabase | None:
+        if self._database_url and self._database is None:
+            self._database = open_database(self._database_url)
+        return self._database
 
     @property
-    def store(self) -> MemoryStore:
+    def store(self) -> MemoryBackend:
         with self._lock:
             if self._store is None:
-                self._store = MemoryStore.open(MemoryConfig.for_home(self.home))
+                self._store = open_memory(MemoryConfig.for_home(self.home), database=self._shared())
             return self._store
 
     @property
-    def state(self) -> StateDB:
+    def state(self) -> StateBackend:
         with self._lock:
             if self._state is None:
-                self._state = StateDB(self.home / "state.db")
+                self._state = open_state(self.home / "state.db", database=self._shared())
             return self._state
 
     @property
@@ -100,6 +112,9 @@ class MemoryResources:
             if self._state is not None:
                 self._state.close()
                 self._state = None
+            if self._database is not None:
+                self._database.close()
+                self._database = None
 
 
 def _when(timestamp: float | None) -> str:

@@ -40,7 +40,7 @@ import threading
 import time
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -838,6 +838,7 @@ class PostgresMemoryStore:
         self._query_lock = threading.Lock()
         self._encode_pool: ThreadPoolExecutor | None = None
         self._closed = False
+        self._on_close: builtins.list[Callable[[], None]] = []
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -874,13 +875,20 @@ class PostgresMemoryStore:
             store._rederive(only_stale=True)
         return store
 
+    def close_with(self, release: Callable[[], None]) -> None:
+        """Call `release` on close (a pool opened for this store alone)."""
+        self._on_close.append(release)
+
     def close(self) -> None:
-        """Stop the query-encoding threads; the pools stay open for their owner."""
+        """Stop the query-encoding threads; the pools stay open for their owner (unless one
+        was handed to `close_with`)."""
         if self._closed:
             return
         self._closed = True
         if self._encode_pool is not None:
             self._encode_pool.shutdown(wait=True, cancel_futures=True)
+        while self._on_close:
+            self._on_close.pop()()
 
     def __enter__(self) -> Self:
         return self
@@ -927,6 +935,38 @@ class PostgresMemoryStore:
             self._bump_notes()
 
     # --- writes ------------------------------------------------------------------------------
+
+    def restore(self, notes: Iterable[Note], *, batch: int = 500) -> int:
+        """Insert notes exactly as they are (ids, paths, dates, status, access counts): for
+        moving a home here (`memory migrate`). No redaction or dedup: they passed both when
+        first saved. A note already here under the same id or path is replaced (the profile
+        skeleton every store starts with). Returns how many were written."""
+        self._check_open()
+        written = 0
+        chunk: builtins.list[Note] = []
+
+        def flush() -> int:
+            stored = [_storable(n) for n in chunk]
+            rows = [(n, _values(n, _derive(n, self.config.max_indexed_chars))) for n in stored]
+            count = 0
+            with self._tx() as conn:
+                for note, values in rows:
+                    conn.execute(
+                        "DELETE FROM memory_notes WHERE id = %s OR path = %s",
+                        (note.id, values["path"]),
+                    )
+                    count += conn.execute(_insert_sql(), values).fetchone() is not None
+            chunk.clear()
+            return count
+
+        for note in notes:
+            chunk.append(note)
+            if len(chunk) >= batch:
+                written += flush()
+        if chunk:
+            written += flush()
+        self._bump_notes()
+        return written
 
     def save(self, draft: NoteDraft) -> SaveResult:
         """Write a new note, or refresh the existing one if it is an (exact or near) duplicate

@@ -21,7 +21,7 @@ Importing this module needs the `postgres` extra (psycopg); the hooks' SQLite pa
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from psycopg import Cursor
@@ -103,10 +103,17 @@ class PostgresStateDB:
 
     def __init__(self, db: PostgresDatabase) -> None:
         self._db = db
+        self._on_close: list[Callable[[], None]] = []
         db.migrate(COMPONENT, MIGRATIONS)
 
+    def close_with(self, release: Callable[[], None]) -> None:
+        """Call `release` on close (a pool opened for this object alone)."""
+        self._on_close.append(release)
+
     def close(self) -> None:
-        """The pool belongs to the database owner; nothing of ours to release."""
+        """The pool belongs to the database owner, unless one was handed to `close_with`."""
+        while self._on_close:
+            self._on_close.pop()()
 
     def read(self, sql: str, params: Sequence[object] = ()) -> list[DictRow]:
         return self._db.fetch(to_pyformat(sql), _params(params))

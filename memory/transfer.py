@@ -19,9 +19,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from errors import ClaudeMemoryError, InvalidInputError
+from errors import ClaudeMemoryError, InvalidInputError, NotFoundError
 from memory import _text
-from memory.files import is_note_name, iter_note_files, parse_note
+from memory.backend import MemoryBackend
+from memory.files import is_note_name, iter_note_files, parse_note, render_note, safe_relpath
 from memory.model import NoteDraft, path_note_id
 from memory.store import MemoryStore
 
@@ -50,7 +51,7 @@ class ImportReport:
 # --- export ----------------------------------------------------------------------------------
 
 
-def export_jsonl(store: MemoryStore, out: TextIO) -> int:
+def export_jsonl(store: MemoryBackend, out: TextIO) -> int:
     count = 0
     for note in store.iter_notes():
         out.write(json.dumps(note.to_dict(), ensure_ascii=False, default=str) + "\n")
@@ -58,14 +59,22 @@ def export_jsonl(store: MemoryStore, out: TextIO) -> int:
     return count
 
 
-def export_markdown(store: MemoryStore, dest: Path) -> int:
-    """Copy every note file (bytes unchanged) into `dest`, keeping relative paths."""
+def export_markdown(store: MemoryBackend, dest: Path) -> int:
+    """Every note as a markdown file in `dest`, keeping relative paths: the files copied
+    byte for byte from a home, or rendered from the database (PostgreSQL mode)."""
     dest.mkdir(parents=True, exist_ok=True)
     count = 0
-    for rel, _stat in iter_note_files(store.root):
-        target = dest / rel
+    if isinstance(store, MemoryStore):
+        for rel, _stat in iter_note_files(store.root):
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(store.root / rel, target)
+            count += 1
+        return count
+    for note in store.iter_notes():
+        target = dest / safe_relpath(note.path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(store.root / rel, target)
+        target.write_text(render_note(note), encoding="utf-8")
         count += 1
     return count
 
@@ -199,7 +208,7 @@ def _markdown_draft(path: Path, rel: str, scope: str | None, note_type: str | No
 
 
 def import_path(
-    store: MemoryStore,
+    store: MemoryBackend,
     path: Path,
     *,
     scope: str | None = None,
@@ -241,7 +250,7 @@ def import_path(
             if scope or note_type:
                 item = _override(item, scope, note_type)
             try:
-                if item.id and store.index.row_by_id(item.id) is not None:
+                if item.id and _exists(store, item.id):
                     report.skipped += 1
                 else:
                     result = store.save(item)
@@ -254,6 +263,14 @@ def import_path(
         if progress:
             progress("import", done, total)
     return report
+
+
+def _exists(store: MemoryBackend, note_id: str) -> bool:
+    try:
+        store.get(note_id)
+    except NotFoundError:
+        return False
+    return True
 
 
 def _override(draft: NoteDraft, scope: str | None, note_type: str | None) -> NoteDraft:
