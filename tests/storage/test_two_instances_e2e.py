@@ -140,3 +140,29 @@ async def test_the_same_feishu_event_reaching_two_instances_is_answered_once(
     assert len(fake_feishu.replies_to(message_id(event))) == 1
     assert len(fake_model.requests_for("count me once")) == 1
     assert {a.code for a in fake_feishu.acks} == {200}
+
+
+async def test_two_instances_share_one_memory_and_concurrent_saves_lose_nothing(
+    make_settings: Callable[..., Settings], database_url: str, tmp_path: Path
+) -> None:
+    a = make_settings(home=tmp_path / "home-a", database_url=database_url)
+    b = make_settings(home=tmp_path / "home-b", database_url=database_url)
+    async with running_app(a) as client_a, running_app(b) as client_b:
+
+        async def save(client: httpx.AsyncClient, n: int) -> str:
+            resp = await client.post(
+                "/api/memories", json={"content": f"实例笔记 {n}: deploy step number {n} of 80"}
+            )
+            assert resp.status_code in (200, 201), resp.text
+            return str(resp.json()["id"])
+
+        saved = await asyncio.gather(*(save(client_a if n % 2 else client_b, n) for n in range(80)))
+        assert len(set(saved)) == 80
+        # what A wrote, B finds (and the other way round): one memory, not two
+        found = (await client_b.post("/api/memories/search", json={"query": "实例笔记 17"})).json()
+        assert saved[17] in [hit["id"] for hit in found["results"]]
+        stats_a = (await client_a.get("/api/memories/stats")).json()
+        stats_b = (await client_b.get("/api/memories/stats")).json()
+    assert stats_a["total"] == stats_b["total"] == 81  # and the profile skeleton
+    # the homes hold no notes of their own: the database does
+    assert not list((tmp_path / "home-a" / "memory").rglob("*-*.md"))
