@@ -39,9 +39,7 @@ import re
 import threading
 import time
 import unicodedata
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Self
@@ -78,6 +76,7 @@ from memory.model import (
     normalize_type,
     utcnow,
 )
+from memory.query_vectors import QueryVector, QueryVectors
 from memory.ranking import (
     Scored,
     check_limit,
@@ -195,7 +194,6 @@ MIGRATIONS: Final[tuple[str, ...]] = (
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
-_QUERY_CACHE: Final = 256
 _DF_CAP: Final = 5000
 _RANK_WEIGHTS: Final = "'{0.1, 0.4, 0.6, 1.0}'::float4[]"
 """ts_rank weights of D (body), C (summary), B (tags), A (title): the SQLite index's BM25
@@ -804,12 +802,6 @@ def _bump(db: PostgresDatabase, name: str) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Semantic:
-    vector: Any
-    model: str
-
-
-@dataclass(frozen=True, slots=True)
 class _Embedded:
     note: PendingNote
     vectors: Any
@@ -834,9 +826,7 @@ class PostgresMemoryStore:
         self.encoder = encoder
         self.vectors = PostgresNoteVectors(db, max_chars=config.max_indexed_chars)
         self.fusion: FusionWeights = DEFAULT_WEIGHTS
-        self._query_vectors: OrderedDict[tuple[str, str], Any] = OrderedDict()
-        self._query_lock = threading.Lock()
-        self._encode_pool: ThreadPoolExecutor | None = None
+        self._query_vectors = QueryVectors()
         self._closed = False
         self._on_close: builtins.list[Callable[[], None]] = []
 
@@ -885,8 +875,7 @@ class PostgresMemoryStore:
         if self._closed:
             return
         self._closed = True
-        if self._encode_pool is not None:
-            self._encode_pool.shutdown(wait=True, cancel_futures=True)
+        self._query_vectors.close()
         while self._on_close:
             self._on_close.pop()()
 
@@ -1403,19 +1392,18 @@ class PostgresMemoryStore:
         self._check_open()
         parsed = parse_query(query)
         # the query is encoded in another thread while the keyword search runs
-        pending = None if mode == "keyword" else self._semantic_start(query)
-        resolved: builtins.list[tuple[_Semantic | None, str | None]] = []
+        pending = (
+            None
+            if mode == "keyword"
+            else self._query_vectors.start(self.encoder, self.vectors.has_vectors, query)
+        )
 
-        def semantic() -> _Semantic | None:
-            if pending is None:
-                return None
-            if not resolved:
-                resolved.append(pending.result())
-            return resolved[0][0]
+        def semantic() -> QueryVector | None:
+            return pending.vector() if pending is not None else None
 
         vector_first = mode == "vector" or parsed.empty
         if parsed.empty and semantic() is None:
-            return SearchOutcome([], "keyword", resolved[0][1] if resolved else None)
+            return SearchOutcome([], "keyword", pending.notice if pending else None)
         limit = check_limit(limit)
         now = self._now()
         filters = self._filters(
@@ -1436,7 +1424,7 @@ class PostgresMemoryStore:
             if record_access and ranked:
                 _record_access(conn, [s.row["id"] for s in ranked])
         found = semantic()
-        notice = resolved[0][1] if resolved else None
+        notice = pending.notice if pending else None
         used = "keyword" if found is None else ("vector" if vector_first else "hybrid")
         return SearchOutcome([_hit(s, parsed) for s in ranked], used, notice)
 
@@ -1447,7 +1435,7 @@ class PostgresMemoryStore:
         filters: Filters,
         limit: int,
         now_ts: float,
-        semantic: Callable[[], _Semantic | None],
+        semantic: Callable[[], QueryVector | None],
     ) -> builtins.list[Scored]:
         pool = max(limit * 5, 50)
         cap = self.config.max_ranked_matches
@@ -1509,7 +1497,7 @@ class PostgresMemoryStore:
         filters: Filters,
         limit: int,
         now_ts: float,
-        semantic: _Semantic,
+        semantic: QueryVector,
     ) -> builtins.list[Scored]:
         """Keyword candidates and the notes nearest by vector, fused (`memory.hybrid`)."""
         side = keyword_side(parsed, candidates, lambda: self._term_weights(conn, parsed))
@@ -1561,58 +1549,6 @@ class PostgresMemoryStore:
     def attach_encoder(self, encoder: Encoder | None) -> None:
         """Use `encoder` for searches and saves from now on (None: keyword search only)."""
         self.encoder = encoder
-
-    def _semantic_start(self, query: str) -> Future[tuple[_Semantic | None, str | None]]:
-        """The query's vector, computed in a worker thread so that encoding overlaps the
-        keyword search; or None and why not (no reason when no encoder is set).
-
-        Unlike the SQLite store, whether vectors exist is asked here, before the search
-        takes its connection: a worker needing a pooled connection while every search holds
-        one would exhaust the pool."""
-        done: Future[tuple[_Semantic | None, str | None]] = Future()
-        encoder = self.encoder
-        if encoder is None:
-            done.set_result((None, None))
-            return done
-        try:
-            model = encoder.name
-            if not self.vectors.has_vectors(model):
-                done.set_result(
-                    (
-                        None,
-                        "semantic search has no vectors yet (notes are being embedded); "
-                        "keyword results only",
-                    )
-                )
-                return done
-        except EncoderUnavailableError as exc:
-            done.set_result(
-                (None, f"semantic search unavailable ({exc.message}); keyword results only")
-            )
-            return done
-        with self._query_lock:
-            if self._encode_pool is None:
-                self._encode_pool = ThreadPoolExecutor(2, thread_name_prefix="query-vector")
-            return self._encode_pool.submit(self._semantic, encoder, model, query)
-
-    def _semantic(
-        self, encoder: Encoder, model: str, query: str
-    ) -> tuple[_Semantic | None, str | None]:
-        try:
-            key = (model, query)
-            with self._query_lock:
-                vector = self._query_vectors.get(key)
-                if vector is not None:
-                    self._query_vectors.move_to_end(key)
-            if vector is None:  # a repeated query (hooks, search as you type) skips this
-                vector = encoder.encode([query], "query")[0]
-                with self._query_lock:
-                    self._query_vectors[key] = vector
-                    while len(self._query_vectors) > _QUERY_CACHE:
-                        self._query_vectors.popitem(last=False)
-        except EncoderUnavailableError as exc:
-            return None, f"semantic search unavailable ({exc.message}); keyword results only"
-        return _Semantic(vector, model), None
 
     def _embed_note(self, note: Note, derived: _Derived) -> _Embedded | None:
         """A new note's vectors, or None when no encoder can answer now (the note is then

@@ -20,9 +20,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -86,6 +85,7 @@ from memory.model import (
     parse_datetime,
     utcnow,
 )
+from memory.query_vectors import QueryVector, QueryVectors
 from memory.ranking import check_limit as _limit
 from memory.ranking import check_offset as _offset
 from memory.ranking import (
@@ -116,7 +116,6 @@ RACY_NS: Final = 1_000_000_000
 """A file modified less than this before we last read it is re-hashed on the next scan:
 an edit within the file system's timestamp granularity would otherwise go unnoticed."""
 BATCH: Final = 500
-_QUERY_CACHE: Final = 256
 """Query vectors kept per store (by encoder and query text)."""
 _DF_CAP: Final = 5000
 """Document frequencies for query-word IDF are counted up to this many notes (cheap, and
@@ -180,9 +179,7 @@ class MemoryStore:
         self.encoder = encoder
         self.vectors = VectorIndex(self.index)
         self.fusion: FusionWeights = DEFAULT_WEIGHTS
-        self._query_vectors: OrderedDict[tuple[str, str], Any] = OrderedDict()
-        self._query_lock = threading.Lock()
-        self._encode_pool: ThreadPoolExecutor | None = None
+        self._query_vectors = QueryVectors()
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -256,8 +253,7 @@ class MemoryStore:
             log.warning("memory store closed without flushing access counts/_index.json: %s", exc)
         finally:
             self._closed = True
-            if self._encode_pool is not None:
-                self._encode_pool.shutdown(wait=True, cancel_futures=True)
+            self._query_vectors.close()
             self.index.close()
 
     def __enter__(self) -> Self:
@@ -905,19 +901,18 @@ class MemoryStore:
         self._ensure_fresh()
         parsed = parse_query(query)
         # the query is encoded in another thread while the keyword search runs
-        pending = None if mode == "keyword" else self._semantic_start(query)
-        resolved: builtins.list[tuple[_Semantic | None, str | None]] = []
+        pending = (
+            None
+            if mode == "keyword"
+            else self._query_vectors.start(self.encoder, self.vectors.has_vectors, query)
+        )
 
-        def semantic() -> _Semantic | None:
-            if pending is None:
-                return None
-            if not resolved:
-                resolved.append(pending.result())
-            return resolved[0][0]
+        def semantic() -> QueryVector | None:
+            return pending.vector() if pending is not None else None
 
         vector_first = mode == "vector" or parsed.empty
         if parsed.empty and semantic() is None:
-            return SearchOutcome([], "keyword", resolved[0][1] if resolved else None)
+            return SearchOutcome([], "keyword", pending.notice if pending else None)
         limit = _limit(limit)
         now = self._now()
         filters = self._filters(
@@ -942,7 +937,7 @@ class MemoryStore:
         if record_access and hits:
             self._record_access(hits)
         found = semantic()
-        notice = resolved[0][1] if resolved else None
+        notice = pending.notice if pending else None
         used = "keyword" if found is None else ("vector" if vector_first else "hybrid")
         return SearchOutcome([h.hit for h in hits], used, notice)
 
@@ -952,7 +947,7 @@ class MemoryStore:
         filters: Filters,
         limit: int,
         now_ts: float,
-        semantic: Callable[[], _Semantic | None] | None = None,
+        semantic: Callable[[], QueryVector | None] | None = None,
     ) -> builtins.list[_Ranked]:
         conn = self.index.conn()
         pool = max(limit * 5, 50)
@@ -981,44 +976,6 @@ class MemoryStore:
         """Use `encoder` for searches and saves from now on (None: keyword search only)."""
         self.encoder = encoder
 
-    def _semantic_start(self, query: str) -> Future[tuple[_Semantic | None, str | None]]:
-        """`_semantic(query)` in a worker thread: encoding overlaps the keyword search."""
-        if self.encoder is None:
-            done: Future[tuple[_Semantic | None, str | None]] = Future()
-            done.set_result((None, None))
-            return done
-        with self._query_lock:
-            if self._encode_pool is None:
-                self._encode_pool = ThreadPoolExecutor(2, thread_name_prefix="query-vector")
-            return self._encode_pool.submit(self._semantic, query)
-
-    def _semantic(self, query: str) -> tuple[_Semantic | None, str | None]:
-        """The query's vector, or None and why not (no reason when no encoder is set)."""
-        encoder = self.encoder
-        if encoder is None:
-            return None, None
-        try:
-            model = encoder.name
-            if not self.vectors.has_vectors(model):
-                return None, (
-                    "semantic search has no vectors yet (notes are being embedded); "
-                    "keyword results only"
-                )
-            key = (model, query)
-            with self._query_lock:
-                vector = self._query_vectors.get(key)
-                if vector is not None:
-                    self._query_vectors.move_to_end(key)
-            if vector is None:  # a repeated query (hooks, search as you type) skips this
-                vector = encoder.encode([query], "query")[0]
-                with self._query_lock:
-                    self._query_vectors[key] = vector
-                    while len(self._query_vectors) > _QUERY_CACHE:
-                        self._query_vectors.popitem(last=False)
-        except EncoderUnavailableError as exc:
-            return None, f"semantic search unavailable ({exc.message}); keyword results only"
-        return _Semantic(vector, model), None
-
     def _rank_hybrid(
         self,
         parsed: ParsedQuery,
@@ -1026,7 +983,7 @@ class MemoryStore:
         filters: Filters,
         limit: int,
         now_ts: float,
-        semantic: _Semantic,
+        semantic: QueryVector,
     ) -> builtins.list[_Ranked]:
         """Keyword candidates and the notes nearest by vector, fused (`memory.hybrid`), then
         scored like keyword results with the fused relevance."""
@@ -1352,14 +1309,6 @@ class _Ranked:
     nid: int
     mtime_ns: int
     size: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Semantic:
-    """A query's vector and the encoder (model name) it came from."""
-
-    vector: Any
-    model: str
 
 
 @dataclass(frozen=True, slots=True)
