@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,8 +15,13 @@ from app import build_container
 from bridge.state_pg import PostgresBridgeState
 from cli import main as cli_main
 from errors import ConfigurationError
+from memory.mcp_server import MemoryResources
+from memory.model import NoteDraft
+from memory.pg_store import PostgresMemoryStore
+from memory.state_pg import PostgresStateDB
 from settings import Settings
 from tests.conftest import running_app
+from tests.hooks.conftest import run_hook_process
 
 
 def test_without_a_database_url_everything_stays_in_sqlite(
@@ -99,3 +106,46 @@ def test_doctor_reports_an_unreachable_database(
     assert code == 1
     assert "[!!] database: postgresql://postgres@" in out and "unreachable" in out
     assert "secret" not in out
+
+
+def test_the_cli_a_direct_hook_and_the_mcp_server_share_the_memory_on_the_database(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Every client of the memory that runs without the app reads the URL from the
+    environment and reaches the same notes: none of them writes a note file."""
+    monkeypatch.setenv("CLAUDE_MEMORY_DATABASE_URL", database_url)
+    monkeypatch.setenv("CLAUDE_MEMORY_HOOK_SERVER", "0")  # no app: hooks work directly
+    home_cli, home_hook, home_mcp = (tmp_path / n for n in ("cli", "hook", "mcp"))
+
+    assert cli_main(["--home", str(home_cli), "memory", "add", "部署用 systemd 重启服务"]) == 0
+    capsys.readouterr()
+
+    project = tmp_path / "project"
+    project.mkdir()
+    prompt = json.dumps(
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "sess-db",
+            "cwd": str(project),
+            "transcript_path": "",
+            "prompt": "我们怎么部署服务的？",
+        }
+    )
+    hook = run_hook_process(
+        "user-prompt-submit", prompt, env={"CLAUDE_MEMORY_HOME": str(home_hook)}
+    )
+    assert hook.returncode == 0, hook.stderr
+    assert hook.output is not None
+    assert "systemd" in hook.output["hookSpecificOutput"]["additionalContext"]
+
+    resources = MemoryResources(home_mcp, cwd=str(project))
+    try:
+        assert isinstance(resources.store, PostgresMemoryStore)
+        saved = resources.store.save(NoteDraft(content="The MCP server saved this note."))
+        assert cli_main(["--home", str(home_cli), "memory", "show", saved.id]) == 0
+        assert "The MCP server saved this note." in capsys.readouterr().out
+        assert isinstance(resources.state, PostgresStateDB)
+    finally:
+        resources.close()
+    for home in (home_cli, home_hook, home_mcp):
+        assert not list(home.rglob("*.md")), f"a note file was written under {home}"
