@@ -130,9 +130,16 @@ class EncoderSpec:
 
 # BLAS keeps a pool of spinning threads per process; beside E5's OpenMP threads they fight
 # for the two cores (query encoding measured 10 ms p50 / 16 ms p95 with one BLAS thread,
-# 16 / 120 ms with the pool). numpy reads these when it loads, so they go into the encoder
-# worker's environment (unless the user set them).
-WORKER_THREAD_ENV: Final[dict[str, str]] = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# 16 / 120 ms with the pool). And E5 runs ~100 short parallel regions per query: OpenMP
+# threads that spin a little longer between them (a few ms at most, then they sleep) instead
+# of being woken each time took a hybrid search at 10k notes from 20 / 29-33 ms to 17 / 21-22
+# ms (p50 / p95). Read when numpy and the engine load, so they go into the encoder worker's
+# environment (unless the user set them).
+WORKER_THREAD_ENV: Final[dict[str, str]] = {
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "GOMP_SPINCOUNT": "1000000",
+}
 
 
 def packaged_available(kind: EncoderKind = DEFAULT_PACKAGED) -> bool:

@@ -1391,7 +1391,7 @@ class PostgresMemoryStore:
         could not run (keyword results then), as `MemoryStore.search_detailed`."""
         self._check_open()
         parsed = parse_query(query)
-        # the query is encoded in another thread while the keyword search runs
+        # the query vector first: encoding beside the keyword search was slower (query_vectors)
         pending = (
             None
             if mode == "keyword"
@@ -1451,7 +1451,7 @@ class PostgresMemoryStore:
             seen = {r["id"] for r in rows}
             extra = without_excluded(parsed, self._trigram_rows(conn, words, filters, pool))
             candidates += [Candidate(r, None) for r in extra if r["id"] not in seen]
-        found = semantic()  # waits for the query vector
+        found = semantic()
         if found is not None:
             return self._rank_hybrid(conn, parsed, candidates, filters, limit, now_ts, found)
         return keyword_ranking(parsed, candidates, now_ts, self.config.ranking, limit)

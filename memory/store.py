@@ -900,7 +900,7 @@ class MemoryStore:
         `mode="vector"` ranks by vectors alone."""
         self._ensure_fresh()
         parsed = parse_query(query)
-        # the query is encoded in another thread while the keyword search runs
+        # the query vector first: encoding beside the keyword search was slower (query_vectors)
         pending = (
             None
             if mode == "keyword"
@@ -964,7 +964,7 @@ class MemoryStore:
             seen = {r["nid"] for r in rows}
             extra = without_excluded(parsed, trigram_rows(conn, trigram, filters, pool, cap))
             candidates += [Candidate(r, None) for r in extra if r["nid"] not in seen]
-        found = semantic() if semantic is not None else None  # waits for the query vector
+        found = semantic() if semantic is not None else None
         if found is not None:
             return self._rank_hybrid(parsed, candidates, filters, limit, now_ts, found)
         ranked = keyword_ranking(parsed, candidates, now_ts, self.config.ranking, limit)
