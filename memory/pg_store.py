@@ -76,7 +76,7 @@ from memory.model import (
     normalize_type,
     utcnow,
 )
-from memory.query_vectors import QueryVector, QueryVectors
+from memory.query_vectors import QueryVector, QueryVectors, plan_search
 from memory.ranking import (
     Scored,
     check_limit,
@@ -94,7 +94,6 @@ from memory.search import (
     Candidate,
     ParsedQuery,
     Term,
-    parse_query,
     snippet,
     without_excluded,
 )
@@ -1404,20 +1403,11 @@ class PostgresMemoryStore:
         """`search` with the mode used and a `notice` when semantic search was wanted but
         could not run (keyword results then), as `MemoryStore.search_detailed`."""
         self._check_open()
-        parsed = parse_query(query)
         # the query vector first: encoding beside the keyword search was slower (query_vectors)
-        pending = (
-            None
-            if mode == "keyword"
-            else self._query_vectors.start(self.encoder, self.vectors.has_vectors, query)
-        )
-
-        def semantic() -> QueryVector | None:
-            return pending.vector() if pending is not None else None
-
-        vector_first = mode == "vector" or parsed.empty
-        if parsed.empty and semantic() is None:
-            return SearchOutcome([], "keyword", pending.notice if pending else None)
+        plan = plan_search(query, mode, self._query_vectors, self.encoder, self.vectors.has_vectors)
+        if plan.empty:
+            return SearchOutcome([], "keyword", plan.notice)
+        parsed = plan.parsed
         limit = check_limit(limit)
         now = self._now()
         filters = self._filters(
@@ -1430,17 +1420,14 @@ class PostgresMemoryStore:
         )
         # a transaction: the vector search's HNSW setting lasts until its end
         with self._tx() as conn:
-            found = semantic() if vector_first else None
-            if vector_first and found is not None:
-                ranked = self._rank_hybrid(conn, parsed, [], filters, limit, now.timestamp(), found)
+            now_ts = now.timestamp()
+            if plan.vector_first and plan.vector is not None:
+                ranked = self._rank_hybrid(conn, parsed, [], filters, limit, now_ts, plan.vector)
             else:
-                ranked = self._rank(conn, parsed, filters, limit, now.timestamp(), semantic)
+                ranked = self._rank(conn, parsed, filters, limit, now_ts, plan.semantic)
             if record_access and ranked:
                 _record_access(conn, [s.row["id"] for s in ranked])
-        found = semantic()
-        notice = pending.notice if pending else None
-        used = "keyword" if found is None else ("vector" if vector_first else "hybrid")
-        return SearchOutcome([_hit(s, parsed) for s in ranked], used, notice)
+        return SearchOutcome([_hit(s, parsed) for s in ranked], plan.used, plan.notice)
 
     def _rank(
         self,

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from memory.embeddings import Encoder, EncoderUnavailableError
+from memory.hybrid import SearchMode
+from memory.search import ParsedQuery, parse_query
 
 CACHE_SIZE: Final = 256
 NO_VECTORS_YET: Final = (
@@ -38,18 +40,45 @@ Resolved = tuple[QueryVector | None, str | None]
 
 
 @dataclass(frozen=True, slots=True)
-class PendingQuery:
-    """One search's query vector, or why there is none."""
+class SearchPlan:
+    """What a search starts from, alike on both stores: the parsed query, its vector (or why
+    there is none) and which side leads."""
 
-    resolved: Resolved
-
-    def vector(self) -> QueryVector | None:
-        return self.resolved[0]
+    parsed: ParsedQuery
+    vector: QueryVector | None
+    notice: str | None
+    vector_first: bool
+    """Vectors alone rank: `mode="vector"`, or a query without words (emoji, punctuation)."""
 
     @property
-    def notice(self) -> str | None:
-        """Why there is no vector (None when there is one, or no encoder is set)."""
-        return self.resolved[1]
+    def empty(self) -> bool:
+        """Nothing to search with: no words and no vector."""
+        return self.parsed.empty and self.vector is None
+
+    @property
+    def used(self) -> SearchMode:
+        if self.vector is None:
+            return "keyword"
+        return "vector" if self.vector_first else "hybrid"
+
+    def semantic(self) -> QueryVector | None:
+        return self.vector
+
+
+def plan_search(
+    query: str,
+    mode: SearchMode,
+    vectors: QueryVectors,
+    encoder: Encoder | None,
+    has_vectors: Callable[[str], bool],
+) -> SearchPlan:
+    """Parse `query` and get its vector unless `mode="keyword"` (which never touches the
+    encoder)."""
+    parsed = parse_query(query)
+    vector, notice = (
+        (None, None) if mode == "keyword" else vectors.resolve(encoder, has_vectors, query)
+    )
+    return SearchPlan(parsed, vector, notice, mode == "vector" or parsed.empty)
 
 
 def _unavailable(exc: EncoderUnavailableError) -> str:
@@ -64,18 +93,18 @@ class QueryVectors:
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
-    def start(
+    def resolve(
         self, encoder: Encoder | None, has_vectors: Callable[[str], bool], query: str
-    ) -> PendingQuery:
+    ) -> Resolved:
         """Encode `query` (no reason given when no encoder is set), or take it from the
         cache. Asks `has_vectors(model)` first: without note vectors there is nothing to
         compare with."""
         if encoder is None:
-            return PendingQuery((None, None))
+            return None, None
         try:
             model = encoder.name
             if not has_vectors(model):
-                return PendingQuery((None, NO_VECTORS_YET))
+                return None, NO_VECTORS_YET
             key = (model, query)
             with self._lock:
                 cached = self._cache.get(key)
@@ -88,8 +117,8 @@ class QueryVectors:
                     while len(self._cache) > self._cache_size:
                         self._cache.popitem(last=False)
         except EncoderUnavailableError as exc:
-            return PendingQuery((None, _unavailable(exc)))
-        return PendingQuery((QueryVector(cached, model), None))
+            return None, _unavailable(exc)
+        return QueryVector(cached, model), None
 
     def close(self) -> None:
         """Nothing runs in the background; kept so stores can close it alike."""

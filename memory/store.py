@@ -85,7 +85,7 @@ from memory.model import (
     parse_datetime,
     utcnow,
 )
-from memory.query_vectors import QueryVector, QueryVectors
+from memory.query_vectors import QueryVector, QueryVectors, plan_search
 from memory.ranking import check_limit as _limit
 from memory.ranking import check_offset as _offset
 from memory.ranking import (
@@ -100,7 +100,6 @@ from memory.search import (
     Candidate,
     ParsedQuery,
     combine,
-    parse_query,
     score_parts,
     snippet,
     without_excluded,
@@ -899,20 +898,11 @@ class MemoryStore:
         yet): keyword results come back then. `mode="keyword"` never touches the encoder;
         `mode="vector"` ranks by vectors alone."""
         self._ensure_fresh()
-        parsed = parse_query(query)
         # the query vector first: encoding beside the keyword search was slower (query_vectors)
-        pending = (
-            None
-            if mode == "keyword"
-            else self._query_vectors.start(self.encoder, self.vectors.has_vectors, query)
-        )
-
-        def semantic() -> QueryVector | None:
-            return pending.vector() if pending is not None else None
-
-        vector_first = mode == "vector" or parsed.empty
-        if parsed.empty and semantic() is None:
-            return SearchOutcome([], "keyword", pending.notice if pending else None)
+        plan = plan_search(query, mode, self._query_vectors, self.encoder, self.vectors.has_vectors)
+        if plan.empty:
+            return SearchOutcome([], "keyword", plan.notice)
+        parsed = plan.parsed
         limit = _limit(limit)
         now = self._now()
         filters = self._filters(
@@ -925,9 +915,9 @@ class MemoryStore:
         )
 
         def rank() -> builtins.list[_Ranked]:
-            if vector_first and (found := semantic()) is not None:
-                return self._rank_hybrid(parsed, [], filters, limit, now.timestamp(), found)
-            return self._rank(parsed, filters, limit, now.timestamp(), semantic)
+            if plan.vector_first and plan.vector is not None:
+                return self._rank_hybrid(parsed, [], filters, limit, now.timestamp(), plan.vector)
+            return self._rank(parsed, filters, limit, now.timestamp(), plan.semantic)
 
         hits = rank()
         stale = [h.hit.path for h in hits if not _same_file(self.root / h.hit.path, h)]
@@ -936,10 +926,7 @@ class MemoryStore:
             hits = rank()
         if record_access and hits:
             self._record_access(hits)
-        found = semantic()
-        notice = pending.notice if pending else None
-        used = "keyword" if found is None else ("vector" if vector_first else "hybrid")
-        return SearchOutcome([h.hit for h in hits], used, notice)
+        return SearchOutcome([h.hit for h in hits], plan.used, plan.notice)
 
     def _rank(
         self,
