@@ -264,7 +264,9 @@ async def test_progress_card_shows_tool_steps_then_the_answer(
     fake_model.on(
         "make a folder",
         tool("Bash", {"command": "mkdir reports"}),
-        text("Made the folder.", delay=1),
+        # long enough for a card update to land between the step and the answer even on a
+        # loaded machine (updates are throttled and coalesced, so a starved bridge skips it)
+        text("Made the folder.", delay=3),
     )
     async with feishu_app(feishu_settings()):
         event = fake_feishu.push_text("make a folder please")
