@@ -96,6 +96,10 @@ class TurnReply:
     async def on_event(self, event: TurnEvent) -> None:
         match event:
             case ToolStep(tool_use_id=tid, name=name, summary=summary, status=status):
+                # a step's result arrives without its input: keep what it was running
+                known = self._steps.get(tid)
+                if known is not None and not summary:
+                    summary = known.summary
                 self._steps[tid] = _Step(name, summary, status)
                 self._changed.set()
             case TextDelta() if not self._writing:
@@ -147,7 +151,7 @@ class TurnReply:
             steps = steps[-MAX_STEPS_SHOWN:]
         for step in steps:
             summary = step.summary.replace("`", "'").replace("\n", " ")
-            label = step.name if summary == step.name else f"{step.name} `{summary}`"
+            label = step.name if summary in ("", step.name) else f"{step.name} `{summary}`"
             lines.append(f"- {_ICONS.get(step.status, '•')} {escape_card_markdown(label)}")
         if self._writing:
             lines.append("✍️ writing the answer…")

@@ -264,9 +264,7 @@ async def test_progress_card_shows_tool_steps_then_the_answer(
     fake_model.on(
         "make a folder",
         tool("Bash", {"command": "mkdir reports"}),
-        # long enough for a card update to land between the step and the answer even on a
-        # loaded machine (updates are throttled and coalesced, so a starved bridge skips it)
-        text("Made the folder.", delay=3),
+        text("Made the folder.", delay=1),
     )
     async with feishu_app(feishu_settings()):
         event = fake_feishu.push_text("make a folder please")
@@ -275,6 +273,8 @@ async def test_progress_card_shows_tool_steps_then_the_answer(
     [card] = fake_feishu.replies_to(message_id(event))
     seen = [json.dumps(v, ensure_ascii=False) for v in card.versions]
     assert any("mkdir reports" in v for v in seen[:-1])
+    # the finished step keeps the command it ran (its result arrives without the input)
+    assert "✅ Bash `mkdir reports`" in json.loads(seen[-2])["body"]["elements"][0]["content"]
     assert answer == "Made the folder."
 
 
