@@ -39,6 +39,7 @@ from memory.embeddings import (
     EncoderUnavailableError,
     TextKind,
 )
+from memory.vectors import by_note
 
 if TYPE_CHECKING:
     import numpy as np
@@ -536,11 +537,7 @@ class VectorSync:
             return 0
         texts = [chunk for note in pending for chunk in note.chunks]
         matrix = await self.client.encode(texts, "passage", priority=BULK_PRIORITY)
-        items = []
-        row = 0
-        for note in pending:
-            items.append((note, matrix[row : row + len(note.chunks)]))
-            row += len(note.chunks)
+        items = by_note(pending, matrix)
         written = await asyncio.to_thread(self.vectors.write, status.name, items)
         self.embedded += written
         return max(written, 1)

@@ -104,7 +104,7 @@ from memory.search import (
     snippet,
     without_excluded,
 )
-from memory.vectors import PendingNote, VectorIndex, chunk_note, doc_key
+from memory.vectors import PendingNote, VectorIndex, chunk_note, doc_key, embed_pending
 
 log = logging.getLogger(__name__)
 
@@ -1074,26 +1074,7 @@ class MemoryStore:
     def sync_vectors(self, progress: ProgressFn | None = None, *, batch: int = 32) -> int:
         """Embed the notes whose vectors are missing or stale (blocking; needs an encoder).
         Returns how many notes were embedded; `progress("embed", done, total)`."""
-        encoder = self._require_encoder()
-        model = encoder.name
-        pending = self.vectors.pending(model)
-        total = len(pending)
-        if progress:
-            progress("embed", 0, total)
-        done = 0
-        for start in range(0, total, batch):
-            part = pending[start : start + batch]
-            matrix = encoder.encode([chunk for n in part for chunk in n.chunks], "passage")
-            items = []
-            row = 0
-            for note in part:
-                items.append((note, matrix[row : row + len(note.chunks)]))
-                row += len(note.chunks)
-            self.vectors.write(model, items)
-            done += len(part)
-            if progress:
-                progress("embed", done, total)
-        return done
+        return embed_pending(self.vectors, self._require_encoder(), progress, batch=batch)
 
     def reindex_vectors(self, progress: ProgressFn | None = None) -> int:
         """Drop the vectors of other encoders and of deleted notes, then embed every note

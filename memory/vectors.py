@@ -394,6 +394,49 @@ class VectorIndex:
             want = min(total, want * 4)
 
 
+def by_note(
+    notes: Sequence[PendingNote], matrix: NDArray[np.float32]
+) -> list[tuple[PendingNote, NDArray[np.float32]]]:
+    """Split the rows of one encoding of all the notes' chunks (in order) back per note."""
+    items = []
+    row = 0
+    for note in notes:
+        items.append((note, matrix[row : row + len(note.chunks)]))
+        row += len(note.chunks)
+    return items
+
+
+class _Embeddable(Protocol):
+    def pending(self, model: str, limit: int | None = None) -> list[PendingNote]: ...
+
+    def write(self, model: str, items: Sequence[tuple[PendingNote, Any]]) -> int: ...
+
+
+def embed_pending(
+    vectors: _Embeddable,
+    encoder: Any,
+    progress: Callable[[str, int, int], None] | None = None,
+    *,
+    batch: int = 32,
+) -> int:
+    """Embed the notes whose vectors for `encoder` are missing or stale, `batch` notes per
+    call (blocking). Returns how many notes were embedded; `progress("embed", done, total)`."""
+    model = encoder.name
+    pending = vectors.pending(model)
+    total = len(pending)
+    if progress:
+        progress("embed", 0, total)
+    done = 0
+    for start in range(0, total, batch):
+        part = pending[start : start + batch]
+        matrix = encoder.encode([chunk for n in part for chunk in n.chunks], "passage")
+        vectors.write(model, by_note(part, matrix))
+        done += len(part)
+        if progress:
+            progress("embed", done, total)
+    return done
+
+
 def _np() -> Any:
     from memory.embeddings import _np as load
 
