@@ -7,8 +7,9 @@ conversations with their turns and SDK transcripts, and the Feishu chat generati
 owner. Then counts both sides and says what differs.
 
 The destination must hold no notes and no conversations yet: copying twice would duplicate
-turns and messages, and merging two memories is `memory import`'s job (with dedup). The source
-is only read (SQLite opened read-only), so a failed migration loses nothing; fix the cause
+turns and messages, and merging two memories is `memory import`'s job (with dedup). The home
+keeps everything (its state databases are opened read-only; only its derived index is first
+brought up to date with the note files), so a failed migration loses nothing; fix the cause
 and run it again into a fresh database.
 
 A composition-level module (like app.py): it uses the memory, agent and bridge stores.
