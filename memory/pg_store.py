@@ -841,6 +841,9 @@ class PostgresMemoryStore:
         self.fusion: FusionWeights = DEFAULT_WEIGHTS
         self._query_vectors = QueryVectors()
         self._closed = False
+        self._df_lock = threading.Lock()
+        self._df_counts: dict[str, int] = {}
+        self._df_generation = -1
         self._on_close: builtins.list[Callable[[], None]] = []
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -1521,20 +1524,41 @@ class PostgresMemoryStore:
         return fused_ranking(side, rows, nearest, self.fusion, now_ts, self.config.ranking, limit)
 
     def _term_weights(self, conn: Connection, parsed: ParsedQuery) -> builtins.list[float]:
-        """IDF of each query word (document frequency counted up to `_DF_CAP` notes)."""
-        row = conn.execute("SELECT count(*) AS n FROM memory_notes").fetchone()
-        total = max(int(row["n"]) if row else 0, 1)
+        """IDF of each query word (document frequency counted up to `_DF_CAP` notes). The
+        counts are kept until the notes change (the shared generation counter: any instance's
+        write), since common words come back in most searches and each count reads up to
+        5,000 index entries."""
+        [row] = conn.execute("SELECT last_value, is_called FROM memory_notes_generation").fetchall()
+        generation = int(row["last_value"]) if row["is_called"] else 0
+        with self._df_lock:
+            if self._df_generation != generation:
+                self._df_counts.clear()
+                self._df_generation = generation
+
+        def count(key: str, sql: str, params: tuple[object, ...] = ()) -> int:
+            with self._df_lock:
+                known = self._df_counts.get(key)
+            if known is None:
+                found = conn.execute(sql, params).fetchone()
+                known = int(found["n"]) if found else 0
+                with self._df_lock:
+                    if len(self._df_counts) >= 4096:
+                        self._df_counts.clear()
+                    self._df_counts[key] = known
+            return known
+
+        total = max(count("", "SELECT count(*) AS n FROM memory_notes"), 1)
         weights = []
         for term in parsed.terms:
             text = term_query(term)
             freq = 0
             if text is not None:
-                found = conn.execute(
+                freq = count(
+                    f"q:{text}",
                     "SELECT count(*) AS n FROM (SELECT 1 FROM memory_notes"
                     f" WHERE search @@ to_tsquery('{TS_CONFIG}', %s) LIMIT %s) s",
                     (_pg_text(text), _DF_CAP),
-                ).fetchone()
-                freq = int(found["n"]) if found else 0
+                )
             weights.append(idf(freq, total))
         return weights
 
