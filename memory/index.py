@@ -34,7 +34,14 @@ from errors import ClaudeMemoryError
 from memory import _text
 from memory.capture import sanitize
 from memory.files import ParsedFile
-from memory.model import Note, SortKey, path_note_id
+from memory.model import (
+    Note,
+    SortKey,
+    normalize_scope,
+    normalize_status,
+    normalize_type,
+    path_note_id,
+)
 from memory.vectors import VECTOR_TABLES
 
 log = logging.getLogger(__name__)
@@ -562,6 +569,27 @@ class Filters:
     status: str | None = None
     active_at: float | None = None
     """When set: only active notes not expired at this timestamp."""
+
+    @classmethod
+    def of(
+        cls,
+        type: str | None,
+        scope: str | None,
+        tag: str | None,
+        status: str | None,
+        *,
+        include_user: bool = False,
+        active_at: float | None = None,
+    ) -> Filters:
+        """Filters from what a caller asked for (names normalized as notes store them)."""
+        return cls(
+            type=normalize_type(type) if type else None,
+            scope=normalize_scope(scope) if scope else None,
+            scope_includes_user=include_user,
+            tag=tag or None,
+            status=normalize_status(status) if status else None,
+            active_at=active_at,
+        )
 
     def sql(self, alias: str = "n") -> tuple[str, list[Any]]:
         clauses: list[str] = []

