@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -183,8 +184,6 @@ def _text(value: str) -> str:
 
 
 def _json(value: str) -> Any:
-    import json
-
     try:
         return json.loads(value)
     except ValueError:
