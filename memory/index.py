@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from errors import ClaudeMemoryError
-from memory import _text
+from memory import _text, fts5
 from memory.capture import sanitize
 from memory.files import ParsedFile
 from memory.model import (
@@ -110,8 +110,8 @@ _MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
         3,
         "full-text tables",
         (
-            "CREATE VIRTUAL TABLE notes_fts USING fts5(title, tags, summary, body,"
-            " content='', tokenize='porter unicode61 remove_diacritics 2')",
+            f"CREATE VIRTUAL TABLE notes_fts USING fts5({', '.join(fts5.COLUMNS)},"
+            f" content='', tokenize='{fts5.TOKENIZER}')",
             "CREATE VIRTUAL TABLE notes_tri USING fts5(words, content='', tokenize='trigram')",
         ),
     ),
@@ -138,8 +138,7 @@ NOTE_COLUMNS: Final = (
     " created, updated, updated_ts, expires_at, expires_ts, source, access_count, access_pending,"
     " mtime_ns, size, parse_ok"
 )
-# Title, tags and summary weigh more than the body in BM25.
-BM25_WEIGHTS: Final = "10.0, 6.0, 4.0, 1.0"
+BM25_WEIGHTS: Final = ", ".join(map(str, fts5.BM25_WEIGHTS))
 
 _BUSY_CODES: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
@@ -212,16 +211,6 @@ def _ts(moment: datetime | None) -> float | None:
 
 def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).isoformat(timespec="seconds")
-
-
-def _fts_values(title: str, tags_json: str, summary: str, body: str) -> tuple[str, ...]:
-    tags_text = " ".join(json.loads(tags_json))
-    return (
-        _text.space_cjk(title),
-        _text.space_cjk(tags_text),
-        _text.space_cjk(summary),
-        _text.space_cjk(body),
-    )
 
 
 def _tri_value(title: str, tags_json: str, summary: str, body: str) -> str:
@@ -462,7 +451,7 @@ class Index:
         nid = int(cursor.lastrowid or 0)
         conn.execute(
             "INSERT INTO notes_fts (rowid, title, tags, summary, body) VALUES (?, ?, ?, ?, ?)",
-            (nid, *_fts_values(note.title, tags_json, note.summary, entry.body)),
+            (nid, *fts5.fts_columns_json(note.title, tags_json, note.summary, entry.body)),
         )
         conn.execute(
             "INSERT INTO notes_tri (rowid, words) VALUES (?, ?)",
@@ -488,7 +477,7 @@ class Index:
         conn.execute(
             "INSERT INTO notes_fts (notes_fts, rowid, title, tags, summary, body)"
             " VALUES ('delete', ?, ?, ?, ?, ?)",
-            (nid, *_fts_values(row["title"], row["tags"], row["summary"], row["body"])),
+            (nid, *fts5.fts_columns_json(row["title"], row["tags"], row["summary"], row["body"])),
         )
         conn.execute(
             "INSERT INTO notes_tri (notes_tri, rowid, words) VALUES ('delete', ?, ?)",

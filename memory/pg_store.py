@@ -12,14 +12,15 @@ truth and derives an index from them, here the database holds the notes themselv
 
 Ranking, dedup, redaction, supersession and expiry reuse the pure functions the SQLite store
 uses (`memory.ranking`, `memory.search`, `memory.hybrid`, `memory.files`); see
-docs/postgres.md for what differs (BM25 vs `ts_rank`, exact vs HNSW vector search).
+docs/postgres.md for what differs (exact vs HNSW vector search, tsvector limits).
 
-Keyword text: the same tokens FTS5 sees in the SQLite index (NFKC, case-folded, every CJK
-character a token of its own, other text split into letters and digits) plus the multi-
-character rjieba words of the CJK runs, fed to `to_tsvector('memory_text', ...)`: a copy of
-the `simple` configuration whose ASCII words are also Snowball-stemmed, as FTS5's `porter`
-tokenizer does (`leaks` finds `leak`). A query word becomes a phrase of the same tokens
-(`连接池` -> `'连' <-> '接' <-> '池' | '连接池'`), built with the same configuration.
+Keyword search matches and ranks as the SQLite index does (`memory.fts5`): the `search`
+tsvector holds the words SQLite's FTS5 tokenizer makes of each column (it is run to make
+them), weighted A-D by column, plus the multi-character rjieba words of the CJK runs; a query
+word becomes a phrase of the same words (`连接池` -> `'连' <-> '接' <-> '池' | '连接池'`); and
+matches are scored with FTS5's BM25: per phrase, its column-weighted occurrences
+(`ts_rank_cd` with normalization 0 counts them), the note's word count (`fts_tokens`), the
+mean over all notes and exact document frequencies (counted once per change of the notes).
 
 Writes that could race across instances are made safe in the database: a save holds a
 transaction-level advisory lock per scope (duplicate detection then insertion, as the SQLite
@@ -48,7 +49,7 @@ import psycopg
 from psycopg import sql
 
 from errors import ClaudeMemoryError, ConfigurationError, InvalidInputError, NotFoundError
-from memory import _text
+from memory import _text, fts5
 from memory.capture import sanitize
 from memory.config import MemoryConfig
 from memory.embeddings import Encoder, EncoderUnavailableError
@@ -114,9 +115,10 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[str, int, int], None]
 
 COMPONENT: Final = "memory-notes"
-TEXT_VERSION: Final = 1
+TEXT_VERSION: Final = 2
 """Bump when the derived columns change (tokens, segmentation): `open` recomputes them."""
 TS_CONFIG: Final = "memory_text"
+"""Migration 1's text search configuration; words are made by `memory.fts5` since 2."""
 
 # Advisory lock classes, apart from storage/postgres.py's 0x434D_0001 (migrations) and
 # 0x434D_0002 (conversation turns).
@@ -209,19 +211,19 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         'memory_notes_identifiers', 'memory_notes_tag_keys', 'memory_notes_bands']) AS i;
     ALTER TABLE memory_notes SET (fillfactor = 85);
     """,
+    # 4: BM25 as FTS5 computes it needs each note's word count (`memory.fts5`); text
+    # version 2 fills it in and rewrites `search` with FTS5's own words.
+    """
+    ALTER TABLE memory_notes ADD COLUMN fts_tokens INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 _DF_CAP: Final = 5000
-_RANK_WEIGHTS: Final = "'{0.1, 0.4, 0.6, 1.0}'::float4[]"
-"""ts_rank weights of D (body), C (summary), B (tags), A (title): the SQLite index's BM25
-column weights 1, 4, 6, 10, scaled to ts_rank's 0..1."""
 _RANK_BODY: Final = HAYSTACK_CHARS + 200
 """Body characters ranking reads (relevance, coverage and snippets look at the first
 HAYSTACK_CHARS; the margin keeps a snippet's trailing "…" exact)."""
 _SIMILARITY_BODY: Final = _text.SIMILARITY_CHARS * 2
-_TSVECTOR_BUDGET: Final = 700_000
-"""Bytes of distinct lexemes indexed per note: a tsvector holds at most 1 MB."""
 _HNSW_MAX_DIM: Final = 2000
 _HNSW_MAX_EF: Final = 1000
 
@@ -231,12 +233,7 @@ _NOTE_COLS: Final = (
     " n.access_count, n.extra"
 )
 _RANK_COLS: Final = _NOTE_COLS.replace("n.body", f"left(n.body, {_RANK_BODY}) AS body")
-_SEARCH_VECTOR: Final = (
-    f"setweight(to_tsvector('{TS_CONFIG}', %(ts_title)s), 'A')"
-    f" || setweight(to_tsvector('{TS_CONFIG}', %(ts_tags)s), 'B')"
-    f" || setweight(to_tsvector('{TS_CONFIG}', %(ts_summary)s), 'C')"
-    f" || setweight(to_tsvector('{TS_CONFIG}', %(ts_body)s), 'D')"
-)
+_SEARCH_VECTOR: Final = "%(search)s::tsvector"
 _WRITE_COLS: Final = (
     "id",
     "path",
@@ -260,6 +257,7 @@ _WRITE_COLS: Final = (
     "doc_key",
     "bands",
     "identifiers",
+    "fts_tokens",
     "text_version",
 )
 _ORDER: Final = {
@@ -272,7 +270,6 @@ _ORDER: Final = {
 
 # --- searchable text -------------------------------------------------------------------------
 
-_TOKEN_RE = re.compile(f"[{_text.CJK_CHAR}]|[^\\W_{_text.CJK_CHAR}]+")
 _CJK_RUN_RE = re.compile(f"[{_text.CJK_CHAR}]+")
 _CJK_WORD_RE = re.compile(f"[{_text.CJK_CHAR}]{{2,}}")
 _rjieba: Any = None
@@ -288,30 +285,6 @@ def _cut(text: str) -> list[str]:
     return list(_rjieba.cut(text))
 
 
-def _strip_marks(token: str) -> str:
-    """Latin diacritics removed (`café` -> `cafe`), as FTS5's `remove_diacritics 2` does;
-    other scripts keep their marks."""
-    decomposed = unicodedata.normalize("NFKD", token)
-    if any(ord(c) >= 0x250 for c in decomposed if not unicodedata.combining(c)):
-        return token
-    return unicodedata.normalize(
-        "NFC", "".join(c for c in decomposed if not unicodedata.combining(c))
-    )
-
-
-def index_tokens(text: str) -> list[str]:
-    """The tokens the SQLite index's FTS5 tokenizer makes: NFKC, case-folded, every CJK
-    character alone, other text split into runs of letters and digits."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    out = []
-    for token in _TOKEN_RE.findall(folded):
-        # only Latin letters carry diacritics to drop; CJK characters skip the work
-        if not token.isascii() and (token[0] < "\u0250" or "\u1e00" <= token[0] <= "\u1eff"):
-            token = _strip_marks(token)
-        out.append(token)
-    return out
-
-
 def cjk_words(text: str) -> list[str]:
     """The multi-character rjieba words of a text's CJK runs (`连接池泄漏` -> `连接池 泄漏`):
     indexed besides the characters so a word matches as one lexeme too, which also holds
@@ -324,56 +297,39 @@ def cjk_words(text: str) -> list[str]:
     return words
 
 
-def _field_text(text: str) -> str:
-    return " ".join([*index_tokens(text), *cjk_words(text)])
+@dataclass(frozen=True, slots=True)
+class _TermQuery:
+    """A query word as tsquery text: `match` finds the notes that have it, `phrase` counts
+    its occurrences (`ts_rank_cd`) for BM25."""
+
+    match: str
+    phrase: str
 
 
-def _body_text(text: str) -> str:
-    """Like `_field_text`, cut where the tsvector would outgrow its 1 MB limit (only notes of
-    tens of thousands of distinct words get there)."""
-    tokens = [*index_tokens(text), *cjk_words(text)]
-    seen: set[str] = set()
-    size = 0
-    for count, token in enumerate(tokens):
-        if token not in seen:
-            seen.add(token)
-            # a lexeme's bytes, its position count and one clamped position, padded
-            size += len(token.encode("utf-8")) + 8
-        # positions past 16,383 collapse into one per lexeme: at most 2 bytes each before
-        if size + 2 * min(count, 16_384) > _TSVECTOR_BUDGET:
-            log.info("memory note indexed in part: %d of %d tokens", count, len(tokens))
-            return " ".join(tokens[:count])
-    return " ".join(tokens)
-
-
-def _quote(token: str) -> str:
-    return "'" + token.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def term_query(term: Term) -> str | None:
-    """A query word as tsquery text: a phrase of its tokens (prefix on the last one), or'ed
-    with the word itself when it is a CJK word (matched as a lexeme past 16,383 positions)."""
-    tokens = index_tokens(term.text)
-    if not tokens:
+def term_query(term: Term) -> _TermQuery | None:
+    """The word's FTS5 words as a phrase (prefix on the last), or'ed with the word itself
+    when it is a CJK word (matched as a lexeme past 16,383 positions). None when FTS5 makes
+    no word of it (it matches nothing there either)."""
+    # as FTS5 reads `Term.fts`: the quoted text, CJK characters spaced, through the tokenizer
+    phrase = fts5.phrase_query(
+        fts5.shared_tokenizer().words(term.text.replace('"', " ")), prefix=term.prefix
+    )
+    if phrase is None:
         return None
-    parts = [_quote(t) for t in tokens]
-    if term.prefix:
-        parts[-1] += ":*"
-    expr = " <-> ".join(parts)
     folded = unicodedata.normalize("NFKC", term.text).casefold()
-    if len(tokens) > 1 and _CJK_WORD_RE.fullmatch(folded):
-        return f"( {expr} | {_quote(folded)} )"
-    return f"( {expr} )" if len(tokens) > 1 else expr
+    if phrase.startswith("(") and _CJK_WORD_RE.fullmatch(folded):
+        return _TermQuery(f"( {phrase} | {fts5.quote_lexeme(folded)} )", phrase)
+    return _TermQuery(phrase, phrase)
 
 
 def query_text(parsed: ParsedQuery, *, require_all: bool = False) -> str | None:
     """The tsquery text of a parsed query: words OR-ed (AND-ed with `require_all`), minus
     the excluded ones. None when no word has a token."""
-    terms = [q for t in parsed.terms if (q := term_query(t)) is not None]
+    terms = [q.match for t in parsed.terms if (q := term_query(t)) is not None]
     if not terms:
         return None
     expr = "( " + (" & " if require_all else " | ").join(terms) + " )"
-    excluded = [q for t in parsed.excluded if (q := term_query(t)) is not None]
+    excluded = [q.match for t in parsed.excluded if (q := term_query(t)) is not None]
     if excluded:
         expr += " & !( " + " | ".join(excluded) + " )"
     return expr
@@ -411,26 +367,27 @@ class _Derived:
     bands: tuple[int, ...]
     identifiers: str
     tag_keys: tuple[str, ...]
-    ts_title: str
-    ts_tags: str
-    ts_summary: str
-    ts_body: str
+    search: str
+    """The `search` tsvector's text (`memory.fts5.tsvector_text`)."""
+    fts_tokens: int
+    """How many words FTS5 makes of the note: BM25's document length."""
 
 
 def _derive(note: Note, max_chars: int) -> _Derived:
     body = note.body[:max_chars]
     chash = _text.content_hash(note.body)
     tags = " ".join(note.tags)
+    words = fts5.shared_tokenizer().columns(
+        fts5.fts_columns(note.title, note.tags, note.summary, body)
+    )
     return _Derived(
         content_hash=chash,
         doc_key=doc_key(note.title, note.summary, chash),
         bands=tuple(_text.minhash_bands(_text.shingles(note.body))),
         identifiers=_text.latin_tokens(" ".join((note.title, tags, note.summary, body))),
         tag_keys=tuple(dict.fromkeys(t.casefold() for t in note.tags)),
-        ts_title=_field_text(note.title),
-        ts_tags=_field_text(tags),
-        ts_summary=_field_text(note.summary),
-        ts_body=_body_text(body),
+        search=fts5.tsvector_text(words, cjk_words(f"{note.title} {tags} {note.summary} {body}")),
+        fts_tokens=sum(map(len, words)),
     )
 
 
@@ -458,11 +415,9 @@ def _values(note: Note, derived: _Derived) -> dict[str, Any]:
         "doc_key": derived.doc_key,
         "bands": list(derived.bands),
         "identifiers": _pg_text(derived.identifiers),
+        "fts_tokens": derived.fts_tokens,
         "text_version": TEXT_VERSION,
-        "ts_title": _pg_text(derived.ts_title),
-        "ts_tags": _pg_text(derived.ts_tags),
-        "ts_summary": _pg_text(derived.ts_summary),
-        "ts_body": _pg_text(derived.ts_body),
+        "search": _pg_text(derived.search),
     }
 
 
@@ -826,6 +781,51 @@ class _Embedded:
     model: str
 
 
+class _CorpusCounts:
+    """How many notes and words there are, and how many notes have each phrase: BM25's
+    statistics, kept until the notes change (the shared generation counter, bumped by any
+    instance's write), since common words come back in most searches and counting one
+    reads every note that has it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._generation = -1
+        self._counts: dict[str, int] = {}
+
+    def _get(self, conn: Connection, key: str, sql: str, params: tuple[object, ...]) -> int:
+        [row] = conn.execute("SELECT last_value, is_called FROM memory_notes_generation").fetchall()
+        generation = int(row["last_value"]) if row["is_called"] else 0
+        with self._lock:
+            if self._generation != generation:
+                self._counts.clear()
+                self._generation = generation
+            known = self._counts.get(key)
+        if known is None:
+            found = conn.execute(sql, params).fetchone()
+            known = int(found["n"]) if found and found["n"] is not None else 0
+            with self._lock:
+                if self._generation == generation:
+                    if len(self._counts) >= 4096:
+                        self._counts.clear()
+                    self._counts[key] = known
+        return known
+
+    def corpus(self, conn: Connection) -> tuple[int, int]:
+        """(notes, words FTS5 makes of them all)."""
+        notes = self._get(conn, "", "SELECT count(*) AS n FROM memory_notes", ())
+        words = self._get(conn, " words", "SELECT sum(fts_tokens) AS n FROM memory_notes", ())
+        return notes, words
+
+    def hits(self, conn: Connection, tsquery: str) -> int:
+        """Notes matching a tsquery (exactly, as FTS5 counts a phrase's rows)."""
+        return self._get(
+            conn,
+            tsquery,
+            "SELECT count(*) AS n FROM memory_notes WHERE search @@ %s::tsquery",
+            (_pg_text(tsquery),),
+        )
+
+
 class PostgresMemoryStore:
     """The memory in PostgreSQL. Open with `PostgresMemoryStore.open(db, config)`; the
     database (its pools) belongs to the caller, who closes it after the store."""
@@ -846,9 +846,7 @@ class PostgresMemoryStore:
         self.fusion: FusionWeights = DEFAULT_WEIGHTS
         self._query_vectors = QueryVectors()
         self._closed = False
-        self._df_lock = threading.Lock()
-        self._df_counts: dict[str, int] = {}
-        self._df_generation = -1
+        self._counts = _CorpusCounts()
         self._on_close: builtins.list[Callable[[], None]] = []
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -1349,8 +1347,8 @@ class PostgresMemoryStore:
                 "text_version": TEXT_VERSION,
                 "postgresql_version": row["server"],
                 "keyword": (
-                    f"tsvector ({TS_CONFIG}: simple + English stems; CJK per character"
-                    " + rjieba words) + pg_trgm; query: rjieba"
+                    f"tsvector of FTS5's words ({fts5.TOKENIZER}; CJK per character"
+                    " + rjieba words), FTS5 BM25 + pg_trgm; query: rjieba"
                 ),
                 "last_sync": SyncReport().to_dict(),
             },
@@ -1430,10 +1428,11 @@ class PostgresMemoryStore:
         rows: builtins.list[dict[str, Any]] = []
         if len(parsed.terms) > 1:
             # notes with every word first: far fewer rows to rank than the OR of common words
-            rows = self._fts_rows(conn, query_text(parsed, require_all=True), filters, pool, cap)
+            rows = self._fts_rows(conn, parsed, filters, pool, cap, require_all=True)
         if len(rows) < limit:
-            rows = self._fts_rows(conn, query_text(parsed), filters, pool, cap)
-        candidates = [Candidate(r, -float(r["rank"])) for r in rows]
+            rows = self._fts_rows(conn, parsed, filters, pool, cap)
+        # FTS5's sign: bm25 < 0, lower is better
+        candidates = [Candidate(r, -float(r["score"])) for r in rows]
         words = [t for t in parsed.terms if t.is_latin and len(t.norm.replace(" ", "")) >= 3]
         if len(candidates) < limit and words:
             seen = {r["id"] for r in rows}
@@ -1445,21 +1444,59 @@ class PostgresMemoryStore:
         return keyword_ranking(parsed, candidates, now_ts, self.config.ranking, limit)
 
     def _fts_rows(
-        self, conn: Connection, tsquery: str | None, filters: Filters, limit: int, cap: int
+        self,
+        conn: Connection,
+        parsed: ParsedQuery,
+        filters: Filters,
+        limit: int,
+        cap: int,
+        *,
+        require_all: bool = False,
     ) -> builtins.list[dict[str, Any]]:
-        """Best `ts_rank` matches among the most recently changed `cap` matching notes."""
+        """Best BM25 matches among the most recently changed `cap` matching notes, scored as
+        FTS5's `bm25()` scores them (`memory.fts5`); ties in id order, as the SQLite index."""
+        tsquery = query_text(parsed, require_all=require_all)
         if tsquery is None:
             return []
-        where, params = _where(filters)
+        notes, words = self._counts.corpus(conn)
+        avgdl = float(words) / float(max(notes, 1))
+        freqs: builtins.list[str] = []
+        terms: builtins.list[str] = []
+        phrases: builtins.list[str] = []
+        factors: builtins.list[float] = []
+        for term in parsed.terms:
+            query = term_query(term)
+            if query is None:
+                continue  # FTS5 makes no word of it: it adds nothing to any score
+            i = len(freqs)
+            freqs.append(
+                f"round(ts_rank_cd('{fts5.TS_RANK_CD_WEIGHTS}'::float4[], m.search,"
+                f" %s::tsquery, 0)::float8 * {fts5.RANK_SCALE}) AS f{i}"
+            )
+            phrases.append(_pg_text(query.phrase))
+            # the C expression's order of operations, so the doubles come out the same
+            terms.append(f"%s * ((f{i} * %s) / (f{i} + %s * (%s + %s * d / %s)))")
+            idf = fts5.bm25_idf(notes, self._counts.hits(conn, query.match))
+            factors += [idf, fts5.K1 + 1.0, fts5.K1, 1 - fts5.B, fts5.B, avgdl]
+        if not terms:
+            return []
+        where, where_params = _where(filters)
         rows = conn.execute(
-            f"WITH q AS (SELECT to_tsquery('{TS_CONFIG}', %s) AS q),"
-            f" m AS (SELECT n.id, n.search FROM memory_notes n, q"
-            f"   WHERE n.search @@ q.q AND {where} ORDER BY n.changed DESC LIMIT %s),"
-            f" r AS (SELECT m.id, ts_rank({_RANK_WEIGHTS}, m.search, q.q, 1) AS rank"
-            f"   FROM m, q ORDER BY rank DESC, m.id LIMIT %s)"
-            f" SELECT {_RANK_COLS}, r.rank FROM r JOIN memory_notes n ON n.id = r.id"
-            f" ORDER BY r.rank DESC, n.id",
-            (_pg_text(tsquery), *params, cap if cap > 0 else None, limit),
+            f"WITH m AS (SELECT n.id, n.search, n.fts_tokens FROM memory_notes n"
+            f"   WHERE n.search @@ %s::tsquery AND {where} ORDER BY n.changed DESC LIMIT %s),"
+            f" f AS (SELECT m.id, m.fts_tokens::float8 AS d, {', '.join(freqs)} FROM m),"
+            f" r AS (SELECT f.id, {' + '.join(terms)} AS score FROM f"
+            f"   ORDER BY score DESC, f.id LIMIT %s)"
+            f" SELECT {_RANK_COLS}, r.score FROM r JOIN memory_notes n ON n.id = r.id"
+            f" ORDER BY r.score DESC, n.id",
+            (
+                _pg_text(tsquery),
+                *where_params,
+                cap if cap > 0 else None,
+                *phrases,
+                *factors,
+                limit,
+            ),
         ).fetchall()
         return [_rank_row(r) for r in rows]
 
@@ -1508,42 +1545,14 @@ class PostgresMemoryStore:
         return fused_ranking(side, rows, nearest, self.fusion, now_ts, self.config.ranking, limit)
 
     def _term_weights(self, conn: Connection, parsed: ParsedQuery) -> builtins.list[float]:
-        """IDF of each query word (document frequency counted up to `_DF_CAP` notes). The
-        counts are kept until the notes change (the shared generation counter: any instance's
-        write), since common words come back in most searches and each count reads up to
-        5,000 index entries."""
-        [row] = conn.execute("SELECT last_value, is_called FROM memory_notes_generation").fetchall()
-        generation = int(row["last_value"]) if row["is_called"] else 0
-        with self._df_lock:
-            if self._df_generation != generation:
-                self._df_counts.clear()
-                self._df_generation = generation
-
-        def count(key: str, sql: str, params: tuple[object, ...] = ()) -> int:
-            with self._df_lock:
-                known = self._df_counts.get(key)
-            if known is None:
-                found = conn.execute(sql, params).fetchone()
-                known = int(found["n"]) if found else 0
-                with self._df_lock:
-                    if len(self._df_counts) >= 4096:
-                        self._df_counts.clear()
-                    self._df_counts[key] = known
-            return known
-
-        total = max(count("", "SELECT count(*) AS n FROM memory_notes"), 1)
+        """IDF of each query word (document frequency counted up to `_DF_CAP` notes, as the
+        SQLite store counts it)."""
+        total = max(self._counts.corpus(conn)[0], 1)
         weights = []
         for term in parsed.terms:
-            text = term_query(term)
-            freq = 0
-            if text is not None:
-                freq = count(
-                    f"q:{text}",
-                    "SELECT count(*) AS n FROM (SELECT 1 FROM memory_notes"
-                    f" WHERE search @@ to_tsquery('{TS_CONFIG}', %s) LIMIT %s) s",
-                    (_pg_text(text), _DF_CAP),
-                )
-            weights.append(idf(freq, total))
+            query = term_query(term)
+            hits = 0 if query is None else self._counts.hits(conn, query.match)
+            weights.append(idf(min(hits, _DF_CAP), total))
         return weights
 
     def _allowed_ids(self, conn: Connection, ids: builtins.list[str], filters: Filters) -> set[str]:

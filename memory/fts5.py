@@ -1,0 +1,167 @@
+"""The SQLite index's words and BM25, for every backend that must rank the same way.
+
+SQLite's FTS5 decides what a word is (`porter unicode61 remove_diacritics 2` over text whose
+CJK characters stand alone) and scores matches with `bm25()`. The PostgreSQL store indexes
+and ranks with the same words and the same formula, so a home moved there answers a query
+with the same notes in the same order (docs/postgres.md):
+
+- `Fts5Tokenizer` runs SQLite's own tokenizer on an in-memory table, so the words are FTS5's
+  by construction (stems, diacritics, what splits a word), not an imitation of them.
+- `tsvector_text` lays those words out as a PostgreSQL `tsvector` literal: one weight per
+  column (A title, B tags, C summary, D body) and a gap between columns, so a phrase never
+  spans two columns (FTS5 phrases do not either).
+- `bm25_idf` and the constants are FTS5's `bm25()`: score = sum over the query's phrases of
+  idf x f (k1 + 1) / (f + k1 (1 - b + b |D| / avgdl)), f the phrase's occurrences weighted
+  by column, |D| the note's word count, avgdl the mean over all notes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sqlite3
+import threading
+from collections.abc import Sequence
+from typing import Final
+
+from memory import _text
+
+TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
+COLUMNS: Final = ("title", "tags", "summary", "body")
+BM25_WEIGHTS: Final = (10.0, 6.0, 4.0, 1.0)
+"""Per column, in `COLUMNS` order: title, tags and summary weigh more than the body."""
+K1: Final = 1.2
+B: Final = 0.75
+
+TSVECTOR_WEIGHTS: Final = "ABCD"
+"""The tsvector weight letter of each column, in `COLUMNS` order."""
+RANK_SCALE: Final = max(BM25_WEIGHTS)
+TS_RANK_CD_WEIGHTS: Final = "{" + ", ".join(repr(w / RANK_SCALE) for w in BM25_WEIGHTS[::-1]) + "}"
+"""`ts_rank_cd`'s weights (D, C, B, A order, at most 1): with normalization 0 it returns the
+column-weighted count of a phrase's occurrences divided by `RANK_SCALE`."""
+
+MAX_POSITION: Final = 16_383
+"""The last position a tsvector tells apart; later words share it."""
+MAX_POSITIONS: Final = 256
+"""Positions a tsvector keeps per word."""
+MAX_LEXEME_BYTES: Final = 2046
+TSVECTOR_BUDGET: Final = 700_000
+"""Bytes of distinct words kept per note: a tsvector holds at most 1 MB."""
+
+
+def fts_columns(title: str, tags: Sequence[str], summary: str, body: str) -> tuple[str, ...]:
+    """The text of each FTS column: every CJK character spaced, so each is one word."""
+    return tuple(_text.space_cjk(t) for t in (title, " ".join(tags), summary, body))
+
+
+def fts_columns_json(title: str, tags_json: str, summary: str, body: str) -> tuple[str, ...]:
+    """`fts_columns` with the tags as the index stores them (a JSON list)."""
+    return fts_columns(title, json.loads(tags_json), summary, body)
+
+
+def bm25_idf(rows: int, hits: int) -> float:
+    """FTS5's IDF of a phrase found in `hits` of `rows` notes (1e-6 when most have it)."""
+    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return idf if idf > 0.0 else 1e-6
+
+
+class Fts5Tokenizer:
+    """SQLite's FTS5 tokenizer as a function: the words of each column, in order.
+
+    One in-memory FTS5 table; each call inserts a row, reads its words back through
+    `fts5vocab` and rolls back. Thread-safe (one call at a time; ~0.3 ms for 2 KB of text)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self._conn.execute(
+            f"CREATE VIRTUAL TABLE words USING fts5({', '.join(COLUMNS)}, tokenize='{TOKENIZER}')"
+        )
+        self._conn.execute("CREATE VIRTUAL TABLE instances USING fts5vocab(words, 'instance')")
+        self._column = {name: i for i, name in enumerate(COLUMNS)}
+
+    def columns(self, values: Sequence[str]) -> list[list[str]]:
+        """The words FTS5 indexes for each of up to four column texts (`fts_columns`)."""
+        if len(values) > len(COLUMNS):
+            raise ValueError(f"at most {len(COLUMNS)} columns, got {len(values)}")
+        padded = [*values, *([""] * (len(COLUMNS) - len(values)))]
+        placed: list[list[tuple[int, str]]] = [[] for _ in COLUMNS]
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                self._conn.execute(
+                    f"INSERT INTO words (rowid, {', '.join(COLUMNS)}) VALUES (1, ?, ?, ?, ?)",
+                    padded,
+                )
+                rows = self._conn.execute("SELECT term, col, offset FROM instances").fetchall()
+            finally:
+                self._conn.execute("ROLLBACK")
+        for term, col, offset in rows:
+            placed[self._column[col]].append((offset, term))
+        return [[term for _, term in sorted(words)] for words in placed[: len(values)]]
+
+    def words(self, text: str) -> list[str]:
+        """The words of one text, as a query phrase's words (CJK characters spaced first)."""
+        return self.columns([_text.space_cjk(text)])[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def quote_lexeme(word: str) -> str:
+    """A word as a tsvector/tsquery literal (no normalisation happens on the way in)."""
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def storable(word: str) -> bool:
+    return len(word.encode("utf-8")) <= MAX_LEXEME_BYTES
+
+
+def tsvector_text(columns: Sequence[Sequence[str]], extra: Sequence[str] = ()) -> str:
+    """A tsvector literal of the words of up to four columns (`Fts5Tokenizer.columns`), each
+    word at its position with its column's weight, one empty position between columns; plus
+    `extra` words without positions (rjieba's CJK words, matched as one lexeme). Past the
+    tsvector's limits (positions, words per note, bytes) the rest shares the last position
+    or is left out, as `to_tsvector` does."""
+    positions: dict[str, list[str]] = {}
+    size = 0
+    position = 0
+    for weight, words in zip(TSVECTOR_WEIGHTS, columns, strict=False):
+        mark = "" if weight == "D" else weight
+        for word in words:
+            position += 1
+            at = positions.get(word)
+            if at is None:
+                if not storable(word) or size + len(word) * 4 > TSVECTOR_BUDGET:
+                    continue
+                size += len(word.encode("utf-8")) + 8
+                at = positions[word] = []
+            if len(at) < MAX_POSITIONS:
+                spot = f"{min(position, MAX_POSITION)}{mark}"
+                if not at or at[-1] != spot:
+                    at.append(spot)
+        position += 1
+    parts = [f"{quote_lexeme(w)}:{','.join(at)}" for w, at in positions.items()]
+    for word in dict.fromkeys(extra):
+        if word not in positions and storable(word) and size < TSVECTOR_BUDGET:
+            size += len(word.encode("utf-8")) + 8
+            parts.append(quote_lexeme(word))
+    return " ".join(parts)
+
+
+def phrase_query(words: Sequence[str], *, prefix: bool = False) -> str | None:
+    """A tsquery literal of a phrase of words (prefix on the last), None for no words."""
+    quoted = [quote_lexeme(w) for w in words if storable(w)]
+    if not quoted or len(quoted) != len(words):
+        return None
+    if prefix:
+        quoted[-1] += ":*"
+    return quoted[0] if len(quoted) == 1 else "( " + " <-> ".join(quoted) + " )"
+
+
+@functools.cache
+def shared_tokenizer() -> Fts5Tokenizer:
+    """One tokenizer per process, made on first use."""
+    return Fts5Tokenizer()
