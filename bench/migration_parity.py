@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +33,10 @@ from storage.postgres import PostgresDatabase  # noqa: E402
 from tests.fakes.postgres import EmbeddedPostgres  # noqa: E402
 
 BILINGUAL = ROOT / "tests" / "data" / "bilingual_memory.json"
+HEADER = (
+    "| mode | identical top 5 | same five notes | identical scores | largest score difference"
+    " | target in top 5: SQLite | PostgreSQL |\n|---|---|---|---|---|---|---|"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,17 +54,20 @@ def main(argv: list[str] | None = None) -> int:
             config = MemoryConfig.for_home(root / "home", fsync=False)
             database = PostgresDatabase(server.create_database(), min_size=1, max_size=2)
             database.open()
-            with MemoryStore.open(config, encoder=encoder) as home:
+            # one clock for both: recency is part of the score, and seconds tick between them
+            now = datetime.now(UTC).replace(microsecond=0)
+            with MemoryStore.open(config, encoder=encoder, clock=lambda: now) as home:
                 ids = {n["id"]: home.save(NoteDraft(content=n["text"])).id for n in data["notes"]}
                 if encoder is not None:
                     home.sync_vectors()
-                with PostgresMemoryStore.open(database, config, encoder=encoder) as moved:
+                with PostgresMemoryStore.open(
+                    database, config, encoder=encoder, clock=lambda: now
+                ) as moved:
                     moved.restore(list(home.iter_notes()))
                     with _read_only(config.index_path) as index:
                         for model in home.vectors.models():
                             _copy_vectors(index, moved, model, None)
-                    print("| mode | identical top 5 | same five notes | target in top 5: SQLite"
-                          " | PostgreSQL |\n|---|---|---|---|---|")  # fmt: skip
+                    print(HEADER)
                     for mode in modes:
                         _compare(data["queries"], ids, home, moved, mode)
             database.close()
@@ -75,20 +83,29 @@ def _compare(
     moved: PostgresMemoryStore,
     mode: SearchMode,
 ) -> None:
-    def top5(store: MemoryStore | PostgresMemoryStore, query: str) -> list[str]:
+    def top5(store: MemoryStore | PostgresMemoryStore, query: str) -> list[tuple[str, float]]:
         found = store.search_detailed(query, limit=5, record_access=False, mode=mode)
-        return [hit.id for hit in found.hits]
+        return [(hit.id, hit.score) for hit in found.hits]
 
-    identical = same = found_home = found_moved = 0
+    identical = same = scores = found_home = found_moved = 0
+    largest = 0.0
     for q in queries:
-        a, b = top5(home, q["query"]), top5(moved, q["query"])
+        scored_a, scored_b = top5(home, q["query"]), top5(moved, q["query"])
+        a, b = [i for i, _ in scored_a], [i for i, _ in scored_b]
         identical += a == b
         same += set(a) == set(b)
+        scores += scored_a == scored_b
+        if a == b:
+            pairs = zip(scored_a, scored_b, strict=True)
+            largest = max([largest, *(abs(x - y) for (_, x), (_, y) in pairs)])
         found_home += ids[q["target"]] in a
         found_moved += ids[q["target"]] in b
     label = "keyword" if mode == "keyword" else "hybrid (as the app searches)"
     n = len(queries)
-    print(f"| {label} | {identical}/{n} | {same}/{n} | {found_home}/{n} | {found_moved}/{n} |")
+    print(
+        f"| {label} | {identical}/{n} | {same}/{n} | {scores}/{n} | {largest:.1e}"
+        f" | {found_home}/{n} | {found_moved}/{n} |"
+    )
 
 
 if __name__ == "__main__":

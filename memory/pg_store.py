@@ -1484,7 +1484,7 @@ class PostgresMemoryStore:
         rows = conn.execute(
             f"WITH m AS (SELECT n.id, n.search, n.fts_tokens FROM memory_notes n"
             f"   WHERE n.search @@ %s::tsquery AND {where} ORDER BY n.changed DESC LIMIT %s),"
-            f" f AS (SELECT m.id, m.fts_tokens::float8 AS d, {', '.join(freqs)} FROM m),"
+            f" f AS MATERIALIZED (SELECT m.id, m.fts_tokens::float8 AS d, {', '.join(freqs)} FROM m),"
             f" r AS (SELECT f.id, {' + '.join(terms)} AS score FROM f"
             f"   ORDER BY score DESC, f.id LIMIT %s)"
             f" SELECT {_RANK_COLS}, r.score FROM r JOIN memory_notes n ON n.id = r.id"

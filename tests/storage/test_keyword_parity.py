@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from memory.config import MemoryConfig
@@ -133,3 +134,23 @@ def test_changes_on_both_sides_keep_the_scores_equal(
         store.delete(second)
     queries = ["pool", "连接池", "leak*", "pool leaks -timeouts", "数据库 OR 缓存"]
     assert not _differences(home, moved, queries)
+
+
+def test_a_database_written_before_fts5_words_is_brought_up_to_date_on_open(
+    stores: tuple[MemoryStore, PostgresMemoryStore], database_url: str, tmp_path: Path
+) -> None:
+    home, _ = stores
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        # as text version 1 left the rows: Snowball stems, no word counts
+        conn.execute(
+            "UPDATE memory_notes SET text_version = 1, fts_tokens = 0,"
+            " search = to_tsvector('memory_text', title || ' ' || body)"
+        )
+    db = PostgresDatabase(database_url, min_size=1, max_size=2)
+    db.open()
+    try:
+        config = MemoryConfig.for_home(tmp_path / "other", fsync=False)
+        with PostgresMemoryStore.open(db, config, clock=lambda: NOW) as reopened:
+            assert not _differences(home, reopened, ["pool", "leak*", "连接池", "café"])
+    finally:
+        db.close()
