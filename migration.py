@@ -369,7 +369,14 @@ def migrate_home(
     """Copy the SQLite home of `settings` into the database at `url` (see the module doc)."""
     from storage.postgres import PostgresDatabase
 
-    db = PostgresDatabase(url, min_size=1, max_size=2, async_max_size=2)
+    db = PostgresDatabase(
+        url,
+        min_size=1,
+        max_size=2,
+        async_max_size=2,
+        timeout=settings.database_pool_timeout_seconds,
+        url_source="--to",
+    )
     db.open()
     report = MigrationReport()
     try:

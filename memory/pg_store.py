@@ -1484,7 +1484,9 @@ class PostgresMemoryStore:
         rows = conn.execute(
             f"WITH m AS (SELECT n.id, n.search, n.fts_tokens FROM memory_notes n"
             f"   WHERE n.search @@ %s::tsquery AND {where} ORDER BY n.changed DESC LIMIT %s),"
-            f" f AS MATERIALIZED (SELECT m.id, m.fts_tokens::float8 AS d, {', '.join(freqs)} FROM m),"
+            # materialized: inlined, each word's count was computed twice
+            f" f AS MATERIALIZED (SELECT m.id, m.fts_tokens::float8 AS d, {', '.join(freqs)}"
+            f"   FROM m),"
             f" r AS (SELECT f.id, {' + '.join(terms)} AS score FROM f"
             f"   ORDER BY score DESC, f.id LIMIT %s)"
             f" SELECT {_RANK_COLS}, r.score FROM r JOIN memory_notes n ON n.id = r.id"

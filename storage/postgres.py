@@ -121,9 +121,12 @@ class PostgresDatabase:
         max_size: int = 10,
         async_max_size: int | None = None,
         timeout: float = 10.0,
+        url_source: str = "CLAUDE_MEMORY_DATABASE_URL",
     ) -> None:
+        """`url_source`: where the URL came from, named when it leads nowhere."""
         self.url = url
         self.where = describe_url(url)
+        self.url_source = url_source
         self.timeout = timeout
         self.pool: ConnectionPool[Connection] = ConnectionPool(
             url,
@@ -181,7 +184,7 @@ class PostgresDatabase:
     def _unreachable(self) -> ConfigurationError:
         return ConfigurationError(
             f"could not connect to the database {self.where} within {self.timeout:g} s: "
-            "check CLAUDE_MEMORY_DATABASE_URL and that the server is running"
+            f"check {self.url_source} and that the server is running"
         )
 
     def close(self) -> None:

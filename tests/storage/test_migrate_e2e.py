@@ -82,7 +82,7 @@ def _fill_memory(settings: Settings) -> dict[str, str]:
     return ids
 
 
-def _migrate(home: Path, url: str) -> subprocess.CompletedProcess[str]:
+def _migrate(home: Path, url: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable,
@@ -96,7 +96,7 @@ def _migrate(home: Path, url: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "CLAUDE_MEMORY_ENCODER": "none"},
+        env={**os.environ, "CLAUDE_MEMORY_ENCODER": "none", **env},
         check=False,
     )
 
@@ -200,3 +200,18 @@ def test_migrating_into_a_database_in_use_is_refused_and_changes_nothing(
         assert database.fetch("SELECT count(*) AS n FROM memory_notes")[0]["n"] == 2
     finally:
         database.close()
+
+
+def test_migrating_to_a_database_that_is_not_there_says_which_url_to_check(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    with MemoryStore.open(make_settings(home=home).memory_config()) as store:
+        store.save(NoteDraft(content="a note that stays at home"))
+    url = f"postgresql://postgres@/nope?host={tmp_path / 'no-server'}"
+    done = _migrate(home, url, CLAUDE_MEMORY_DATABASE_POOL_TIMEOUT_SECONDS="1")
+    assert done.returncode != 0
+    assert "could not connect" in done.stderr and "check --to" in done.stderr
+    assert "CLAUDE_MEMORY_DATABASE_URL" not in done.stderr
+    with MemoryStore.open(make_settings(home=home).memory_config()) as store:
+        assert store.count() == 2  # the note and the profile, untouched
