@@ -21,6 +21,7 @@ from memory.embeddings import HashingEncoder
 from memory.model import NoteDraft
 from memory.pg_store import PostgresMemoryStore
 from memory.store import MemoryStore
+from memory.transfer import export_markdown, import_path
 from storage.postgres import PostgresDatabase
 from tests.memory.corpus import CORPUS
 from tests.memory.test_search_bilingual import QUERIES
@@ -399,6 +400,23 @@ def test_iter_notes_yields_every_note_in_full(store: MemoryBackend) -> None:
     by_id = {n.id: n for n in notes}
     assert by_id[corpus["retry"]] == store.get(corpus["retry"])
     assert "max_retries=5" in by_id[corpus["retry"]].body
+
+
+def test_markdown_export_is_readable_and_imports_into_a_fresh_home(
+    store: MemoryBackend, tmp_path: Path
+) -> None:
+    corpus = load_corpus(store)
+    assert export_markdown(store, tmp_path / "export") == len(CORPUS) + 1
+    files = sorted((tmp_path / "export").rglob("*.md"))
+    assert len(files) == len(CORPUS) + 1
+    assert any("max_retries=5" in f.read_text("utf-8") for f in files)
+    with MemoryStore.open(MemoryConfig.for_home(tmp_path / "fresh", fsync=False)) as fresh:
+        report = import_path(fresh, tmp_path / "export")
+        assert not report.errors
+        moved = {n.title: n for n in fresh.iter_notes()}
+        for note in (store.get(i) for i in corpus.values()):
+            assert (moved[note.title].body, moved[note.title].tags) == (note.body, note.tags)
+        assert fresh.search("连接池")[0].title == store.search("连接池")[0].title
 
 
 def test_top_notes_rank_active_notes_without_a_query(store: MemoryBackend) -> None:
