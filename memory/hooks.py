@@ -14,7 +14,8 @@ open and the segmenter loaded); otherwise it works directly on the files and the
 process. Both run `HookService.handle`, so they behave the same.
 
 Import weight matters: every tool call starts a hook process. This module imports only the
-standard library and `memory.project` at the top; the store and its dependencies are imported
+standard library and `memory.project`, `memory.clients` (what Claude Code and Codex look
+like from here) and `memory.observations` (what a tool call teaches) at the top; the store and its dependencies are imported
 only by the events that need them (`session-start`, `user-prompt-submit`, `session-end`).
 `post-tool-use`, `stop` and `pre-compact` only touch `state.db`.
 """
@@ -25,15 +26,16 @@ import contextlib
 import json
 import logging
 import os
-import re
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
+from memory.clients import EVENT_NAMES, EVENTS, last_assistant_reply, resolve_session_id
+from memory.observations import observe_tool, one_line
 from memory.project import ProjectIdentity, identify
 
 if TYPE_CHECKING:
@@ -44,18 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memory.hooks")
 
-HookEvent = Literal[
-    "session-start", "user-prompt-submit", "post-tool-use", "stop", "session-end", "pre-compact"
-]
-EVENT_NAMES: Final[dict[str, str]] = {
-    "session-start": "SessionStart",
-    "user-prompt-submit": "UserPromptSubmit",
-    "post-tool-use": "PostToolUse",
-    "stop": "Stop",
-    "session-end": "SessionEnd",
-    "pre-compact": "PreCompact",
-}
-EVENTS: Final[tuple[str, ...]] = tuple(EVENT_NAMES)
 CONTEXT_EVENTS: Final = frozenset({"session-start", "user-prompt-submit"})
 STORE_EVENTS: Final = frozenset({"session-start", "user-prompt-submit", "session-end"})
 
@@ -71,9 +61,6 @@ DEFAULT_BUDGETS: Final[dict[str, float]] = {
 """Seconds of internal budget per event; the installed CLI timeouts are longer (10 s, 30 s)."""
 MAX_STDIN: Final = 8_000_000
 LOG_BYTES: Final = 2_000_000
-TRANSCRIPT_TAIL: Final = 512_000
-SERVER_NAME: Final = "claude-memory"
-"""The MCP server's name in the CLI configs; tools appear as `mcp__claude-memory__<tool>`."""
 
 SUMMARY_SESSIONS: Final = 2
 OBSERVATION_ROWS: Final = 20
@@ -221,362 +208,6 @@ def parse_payload(raw: str | bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError("hook input is not a JSON object")
     return data
-
-
-# --- session ids ------------------------------------------------------------------------------
-
-_UUID_TAIL = re.compile(
-    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$", re.IGNORECASE
-)
-_SESSION_FIELDS: Final = ("session_id", "sessionId", "thread_id", "thread-id", "conversation_id")
-
-
-def claude_config_dir(environ: Mapping[str, str]) -> Path:
-    return Path(environ.get("CLAUDE_CONFIG_DIR") or "~/.claude").expanduser()
-
-
-def codex_home(environ: Mapping[str, str]) -> Path:
-    return Path(environ.get("CODEX_HOME") or "~/.codex").expanduser()
-
-
-def claude_project_dirs(config_dir: Path, cwd: str) -> list[Path]:
-    """Where Claude Code keeps this folder's transcripts: the cwd with `:`, `\\` and `/`
-    replaced by `-` (newer versions replace every non-alphanumeric character)."""
-    names = [re.sub(r"[:\\/]", "-", cwd), re.sub(r"[^A-Za-z0-9]", "-", cwd)]
-    return [config_dir / "projects" / name for name in dict.fromkeys(names)]
-
-
-def _newest(paths: Sequence[Path]) -> Path | None:
-    best: tuple[int, Path] | None = None
-    for path in paths:
-        try:
-            mtime = path.stat().st_mtime_ns
-        except OSError:
-            continue
-        if best is None or mtime > best[0]:
-            best = (mtime, path)
-    return best[1] if best else None
-
-
-def _newest_child_dir(folder: Path) -> Path | None:
-    try:
-        children = sorted(
-            (p for p in folder.iterdir() if p.is_dir() and p.name.isdigit()),
-            key=lambda p: int(p.name),
-        )
-    except OSError:
-        return None
-    return children[-1] if children else None
-
-
-def find_claude_session(environ: Mapping[str, str], cwd: str) -> str | None:
-    for folder in claude_project_dirs(claude_config_dir(environ), cwd):
-        try:
-            newest = _newest(list(folder.glob("*.jsonl")))
-        except OSError:
-            continue
-        if newest is not None:
-            return newest.stem
-    return None
-
-
-def find_codex_session(environ: Mapping[str, str]) -> str | None:
-    """The newest rollout of `~/.codex/sessions/<year>/<month>/<day>/` (uuid at the end)."""
-    folder: Path | None = codex_home(environ) / "sessions"
-    for _ in range(3):
-        folder = _newest_child_dir(folder) if folder is not None else None
-    if folder is None:
-        return None
-    newest = _newest(list(folder.glob("*.jsonl")))
-    if newest is None:
-        return None
-    match = _UUID_TAIL.search(newest.stem)
-    return match.group(1) if match else newest.stem
-
-
-def resolve_session_id(
-    payload: Mapping[str, Any], environ: Mapping[str, str], cwd: str, client: str
-) -> str | None:
-    """The payload's session id, else the newest transcript of Claude Code (or Codex) for
-    this folder; None lets the service reuse or generate one."""
-    for name in _SESSION_FIELDS:
-        value = payload.get(name)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    transcript = payload.get("transcript_path")
-    if isinstance(transcript, str) and transcript.endswith(".jsonl"):
-        return Path(transcript).stem
-    finders: list[Callable[[], str | None]] = [
-        lambda: find_claude_session(environ, cwd),
-        lambda: find_codex_session(environ),
-    ]
-    if client == "codex":
-        finders.reverse()
-    for finder in finders:
-        found = finder()
-        if found:
-            return found
-    return None
-
-
-# --- observations (pure) ----------------------------------------------------------------------
-
-ObservationKind = Literal["change", "how-it-works", "discovery"]
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    kind: ObservationKind
-    title: str
-    content: str
-    files: tuple[str, ...] = ()
-    changes: int = 0
-
-
-NOISE_TOOLS: Final = frozenset(
-    {
-        *("TodoWrite", "TodoRead", "ToolSearch", "ExitPlanMode", "EnterPlanMode"),
-        *("AskUserQuestion", "BashOutput", "KillShell", "KillBash", "TaskOutput", "TaskStop"),
-        *("ListMcpResourcesTool", "ReadMcpResourceTool", "Skill", "SlashCommand"),
-    }
-)
-NOISE_COMMANDS: Final = frozenset({"pwd", "clear", "true", ":", "whoami", "cd", "ls"})
-_EDIT_TOOLS: Final = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
-_READ_COMMANDS: Final = frozenset(
-    {"cat", "head", "tail", "less", "grep", "rg", "find", "fd", "wc", "tree", "ls", "stat", "du"}
-)
-_CHANGE_COMMANDS: Final = frozenset(
-    {"rm", "mv", "cp", "mkdir", "touch", "chmod", "ln", "patch", "rmdir"}
-)
-_CHANGE_SUBCOMMANDS: Final = re.compile(
-    r"^(git\s+(commit|push|merge|rebase|checkout|switch|reset|apply|am|cherry-pick|stash|tag)"
-    r"|(pip|npm|pnpm|yarn|uv|cargo|poetry|go)\s+(install|add|remove|uninstall|get)"
-    r"|sed\s+-i)\b"
-)
-_READ_SUBCOMMANDS: Final = re.compile(r"^git\s+(status|log|diff|show|blame|branch)\b")
-
-
-def _is_own_tool(name: str) -> bool:
-    """Our memory tools: `mcp__claude-memory__x`, in a plugin `mcp__plugin_<p>_claude-memory__x`,
-    and the chat agent's in-process `mcp__memory__x`."""
-    return name.startswith("mcp__") and (
-        f"{SERVER_NAME}__" in name or name.startswith("mcp__memory__")
-    )
-
-
-def display_path(path: str, root: str) -> str:
-    """`/repo/web/src/auth.ts` -> `.../src/auth.ts` (relative to the project, last two parts)."""
-    if not path:
-        return "?"
-    text = path.replace("\\", "/")
-    base = root.replace("\\", "/").rstrip("/") + "/"
-    if root and text.startswith(base):
-        text = text[len(base) :]
-    parts = [p for p in text.split("/") if p]
-    if len(parts) > 2:
-        return ".../" + "/".join(parts[-2:])
-    return "/".join(parts) if not text.startswith("/") else "/" + "/".join(parts)
-
-
-def _relative(path: str, root: str) -> str:
-    text = path.replace("\\", "/")
-    base = root.replace("\\", "/").rstrip("/") + "/"
-    return text[len(base) :] if root and text.startswith(base) else text
-
-
-def _one_line(text: str, limit: int) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: max(limit - 1, 1)].rstrip() + "…"
-
-
-def _command_kind(command: str) -> ObservationKind:
-    first = command.strip().split(maxsplit=1)[0] if command.strip() else ""
-    first = first.rsplit("/", 1)[-1]
-    if _READ_SUBCOMMANDS.match(command.strip()) or first in _READ_COMMANDS:
-        return "discovery"
-    if _CHANGE_SUBCOMMANDS.match(command.strip()) or first in _CHANGE_COMMANDS:
-        return "change"
-    return "how-it-works"
-
-
-def _response_text(response: Any) -> tuple[str, str]:
-    """(stdout, stderr) of a tool response in its several shapes."""
-    if isinstance(response, str):
-        return response, ""
-    if isinstance(response, dict):
-        out = response.get("stdout") or response.get("output") or response.get("content") or ""
-        err = response.get("stderr") or ""
-        return (out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)), (
-            err if isinstance(err, str) else ""
-        )
-    if isinstance(response, list):
-        texts = [b.get("text", "") for b in response if isinstance(b, dict)]
-        return "\n".join(t for t in texts if isinstance(t, str)), ""
-    return "", ""
-
-
-def observe_tool(
-    tool_name: str, tool_input: Mapping[str, Any], tool_response: Any, root: str
-) -> Observation | None:
-    """A short, rule-based record of one tool call, or None for noise. Never whole file
-    contents: edits keep a short excerpt, writes only their size, commands their output tail.
-    (Secrets are redacted when the observation is stored.)"""
-    if not tool_name or tool_name in NOISE_TOOLS or _is_own_tool(tool_name):
-        return None
-    args = dict(tool_input) if isinstance(tool_input, Mapping) else {}
-
-    def arg(name: str) -> str:
-        value = args.get(name)
-        return value if isinstance(value, str) else ""
-
-    if tool_name in _EDIT_TOOLS:
-        path = arg("file_path") or arg("notebook_path") or arg("path")
-        verb = "写入" if tool_name == "Write" else "编辑"
-        lines = [f"tool: {tool_name}", f"files: {_relative(path, root)}"]
-        if tool_name == "Write":
-            lines.append(f"wrote {len(arg('content').splitlines())} lines")
-        elif tool_name == "MultiEdit":
-            edits = args.get("edits") if isinstance(args.get("edits"), list) else []
-            lines.append(f"{len(edits)} edits")
-            for edit in edits[:3]:
-                if isinstance(edit, dict):
-                    lines.append(f"- {_one_line(edit.get('old_string', ''), 120)}")
-                    lines.append(f"+ {_one_line(edit.get('new_string', ''), 120)}")
-        elif tool_name == "Edit":
-            lines.append(f"- {_one_line(arg('old_string'), 200)}")
-            lines.append(f"+ {_one_line(arg('new_string'), 200)}")
-        else:
-            lines.append(f"+ {_one_line(arg('new_source'), 200)}")
-        return Observation(
-            "change",
-            f"{verb} {display_path(path, root)}",
-            "\n".join(lines),
-            (_relative(path, root),) if path else (),
-            1,
-        )
-    if tool_name == "Bash":
-        command = arg("command").strip()
-        if not command:
-            return None
-        words = command.split()
-        if command in NOISE_COMMANDS or (words[0] == "cd" and len(words) <= 2):
-            return None
-        out, err = _response_text(tool_response)
-        lines = ["tool: Bash", f"$ {_one_line(command, 500)}"]
-        if arg("description"):
-            lines.append(f"why: {_one_line(arg('description'), 200)}")
-        if out.strip():
-            lines.append("out: " + _one_line(out.strip()[-600:], 400))
-        if err.strip():
-            lines.append("err: " + _one_line(err.strip()[-400:], 300))
-        kind = _command_kind(command)
-        return Observation(kind, f"执行: {_one_line(command, 80)}", "\n".join(lines), (), 0)
-    if tool_name == "Read":
-        path = arg("file_path")
-        where = ""
-        if args.get("offset") or args.get("limit"):
-            where = f"lines from {args.get('offset') or 1}, limit {args.get('limit') or '-'}"
-        return Observation(
-            "discovery",
-            f"读取 {display_path(path, root)}",
-            "\n".join(filter(None, ["tool: Read", f"files: {_relative(path, root)}", where])),
-            (_relative(path, root),) if path else (),
-        )
-    if tool_name in ("Grep", "Glob", "LS"):
-        pattern = arg("pattern") or arg("path")
-        label = {"Grep": "搜索", "Glob": "查找文件", "LS": "列目录"}[tool_name]
-        out, _ = _response_text(tool_response)
-        details = [f"tool: {tool_name}", f"pattern: {_one_line(pattern, 200)}"]
-        if arg("path"):
-            details.append(f"in: {_relative(arg('path'), root)}")
-        if arg("glob"):
-            details.append(f"glob: {arg('glob')}")
-        if out.strip():
-            details.append("found: " + _one_line(out.strip()[:400], 300))
-        return Observation("discovery", f"{label}: {_one_line(pattern, 80)}", "\n".join(details))
-    if tool_name == "WebFetch":
-        url = arg("url")
-        return Observation(
-            "discovery",
-            f"获取网页: {_one_line(url, 100)}",
-            f"tool: WebFetch\nurl: {url}\nprompt: {_one_line(arg('prompt'), 200)}",
-        )
-    if tool_name == "WebSearch":
-        query = arg("query")
-        return Observation(
-            "discovery", f"搜索网页: {_one_line(query, 80)}", f"tool: WebSearch\nquery: {query}"
-        )
-    if tool_name in ("Task", "Agent"):
-        what = arg("description") or arg("prompt")
-        out, _ = _response_text(tool_response)
-        content = f"tool: {tool_name}\ntask: {_one_line(what, 300)}"
-        if out.strip():
-            content += "\nresult: " + _one_line(out.strip()[:600], 400)
-        return Observation("how-it-works", f"子任务: {_one_line(what, 80)}", content)
-    summary = _one_line(json.dumps(args, ensure_ascii=False, default=str), 300)
-    return Observation("discovery", f"调用 {tool_name}", f"tool: {tool_name}\ninput: {summary}")
-
-
-# --- transcripts ------------------------------------------------------------------------------
-
-
-def _message_texts(content: Any) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    texts: list[str] = []
-    for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and block.get("type") in ("text", "output_text"):
-            text = block.get("text")
-            if isinstance(text, str):
-                texts.append(text)
-    return texts
-
-
-def last_assistant_reply(transcript_path: str | os.PathLike[str]) -> str:
-    """The text of the last assistant message in a Claude Code (or Codex) JSONL transcript.
-
-    Only the file's tail is read. Claude Code writes one line per content block; the blocks of
-    the last message that has text (same message id) are joined."""
-    path = Path(transcript_path)
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - TRANSCRIPT_TAIL))
-            data = handle.read()
-    except OSError:
-        return ""
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    if size > TRANSCRIPT_TAIL and lines:
-        lines = lines[1:]  # the first line is probably cut
-    message_id: str | None = None
-    parts: list[str] = []
-    for line in reversed(lines):
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict):
-            continue
-        message = entry.get("message")
-        if not isinstance(message, dict):  # Codex: {"type": "response_item", "payload": {...}}
-            payload = entry.get("payload")
-            message = payload if isinstance(payload, dict) else {}
-        role = message.get("role") or entry.get("type")
-        if role == "user" and parts:
-            break
-        if role != "assistant":
-            continue
-        texts = [t for t in _message_texts(message.get("content")) if t.strip()]
-        this_id = message.get("id")
-        if parts and this_id != message_id:
-            break
-        if texts:
-            parts[:0] = texts
-            message_id = this_id if isinstance(this_id, str) else None
-            if message_id is None:
-                break
-    return "\n".join(parts).strip()
 
 
 # --- state helpers (state only; shared SQL keeps the light events fast) -------------------
@@ -838,8 +469,8 @@ class HookService:
         lines_by_id = {e.id: e.line for e in entries}
         for episode in past:
             lines_by_id[episode.id] = (
-                f"- [{episode.id}] session · {_one_line(episode.title, 80)}"
-                f" — {_one_line(episode.summary, 160)}"
+                f"- [{episode.id}] session · {one_line(episode.title, 80)}"
+                f" — {one_line(episode.summary, 160)}"
             )
         retrieved = [e.id for e in entries] + [e.id for e in past]
         plan = plan_injection(
@@ -990,7 +621,7 @@ class HookService:
         summary_lines = [header]
         spent = estimate_tokens(header)
         for row in rows:
-            line = f"- [{row['id']}] {row['title']}: {_one_line(row['summary'], 300)}"
+            line = f"- [{row['id']}] {row['title']}: {one_line(row['summary'], 300)}"
             cost = estimate_tokens(line)
             if spent + cost > budget * (1.0 if resumed else 0.45):
                 continue

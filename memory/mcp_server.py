@@ -36,10 +36,11 @@ from pydantic import Field
 
 from errors import ClaudeMemoryError, InvalidInputError
 from memory.backend import MemoryBackend
+from memory.clients import SERVER_NAME
 from memory.config import MemoryConfig
 from memory.entities import PendingStore
 from memory.episodes import Episode, EpisodeStore, should_summarize
-from memory.hooks import SERVER_NAME, clear_window, session_summary
+from memory.hooks import clear_window, session_summary
 from memory.model import ENTITY_TYPE_MAP, NoteDraft, normalize_type
 from memory.opening import database_url, open_database, open_memory, open_state
 from memory.project import ProjectIdentity, identify

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from memory.clients import last_assistant_reply
 from memory.episodes import EpisodeStore
-from memory.hooks import last_assistant_reply, observe_tool
 from memory.model import NoteDraft
+from memory.observations import observe_tool
 from memory.recall import WINDOW_TURNS
 from memory.state import StateDB
 from memory.store import MemoryStore

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from memory.clients import EVENTS
 from memory.config import MemoryConfig
-from memory.hooks import EVENTS
 from memory.model import NoteDraft
 from memory.store import MemoryStore
 from tests.hooks.conftest import CLAUDE_MEMORY, run_hook_process
@@ -304,8 +304,9 @@ def test_memory_package_imports_nothing_from_the_app_layers() -> None:
     import ast
 
     root = Path(__file__).resolve().parents[2] / "memory"
-    for name in ("hooks.py", "mcp_server.py", "project.py", "installer.py"):
-        tree = ast.parse((root / name).read_text())
+    for path in sorted(root.rglob("*.py")):
+        name = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             modules = []
             if isinstance(node, ast.Import):

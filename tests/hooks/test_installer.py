@@ -13,7 +13,7 @@ import pytest
 
 from errors import ConfigurationError
 from memory import installer
-from memory.hooks import EVENT_NAMES
+from memory.clients import EVENT_NAMES
 from tests.hooks.conftest import CLAUDE_MEMORY
 
 ROOT = Path(__file__).resolve().parents[2]
