@@ -15,8 +15,9 @@ process. Both run `HookService.handle`, so they behave the same.
 
 Import weight matters: every tool call starts a hook process. This module imports only the
 standard library and `memory.project`, `memory.clients` (what Claude Code and Codex look
-like from here) and `memory.observations` (what a tool call teaches) at the top; the store and its dependencies are imported
-only by the events that need them (`session-start`, `user-prompt-submit`, `session-end`).
+like from here) and `memory.observations` (what a tool call teaches) at the top; the store
+and its dependencies are imported only by the events that need them (`session-start`,
+`user-prompt-submit`, `session-end`).
 `post-tool-use`, `stop` and `pre-compact` only touch `state.db`.
 """
 
