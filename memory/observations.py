@@ -11,8 +11,6 @@ from typing import Any, Final, Literal
 
 from memory.clients import SERVER_NAME
 
-# --- observations (pure) ----------------------------------------------------------------------
-
 ObservationKind = Literal["change", "how-it-works", "discovery"]
 
 
