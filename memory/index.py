@@ -580,6 +580,21 @@ class Filters:
             active_at=active_at,
         )
 
+    @classmethod
+    def for_search(
+        cls,
+        type: str | None,
+        scope: str | None,
+        tag: str | None,
+        *,
+        include_inactive: bool,
+        now_ts: float,
+    ) -> Filters:
+        """What a search sees: a project scope includes the user's notes, and only active
+        notes not expired at `now_ts` unless `include_inactive`."""
+        active_at = None if include_inactive else now_ts
+        return cls.of(type, scope, tag, None, include_user=True, active_at=active_at)
+
     def sql(self, alias: str = "n") -> tuple[str, list[Any]]:
         clauses: list[str] = []
         params: list[Any] = []

@@ -1395,13 +1395,8 @@ class PostgresMemoryStore:
         parsed = plan.parsed
         limit = check_limit(limit)
         now = self._now()
-        filters = Filters.of(
-            type,
-            scope,
-            tag,
-            None,
-            include_user=True,
-            active_at=None if include_inactive else now.timestamp(),
+        filters = Filters.for_search(
+            type, scope, tag, include_inactive=include_inactive, now_ts=now.timestamp()
         )
         # a transaction: the vector search's HNSW setting lasts until its end
         with self._tx() as conn:

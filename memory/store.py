@@ -891,13 +891,8 @@ class MemoryStore:
         parsed = plan.parsed
         limit = _limit(limit)
         now = self._now()
-        filters = Filters.of(
-            type,
-            scope,
-            tag,
-            None,
-            include_user=True,
-            active_at=None if include_inactive else now.timestamp(),
+        filters = Filters.for_search(
+            type, scope, tag, include_inactive=include_inactive, now_ts=now.timestamp()
         )
 
         def rank() -> builtins.list[_Ranked]:
