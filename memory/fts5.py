@@ -119,6 +119,12 @@ def storable(word: str) -> bool:
     return len(word.encode("utf-8")) <= MAX_LEXEME_BYTES
 
 
+def _lexeme_cost(word: str) -> int | None:
+    """Bytes a word takes in a tsvector (with its entry), None when too long for one."""
+    size = len(word.encode("utf-8"))
+    return None if size > MAX_LEXEME_BYTES else size + 8
+
+
 def tsvector_text(columns: Sequence[Sequence[str]], extra: Sequence[str] = ()) -> str:
     """A tsvector literal of the words of up to four columns (`Fts5Tokenizer.columns`), each
     word at its position with its column's weight, one empty position between columns; plus
@@ -134,9 +140,10 @@ def tsvector_text(columns: Sequence[Sequence[str]], extra: Sequence[str] = ()) -
             position += 1
             at = positions.get(word)
             if at is None:
-                if not storable(word) or size + len(word) * 4 > TSVECTOR_BUDGET:
+                cost = _lexeme_cost(word)
+                if cost is None or size + cost > TSVECTOR_BUDGET:
                     continue
-                size += len(word.encode("utf-8")) + 8
+                size += cost
                 at = positions[word] = []
             if len(at) < MAX_POSITIONS:
                 spot = f"{min(position, MAX_POSITION)}{mark}"
@@ -145,8 +152,9 @@ def tsvector_text(columns: Sequence[Sequence[str]], extra: Sequence[str] = ()) -
         position += 1
     parts = [f"{quote_lexeme(w)}:{','.join(at)}" for w, at in positions.items()]
     for word in dict.fromkeys(extra):
-        if word not in positions and storable(word) and size < TSVECTOR_BUDGET:
-            size += len(word.encode("utf-8")) + 8
+        cost = None if word in positions else _lexeme_cost(word)
+        if cost is not None and size + cost <= TSVECTOR_BUDGET:
+            size += cost
             parts.append(quote_lexeme(word))
     return " ".join(parts)
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -92,6 +93,7 @@ from memory.search import (
     Candidate,
     ParsedQuery,
     Term,
+    segment,
     snippet,
     without_excluded,
 )
@@ -272,17 +274,6 @@ _ORDER: Final = {
 
 _CJK_RUN_RE = re.compile(f"[{_text.CJK_CHAR}]+")
 _CJK_WORD_RE = re.compile(f"[{_text.CJK_CHAR}]{{2,}}")
-_rjieba: Any = None
-
-
-def _cut(text: str) -> list[str]:
-    """rjieba segmentation of a CJK run (imported on first use, like memory.search)."""
-    global _rjieba
-    if _rjieba is None:
-        import rjieba
-
-        _rjieba = rjieba
-    return list(_rjieba.cut(text))
 
 
 def cjk_words(text: str) -> list[str]:
@@ -293,7 +284,7 @@ def cjk_words(text: str) -> list[str]:
     words: list[str] = []
     for run in _CJK_RUN_RE.findall(folded):
         if len(run) > 1:
-            words.extend(w for w in _cut(run) if _CJK_WORD_RE.fullmatch(w))
+            words.extend(w for w in segment(run) if _CJK_WORD_RE.fullmatch(w))
     return words
 
 
@@ -306,6 +297,7 @@ class _TermQuery:
     phrase: str
 
 
+@functools.lru_cache(maxsize=4096)
 def term_query(term: Term) -> _TermQuery | None:
     """The word's FTS5 words as a phrase (prefix on the last), or'ed with the word itself
     when it is a CJK word (matched as a lexeme past 16,383 positions). None when FTS5 makes
@@ -785,24 +777,30 @@ class _CorpusCounts:
     """How many notes and words there are, and how many notes have each phrase: BM25's
     statistics, kept until the notes change (the shared generation counter, bumped by any
     instance's write), since common words come back in most searches and counting one
-    reads every note that has it."""
+    reads every note that has it. `refresh` once per search, then ask."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._generation = -1
-        self._counts: dict[str, int] = {}
+        self._counts: dict[str, tuple[int, ...]] = {}
 
-    def _get(self, conn: Connection, key: str, sql: str, params: tuple[object, ...]) -> int:
+    def refresh(self, conn: Connection) -> None:
+        """Forget the counts when the notes changed since they were made."""
         [row] = conn.execute("SELECT last_value, is_called FROM memory_notes_generation").fetchall()
         generation = int(row["last_value"]) if row["is_called"] else 0
         with self._lock:
             if self._generation != generation:
                 self._counts.clear()
                 self._generation = generation
-            known = self._counts.get(key)
+
+    def _get(
+        self, conn: Connection, key: str, sql: str, params: tuple[object, ...] = ()
+    ) -> tuple[int, ...]:
+        with self._lock:
+            generation, known = self._generation, self._counts.get(key)
         if known is None:
             found = conn.execute(sql, params).fetchone()
-            known = int(found["n"]) if found and found["n"] is not None else 0
+            known = tuple(int(v or 0) for v in found.values()) if found else (0,)
             with self._lock:
                 if self._generation == generation:
                     if len(self._counts) >= 4096:
@@ -812,18 +810,15 @@ class _CorpusCounts:
 
     def corpus(self, conn: Connection) -> tuple[int, int]:
         """(notes, words FTS5 makes of them all)."""
-        notes = self._get(conn, "", "SELECT count(*) AS n FROM memory_notes", ())
-        words = self._get(conn, " words", "SELECT sum(fts_tokens) AS n FROM memory_notes", ())
+        notes, words = self._get(
+            conn, "", "SELECT count(*) AS n, sum(fts_tokens) AS words FROM memory_notes"
+        )
         return notes, words
 
     def hits(self, conn: Connection, tsquery: str) -> int:
         """Notes matching a tsquery (exactly, as FTS5 counts a phrase's rows)."""
-        return self._get(
-            conn,
-            tsquery,
-            "SELECT count(*) AS n FROM memory_notes WHERE search @@ %s::tsquery",
-            (_pg_text(tsquery),),
-        )
+        sql = "SELECT count(*) AS n FROM memory_notes WHERE search @@ %s::tsquery"
+        return self._get(conn, tsquery, sql, (_pg_text(tsquery),))[0]
 
 
 class PostgresMemoryStore:
@@ -1401,6 +1396,7 @@ class PostgresMemoryStore:
         # a transaction: the vector search's HNSW setting lasts until its end
         with self._tx() as conn:
             now_ts = now.timestamp()
+            self._counts.refresh(conn)
             if plan.vector_first and plan.vector is not None:
                 ranked = self._rank_hybrid(conn, parsed, [], filters, limit, now_ts, plan.vector)
             else:

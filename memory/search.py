@@ -47,7 +47,7 @@ _CJK_SPLIT_RE = re.compile(f"([{_text.CJK_CHAR}]+)")
 _rjieba: Any = None
 
 
-def _cut(text: str) -> list[str]:
+def segment(text: str) -> list[str]:
     """Dictionary segmentation of a CJK run (rjieba, imported on first use: ~0.1 s)."""
     global _rjieba
     if _rjieba is None:
@@ -124,7 +124,7 @@ def _words(chunk: str) -> list[str]:
         if not piece:
             continue
         if _text.HAS_CJK_RE.match(piece):
-            words.extend(_cut(piece))
+            words.extend(segment(piece))
         else:
             words.extend(m.group(0) for m in _WORD_RE.finditer(piece))
     return words
