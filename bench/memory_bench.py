@@ -172,6 +172,21 @@ def timed(fn: Callable[[], object]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+def timings(
+    saves: list[float], searches: list[float], contexts: list[float], context_plain: float
+) -> dict[str, float]:
+    """The rows both backends report for their saves, searches and contexts (ms)."""
+    return {
+        "save_p50": statistics.median(saves),
+        "save_p95": pct(saves, 95),
+        "search_p50": statistics.median(searches),
+        "search_p95": pct(searches, 95),
+        "search_max": max(searches),
+        "context_p50": statistics.median(contexts),
+        "context_plain": context_plain,
+    }
+
+
 def make_notes(rng: random.Random, now: datetime, size: int) -> list[Note]:
     """`size` notes, each with the path the SQLite home keeps it under."""
     notes = []
@@ -305,13 +320,7 @@ def run_size(
         shutil.rmtree(home, ignore_errors=True)  # 100k files: free the disk for the next run
     return {
         "notes": size,
-        "save_p50": statistics.median(saves),
-        "save_p95": pct(saves, 95),
-        "search_p50": statistics.median(searches),
-        "search_p95": pct(searches, 95),
-        "search_max": max(searches),
-        "context_p50": statistics.median(contexts),
-        "context_plain": context_plain,
+        **timings(saves, searches, contexts, context_plain),
         "sync_ms": sync_ms,
         "reindex_s": reindex_s,
         "index_mb": index_mb,
@@ -487,13 +496,7 @@ def run_size_pg(
             db.close()
     return {
         "notes": size,
-        "save_p50": statistics.median(saves),
-        "save_p95": pct(saves, 95),
-        "search_p50": statistics.median(searches),
-        "search_p95": pct(searches, 95),
-        "search_max": max(searches),
-        "context_p50": statistics.median(contexts),
-        "context_plain": context_plain,
+        **timings(saves, searches, contexts, context_plain),
         "reindex_s": load_s,
         "index_mb": size_mb,
         "empty_queries": empty,
