@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend
@@ -26,6 +26,13 @@ log = logging.getLogger(__name__)
 DATABASE_URL_ENV = "CLAUDE_MEMORY_DATABASE_URL"
 # A CLI command or a hook makes a few statements at a time: two connections are plenty.
 _SMALL_POOL = 2
+
+
+class _ClosesWith(Protocol):
+    def close_with(self, release: Callable[[], None]) -> None: ...
+
+
+_Opened = TypeVar("_Opened", bound=_ClosesWith)
 
 
 def database_url(environ: dict[str, str] | Any) -> str | None:
@@ -61,18 +68,11 @@ def open_memory(
         return MemoryStore.open(config, sync=sync, encoder=encoder, clock=clock)
     from memory.pg_store import PostgresMemoryStore
 
-    own = open_database(url) if database is None and url is not None else None
-    db = database if database is not None else own
-    assert db is not None
-    try:
-        store = PostgresMemoryStore.open(db, config, encoder=encoder, clock=clock)
-    except BaseException:
-        if own is not None:
-            own.close()
-        raise
-    if own is not None:
-        store.close_with(own.close)
-    return store
+    return _on_database(
+        database,
+        url,
+        lambda db: PostgresMemoryStore.open(db, config, encoder=encoder, clock=clock),
+    )
 
 
 def open_state(
@@ -86,15 +86,24 @@ def open_state(
         return StateDB(path)
     from memory.state_pg import PostgresStateDB
 
-    own = open_database(url) if database is None and url is not None else None
-    db = database if database is not None else own
-    assert db is not None
+    return _on_database(database, url, PostgresStateDB)
+
+
+def _on_database(
+    database: PostgresDatabase | None,
+    url: str | None,
+    make: Callable[[PostgresDatabase], _Opened],
+) -> _Opened:
+    """`make` on the caller's database, or on a small pool of its own at `url` that the
+    made object closes with itself (and that is closed at once if making fails)."""
+    if database is not None:
+        return make(database)
+    assert url is not None
+    own = open_database(url)
     try:
-        state = PostgresStateDB(db)
+        opened = make(own)
     except BaseException:
-        if own is not None:
-            own.close()
+        own.close()
         raise
-    if own is not None:
-        state.close_with(own.close)
-    return state
+    opened.close_with(own.close)
+    return opened
