@@ -145,6 +145,14 @@ class Settings(BaseSettings):
         default="", description="Extra instructions appended to the agent's system prompt."
     )
 
+    claude_config_dir: Path | None = Field(
+        default=None,
+        validation_alias=AliasChoices("CLAUDE_CONFIG_DIR"),
+        description="Claude Code's configuration folder, where the agent's session transcripts "
+        "are kept (projects/<workspace>/); default ~/.claude. The app loads no settings, hooks "
+        "or CLAUDE.md from it (docs/permissions.md).",
+    )
+
     # --- Anthropic (usual names, passed to Claude Code) --------------------------------------
     anthropic_api_key: SecretStr | None = Field(
         default=None,
@@ -273,6 +281,10 @@ class Settings(BaseSettings):
     @property
     def workspace_dir(self) -> Path:
         return (self.workspace or self.home_dir / "workspace").expanduser().resolve()
+
+    @property
+    def agent_config_dir(self) -> Path:
+        return (self.claude_config_dir or Path("~/.claude")).expanduser().resolve()
 
     @property
     def logs_dir(self) -> Path:

@@ -1,13 +1,21 @@
-"""ClaudeAgentOptions for one conversation: workspace cwd, project skills, permission gates, env.
+"""ClaudeAgentOptions for one conversation: workspace cwd, the app's skills, permission gates, env.
 
 Permission: a PreToolUse hook gates *every* tool call (the CLI auto-approves read-only Bash
 without asking `can_use_tool`), and `can_use_tool` applies the same policy to whatever the CLI
 still asks about. `bypassPermissions` is never used: the CLI refuses it as root.
+
+What runs is the app's choice, never the workspace's: the agent may write anywhere in its
+workspace, so the CLI loads no configuration from there (or from any settings file): no
+settings or hooks, no `.mcp.json`, no CLAUDE.md, no project skills, commands, agents or output
+styles. The skills come from a plugin folder inside this package (`claude_plugin/`), outside
+the workspace and outside the fence (docs/permissions.md, "Claude Code configuration").
 """
 
 from __future__ import annotations
 
-import shutil
+import contextlib
+import functools
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,9 +32,12 @@ from claude_agent_sdk import (
 )
 
 from agent.policy import Allowed, Decision, Denied, PolicyConfig, evaluate_tool_call
+from memory.clients import claude_project_dirs
 from settings import Settings
 
-SKILLS_SOURCE = Path(__file__).resolve().parent.parent / ".claude" / "skills"
+# The app's own Claude Code plugin (its skills): read from the installed package, never copied
+# into the workspace, where the agent could rewrite them.
+AGENT_PLUGIN = Path(__file__).resolve().parent / "claude_plugin"
 
 BASE_SYSTEM_PROMPT = """\
 You are the user's personal assistant with a long-term memory.
@@ -74,6 +85,12 @@ def agent_env(settings: Settings) -> dict[str, str]:
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         # SDK MCP tools (our memory tools) are sent in `tools[]` instead of being deferred.
         "ENABLE_TOOL_SEARCH": "false",
+        # Nothing the model can write may be read back as instructions or settings: no
+        # CLAUDE.md from any folder, no auto-memory (the CLI's own MEMORY.md, which it loads
+        # into every session), and none of the bundled skills (one exists to edit settings).
+        "CLAUDE_CODE_DISABLE_CLAUDE_MDS": "1",
+        "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",
+        "CLAUDE_CODE_DISABLE_BUNDLED_SKILLS": "1",
     }
     if settings.anthropic_api_key is not None:
         env["ANTHROPIC_API_KEY"] = settings.anthropic_api_key.get_secret_value()
@@ -83,20 +100,51 @@ def agent_env(settings: Settings) -> dict[str, str]:
         env["ANTHROPIC_BASE_URL"] = settings.anthropic_base_url
     if settings.anthropic_model:
         env["ANTHROPIC_MODEL"] = settings.anthropic_model
+    if settings.claude_config_dir is not None:
+        env["CLAUDE_CONFIG_DIR"] = str(settings.agent_config_dir)
     return env
 
 
 def prepare_workspace(workspace: Path) -> None:
-    """Make sure the workspace has the project skills and a memory folder (idempotent)."""
+    """Make sure the workspace and its memory folder exist (idempotent).
+
+    Earlier versions copied the skills into `<workspace>/.claude/skills`; such copies are left
+    alone (the user's files) and no longer loaded.
+    """
     workspace.mkdir(parents=True, exist_ok=True)
-    target = workspace / ".claude" / "skills"
-    for skill_dir in sorted(p for p in SKILLS_SOURCE.iterdir() if (p / "SKILL.md").is_file()):
-        dest = target / skill_dir.name
-        dest.mkdir(parents=True, exist_ok=True)
-        for item in skill_dir.iterdir():
-            if item.is_file():
-                shutil.copyfile(item, dest / item.name)
     (workspace / "memory").mkdir(exist_ok=True)
+
+
+@functools.cache
+def agent_skills() -> tuple[str, ...]:
+    """The plugin's skills by their qualified names (`<plugin>:<skill>`): the only skills the
+    model is offered (the CLI's built-in plugins bring others)."""
+    manifest = json.loads((AGENT_PLUGIN / ".claude-plugin" / "plugin.json").read_text("utf-8"))
+    return tuple(
+        f"{manifest['name']}:{folder.name}"
+        for folder in sorted((AGENT_PLUGIN / "skills").iterdir())
+        if (folder / "SKILL.md").is_file()
+    )
+
+
+def protect_transcripts(config_dir: Path, workspace: Path) -> list[Path]:
+    """Make the folders where the CLI keeps this workspace's transcripts private (0700, files
+    0600) and create the current one that way, so the CLI writes into a private folder.
+
+    The transcripts hold every message verbatim; they live in Claude Code's configuration
+    folder, not in our home, so the home's permissions do not cover them. Returns the folders.
+    """
+    folders = claude_project_dirs(config_dir, str(workspace))
+    # The CLI's current naming (every non-alphanumeric character becomes `-`) comes last.
+    folders[-1].mkdir(mode=0o700, parents=True, exist_ok=True)
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        folder.chmod(0o700)
+        for path in folder.rglob("*"):
+            with contextlib.suppress(OSError):  # a file the CLI removes meanwhile
+                path.chmod(0o700 if path.is_dir() else 0o600)
+    return [folder for folder in folders if folder.is_dir()]
 
 
 def permission_gates(
@@ -161,7 +209,12 @@ def build_options(
     return ClaudeAgentOptions(
         cwd=str(settings.workspace_dir),
         system_prompt={"type": "preset", "preset": "claude_code", "append": append},
-        setting_sources=["project"],
+        # No filesystem settings at all (user, project, local) and only our MCP servers: the
+        # workspace is the agent's to write, so nothing in it may decide what runs.
+        setting_sources=[],
+        strict_mcp_config=True,
+        plugins=[{"type": "local", "path": str(AGENT_PLUGIN)}],
+        skills=list(agent_skills()),
         hooks=hooks,  # type: ignore[arg-type]
         can_use_tool=can_use_tool,
         mcp_servers=extras.mcp_servers,

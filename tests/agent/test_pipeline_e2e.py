@@ -313,7 +313,7 @@ async def test_log_file_records_every_message_type_of_a_tool_turn(
     assert records[-1]["data"]["reply"] == "listed"
 
 
-async def test_project_skills_are_loaded(
+async def test_the_apps_skills_are_loaded_and_no_others(
     make_settings: Callable[..., Settings], fake_model: FakeMessagesAPI
 ) -> None:
     async with running_app(make_settings()) as client:
@@ -324,10 +324,14 @@ async def test_project_skills_are_loaded(
         for r in records
         if r["type"] == "message" and r["data"].get("subtype") == "init"
     )
-    skills = set(init["skills"])
-    assert {"memory-capture", "memory-summarize", "memory-organize", "memory-revise"} <= skills
-    request = fake_model.requests_for("hi")[0]
-    assert "memory-capture" in request.all_text()
+    names = {"memory-capture", "memory-summarize", "memory-organize", "memory-revise"}
+    # From the app's own plugin, outside the workspace; the CLI's bundled and built-in plugin
+    # skills (one edits settings files) are not offered.
+    # (`init.skills` lists every skill the CLI found; the model's listing is what counts.)
+    assert {f"claude-memory-agent:{name}" for name in names} <= set(init["skills"])
+    listing = fake_model.requests_for("hi")[0].all_text()
+    assert all(f"claude-memory-agent:{name}" in listing for name in names)
+    assert "plugin-authoring" not in listing and "update-config" not in listing
 
 
 async def test_conversation_listing_history_and_delete(
