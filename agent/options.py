@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +39,8 @@ from settings import Settings
 
 # The app's own Claude Code plugin (its skills): read from the installed package, never copied
 # into the workspace, where the agent could rewrite them.
+_SESSION_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,127}")
+
 AGENT_PLUGIN = Path(__file__).resolve().parent / "claude_plugin"
 
 BASE_SYSTEM_PROMPT = """\
@@ -145,6 +149,22 @@ def protect_transcripts(config_dir: Path, workspace: Path) -> list[Path]:
             with contextlib.suppress(OSError):  # a file the CLI removes meanwhile
                 path.chmod(0o700 if path.is_dir() else 0o600)
     return [folder for folder in folders if folder.is_dir()]
+
+
+def delete_transcripts(config_dir: Path, workspace: Path, session_ids: list[str]) -> int:
+    """Remove these sessions' transcripts (and their subagents' folders); returns how many."""
+    removed = 0
+    for folder in claude_project_dirs(config_dir, str(workspace)):
+        for session_id in session_ids:
+            if not _SESSION_ID.fullmatch(session_id):  # never a path from stored data
+                continue
+            transcript = folder / f"{session_id}.jsonl"
+            if transcript.is_file():
+                transcript.unlink()
+                removed += 1
+            if (folder / session_id).is_dir():
+                shutil.rmtree(folder / session_id, ignore_errors=True)
+    return removed
 
 
 def permission_gates(

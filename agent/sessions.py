@@ -27,7 +27,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from claude_agent_sdk import ClaudeSDKClient, SessionStore
+from claude_agent_sdk import ClaudeSDKClient, SessionKey, SessionStore
 
 from agent._turn import EventSink, TurnState
 from agent.conversations import ConversationBackend
@@ -37,6 +37,7 @@ from agent.options import (
     OptionsExtras,
     SessionStart,
     build_options,
+    delete_transcripts,
     permission_gates,
 )
 from agent.policy import PolicyConfig
@@ -551,6 +552,26 @@ class SessionManager:
             actor.request_stop()
             await actor.done.wait()
         await self._notify_close(conversation_id, "deleted")
+        known = self.store.get(conversation_id)
+        if known is None:
+            return False
+        # Deleting a conversation forgets it: its transcripts (the CLI's verbatim record of every
+        # message) go too, on disk and in a shared session store.
+        sessions = {t.session_id for t in self.store.turns(conversation_id)} | {known.session_id}
+        sessions.discard(None)
+        await asyncio.to_thread(
+            delete_transcripts,
+            self.settings.agent_config_dir,
+            self.settings.workspace_dir,
+            sorted(s for s in sessions if s),
+        )
+        if self.session_store is not None:
+            for session_id in sorted(s for s in sessions if s):
+                key: SessionKey = {
+                    "project_key": str(self.settings.workspace_dir),
+                    "session_id": session_id,
+                }
+                await self.session_store.delete(key)
         return self.store.delete(conversation_id)
 
     def live(self) -> list[LiveStatus]:

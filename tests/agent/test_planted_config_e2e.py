@@ -163,3 +163,17 @@ async def test_transcripts_of_the_agent_are_private(
     for path in transcripts:
         assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
         assert path.parent.stat().st_mode & 0o077 == 0, f"{path.parent} is open to others"
+
+
+async def test_deleting_a_conversation_deletes_its_transcripts(
+    make_settings: Callable[..., Settings], fake_model: FakeMessagesAPI, tmp_path: Path
+) -> None:
+    config = tmp_path / "claude-config"
+    settings = make_settings(claude_config_dir=config)
+    async with running_app(settings) as client:
+        await client.post("/api/chat", json={"message": "forget me", "conversation_id": "gone"})
+        await client.post("/api/chat", json={"message": "keep me", "conversation_id": "kept"})
+        assert (await client.delete("/api/conversations/gone")).status_code == 200
+    texts = [p.read_text() for p in (config / "projects").rglob("*.jsonl")]
+    assert any("keep me" in t for t in texts)
+    assert not any("forget me" in t for t in texts)
