@@ -203,33 +203,95 @@ def _cut_line(line: str, budget: int, measure: Callable[[str], int]) -> list[str
             space = line.rfind(" ", start, end)
             if space > start + (end - start) // 2:
                 end = space + 1
+            else:
+                end = _outside_entity(line, start, end)
         pieces.append(line[start:end])
         start = end
     return pieces
 
 
-# --- card markdown --------------------------------------------------------------------------------
+_ENTITY = re.compile(r"&#?[0-9A-Za-z]{1,8};")
+
+
+def _outside_entity(line: str, start: int, end: int) -> int:
+    """Move a cut at `end` back before an escape entity (`&#60;`) it would split."""
+    amp = line.rfind("&", max(start + 1, end - 10), end)
+    if amp != -1:
+        entity = _ENTITY.match(line, amp)
+        if entity is not None and entity.end() > end:
+            return amp
+    return end
+
+
+# --- what Feishu reads as markup (chat text cannot act) ------------------------------------------
+# Model and user text reaches Feishu in three message types, and each reads markup of its own. The
+# one rule: text we did not write never becomes a tag: no mention (`<at ...>`), link, font or
+# person tag. Bridge code that ever needs a real mention must build it after escaping.
+#
+# * Card markdown (JSON 2.0 `markdown` elements) reads CommonMark plus HTML-like tags:
+#   `<at id=all>`, `<at id=ou_x>`, `<at ids=a,b>`, `<at email=a@b.c>`, `<a>`, `<link>`, `<font>`,
+#   `<text_tag>`, `<person>`, `<local_datetime>`, `<number_tag>`, `<raw>`, `<audio>`, `<br>`,
+#   `<hr>`. Characters that are markup are shown by HTML entity, in the documented form `&#NN;`
+#   (`<` is `&#60;`).
+#   Docs: "富文本（Markdown）" (card JSON 2.0), https://open.feishu.cn/document/feishu-cards/
+#   card-json-v2-components/content-components/rich-text, sections "支持的 Markdown 语法" and
+#   "特殊字符转义说明"; the same table in the JSON 1.0 page (.../message-cards-content/
+#   using-markdown-tags). Code (fenced or inline) is shown verbatim by CommonMark, where entities
+#   are not decoded, so code is left as written.
+# * Text messages read `<at user_id="ou_x">Name</at>`, `<at user_id="all"></at>`, `**bold**`,
+#   `<i> <u> <s>` and `[text](url)`; no escape exists. Docs: "发送消息内容结构" (text),
+#   https://open.feishu.cn/document/uAjLw4CM/ukTMukTMukTM/im-v1/message/create_json, and the IM
+#   FAQ "怎么实现机器人@人" (.../reference/im-v1/guide/faq).
+# * Posts mention through `{"tag": "at"}` elements, and an `md` element reads the text-message
+#   `<at user_id=...>` syntax; a `text` element is literal text (same create_json page, "富文本
+#   post"). The bridge sends only `md` (prose) and `code_block` elements.
+#
+# Where no escape exists (text, post `md`), a ZERO WIDTH JOINER after every `<` keeps any tag from
+# forming while the text reads the same (`<\u200dat user_id="all">` is not `<at`). No document
+# says the server strips it, and emoji sequences depend on it. Inside code, where the card
+# documentation says nothing is parsed, the joiner also breaks `<at`-shaped tags, and only those:
+# a defence should a client ever read mentions there, at the price of one invisible character in
+# code that spells a mention tag.
+ZWJ = "\u200d"
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1", re.DOTALL)
+_MENTION_TAG = re.compile(r"<(?=\s*/?\s*at\b)", re.IGNORECASE)
 
 
 def escape_card_markdown(markdown: str) -> str:
-    """Make model text safe for card markdown: `<` outside code becomes `&lt;`.
+    """Model or user text as card markdown that shows exactly that text and forms no tag.
 
-    Card markdown reads `<at id=all></at>`, `<font>` and friends as tags: a model answer must
-    never mention everyone or restyle the card. Code (fenced or inline) is shown verbatim.
+    `&` and `<` outside code become `&#38;` and `&#60;` (the documented escape form); code is
+    verbatim except that mention-shaped tags get a zero width joiner.
     """
+    return _escape_prose(markdown, _card_prose)
+
+
+def escape_text(text: str) -> str:
+    """Text for a `text` message (or a post `md` element) that forms no tag: `<` + ZWJ."""
+    return text.replace("<", "<" + ZWJ)
+
+
+def _card_prose(text: str) -> str:
+    return text.replace("&", "&#38;").replace("<", "&#60;")
+
+
+def _neutralise_code(code: str) -> str:
+    return _MENTION_TAG.sub("<" + ZWJ, code)
+
+
+def _escape_prose(markdown: str, prose: Callable[[str], str]) -> str:
     out: list[str] = []
     for block_text, is_code in _code_and_prose(markdown):
         if is_code:
-            out.append(block_text)
+            out.append(_neutralise_code(block_text))
             continue
         pos = 0
         parts: list[str] = []
         for m in _INLINE_CODE.finditer(block_text):
-            parts.append(block_text[pos : m.start()].replace("<", "&lt;"))
-            parts.append(m.group(0))
+            parts.append(prose(block_text[pos : m.start()]))
+            parts.append(_neutralise_code(m.group(0)))
             pos = m.end()
-        parts.append(block_text[pos:].replace("<", "&lt;"))
+        parts.append(prose(block_text[pos:]))
         out.append("".join(parts))
     return "\n".join(out)
 
@@ -266,7 +328,8 @@ def _code_and_prose(markdown: str) -> list[tuple[str, bool]]:
 
 # --- content builders -----------------------------------------------------------------------------
 def text_content(text: str) -> dict[str, Any]:
-    return {"text": text}
+    """A `text` message showing `text` as written: no mention or style tag can form."""
+    return {"text": escape_text(text)}
 
 
 def card_content(
@@ -276,7 +339,12 @@ def card_content(
     template: str = "blue",
     note: str | None = None,
 ) -> dict[str, Any]:
-    """A card (JSON 2.0) showing already-escaped markdown, optionally a header and a grey note."""
+    """A card (JSON 2.0) showing markdown, optionally a header and a grey note.
+
+    `markdown` must already be escaped with `escape_card_markdown` (the split into cards happens
+    after escaping, so sizes are measured on what is sent); the note is the bridge's own text.
+    The header title is a `plain_text` element, which reads no markup.
+    """
     elements: list[dict[str, Any]] = [{"tag": "markdown", "content": markdown}]
     if note:
         elements.append({"tag": "markdown", "content": note, "text_size": "notation"})
@@ -291,16 +359,19 @@ def card_content(
 
 
 def post_content(markdown: str, *, title: str = "") -> dict[str, Any]:
-    """A post: one `md` paragraph per markdown block, fenced code as `code_block`."""
+    """A post: one `md` paragraph per markdown block, fenced code as `code_block`.
+
+    Model text is escaped here: `md` prose with `escape_text`, code with mention tags broken.
+    """
     paragraphs: list[list[dict[str, Any]]] = []
     for block in _blocks(markdown):
         if block.fence is not None:
             info = block.fence.strip().lstrip("`~").strip()
             language = info.split()[0].upper() if info else "PLAIN_TEXT"
-            code = "\n".join(block.lines[1:-1])
+            code = _neutralise_code("\n".join(block.lines[1:-1]))
             paragraphs.append([{"tag": "code_block", "language": language, "text": code}])
         else:
-            paragraphs.append([{"tag": "md", "text": block.text}])
+            paragraphs.append([{"tag": "md", "text": escape_text(block.text)}])
     return {"zh_cn": {"title": title, "content": paragraphs}}
 
 
@@ -310,7 +381,10 @@ _LINK = re.compile(r"\[([^\]]+)\]\((\S+?)\)")
 
 
 def plain_text(markdown: str) -> str:
-    """Markdown as readable plain text for `text` messages (code is kept verbatim)."""
+    """Markdown as readable plain text for `text` messages (code is kept verbatim).
+
+    Not escaped: `text_content` escapes what it sends.
+    """
     out: list[str] = []
     for run, is_code in _code_and_prose(markdown):
         if is_code:

@@ -19,6 +19,7 @@ from bridge.render import (
     post_content,
     request_body_size,
     split_markdown,
+    text_content,
 )
 
 FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -147,11 +148,19 @@ def test_every_chunk_is_within_budget_with_balanced_fences(parts: list[str], bud
 @pytest.mark.parametrize(
     ("markdown", "expected"),
     [
-        ("hi <at id=all></at>", "hi &lt;at id=all&gt;&lt;/at&gt;".replace("&gt;", ">")),
-        ("1 < 2", "1 &lt; 2"),
-        ("`a<b` and c<d", "`a<b` and c&lt;d"),
-        ("```html\n<div>\n```\n<b>", "```html\n<div>\n```\n&lt;b>"),
-        ("no tags", "no tags"),
+        # the documented escape form (card rich-text page, "特殊字符转义说明"): `<` is `&#60;`
+        ("hi <at id=all></at>", "hi &#60;at id=all>&#60;/at>"),
+        ("1 < 2", "1 &#60; 2"),
+        ("AT&T &#60;b&#62;", "AT&#38;T &#38;#60;b&#38;#62;"),
+        ("`a<b` and c<d", "`a<b` and c&#60;d"),
+        ("```html\n<div>\n```\n<b>", "```html\n<div>\n```\n&#60;b>"),
+        # code is verbatim except for mention-shaped tags
+        ("`<at id=all></at>`", "`<\u200dat id=all><\u200d/at>`"),
+        (
+            "```\n< AT user_id=all>\nList<String>\n```",
+            "```\n<\u200d AT user_id=all>\nList<String>\n```",
+        ),
+        ("no tags, 中文 > quote", "no tags, 中文 > quote"),
     ],
 )
 def test_escape_card_markdown(markdown: str, expected: str) -> None:
@@ -168,6 +177,25 @@ def test_escape_card_markdown(markdown: str, expected: str) -> None:
 )
 def test_plain_text(markdown: str, expected: str) -> None:
     assert plain_text(markdown) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('<at user_id="all"></at>', '<\u200dat user_id="all"><\u200d/at>'),
+        ("a < b & c", "a <\u200d b & c"),
+        ("中文", "中文"),
+    ],
+)
+def test_text_content_never_forms_a_tag(text: str, expected: str) -> None:
+    assert text_content(text) == {"text": expected}
+
+
+def test_a_long_line_is_never_cut_inside_an_escape_entity() -> None:
+    escaped = escape_card_markdown("<" * 200)
+    for budget in range(64, 90):
+        chunks = split_markdown(escaped, budget)
+        assert all(re.fullmatch(r"(&#60;)+", c) for c in chunks), budget
 
 
 def test_post_content_uses_md_paragraphs_and_code_blocks() -> None:

@@ -9,18 +9,27 @@ One loopback port serves what the real `lark.ws.Client` and `lark.Client` need
 * the tenant token, `GET /open-apis/bot/v3/info`, IM message create / reply / patch / edit and
   message resources (images and files).
 
+* `GET /open-apis/im/v1/chats/{chat_id}` (group owner and managers, set with `set_chat(...)`).
+
 History for assertions: `fake.sent` (every IM call: method, path, body, headers), `fake.acks`
-(with timing), `fake.messages` (every bot message and its latest content). `fail_next(...)`
-injects 429 / error responses, `drop_connection()` closes the websocket from the server side.
-Every instance uses its own app_id: lark's tenant token cache is process-global.
+(with timing), `fake.messages` (every bot message and its latest content), `fake.markup` (every
+tag the server would interpret in what the bot sent; `fake.mentions` the `at` ones: who got
+notified). `fail_next(...)` injects 429 / error responses, `drop_connection()` closes the
+websocket from the server side. Every instance uses its own app_id: lark's tenant token cache is
+process-global.
+
+How the server reads markup, and how a user reads the result, follows the documentation (named
+beside each rule below): `message_markup` finds what would act, `visible_text` what shows.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import itertools
 import json
+import re
 import threading
 import time
 import uuid
@@ -120,28 +129,151 @@ class Failure:
     remaining: int
 
 
-def visible_text(msg_type: str, content: dict[str, Any]) -> str:
-    """What a user would read: text, markdown of cards, or text of posts."""
+# --- how Feishu reads what the bot sends -------------------------------------------------------
+# Text messages: `<at user_id="ou_x">Name</at>` / `<at user_id="all"></at>` mention; `<i> <u> <s>`
+# style. Docs: "发送消息内容结构" (text), https://open.feishu.cn/document/uAjLw4CM/ukTMukTMukTM/
+# im-v1/message/create_json; IM FAQ "怎么实现机器人@人" (.../reference/im-v1/guide/faq). No
+# escape is documented: what reads as a tag is read as one. The pattern is liberal (spaces, case).
+_TEXT_TAG = re.compile(r"<\s*/?\s*(at|i|u|s|b)\b([^>]*)>", re.IGNORECASE)
+# Card markdown (JSON 2.0): CommonMark except HTML blocks, plus these tags; `<at id=all>`,
+# `<at id=ou_x>`, `<at ids=a,b>`, `<at email=..>` mention. Docs: "富文本（Markdown）",
+# https://open.feishu.cn/document/feishu-cards/card-json-v2-components/content-components/
+# rich-text ("支持的 Markdown 语法"). Entities decode to text ("特殊字符转义说明": `&#60;` is `<`);
+# code spans and fenced code are literal (CommonMark).
+_CARD_TAG = re.compile(
+    r"<\s*/?\s*(at|a|link|font|text_tag|person|local_datetime|number_tag|raw|audio|br|hr)\b"
+    r"([^>]*)>",
+    re.IGNORECASE,
+)
+_MENTION_TARGET = re.compile(r"\b(?:user_id|id|ids|email)\s*=\s*[\"']?([^\"'\s>]*)", re.IGNORECASE)
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
+# The bridge's joiner after `<` (bridge/render.py) is invisible: a reader sees `<`.
+_JOINED_LT = "<\u200d"
+
+
+@dataclass(frozen=True)
+class Markup:
+    """A tag the server would interpret in a bot message: `at` notifies `target`."""
+
+    message_id: str
+    msg_type: str
+    tag: str
+    target: str | None
+
+
+def _tags(pattern: re.Pattern[str], text: str) -> list[tuple[str, str | None]]:
+    found: list[tuple[str, str | None]] = []
+    for m in pattern.finditer(text):
+        if m.group(0).lstrip("< \t").startswith("/"):
+            continue  # a closing tag acts through its opening one
+        tag = m.group(1).lower()
+        target = _MENTION_TARGET.search(m.group(2)) if tag == "at" else None
+        found.append((tag, target.group(1) if target else None))
+    return found
+
+
+def _markdown_runs(markdown: str) -> list[tuple[str, bool]]:
+    """(text, is_code) runs that join back to `markdown`: fenced blocks and code spans are code."""
+    runs: list[tuple[str, bool]] = []
+    fence: str | None = None
+    for line in markdown.splitlines(keepends=True):
+        m = _FENCE.match(line)
+        stripped = line.strip()
+        if fence is None and m is not None:
+            fence = m.group(1)
+            runs.append((line, True))
+        elif fence is not None:
+            runs.append((line, True))
+            if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+                fence = None
+        else:
+            runs.append((line, False))
+    out: list[tuple[str, bool]] = []
+    prose = ""
+    for text, is_code in [*runs, ("", True)]:
+        if not is_code:
+            prose += text
+            continue
+        pos = 0
+        for m in _CODE_SPAN.finditer(prose):
+            out.append((prose[pos : m.start()], False))
+            out.append((m.group(0), True))
+            pos = m.end()
+        out.append((prose[pos:], False))
+        prose = ""
+        out.append((text, True))
+    return out
+
+
+def _card_markdowns(content: dict[str, Any]) -> list[str]:
+    elements = (content.get("body") or {}).get("elements") or content.get("elements") or []
+    found: list[str] = []
+    for element in elements:
+        if element.get("tag") == "markdown":
+            found.append(str(element.get("content", "")))
+        elif element.get("tag") == "div" and (element.get("text") or {}).get("tag") == "lark_md":
+            found.append(str(element["text"].get("content", "")))
+    return found
+
+
+def _post_body(content: dict[str, Any]) -> dict[str, Any]:
+    return content.get("zh_cn") or content.get("en_us") or content
+
+
+def message_markup(msg_type: str, content: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """Every tag the server would interpret in a message: (tag, mention target or None)."""
     if msg_type == "text":
-        return str(content.get("text", ""))
+        return _tags(_TEXT_TAG, str(content.get("text", "")))
+    if msg_type == "interactive":
+        found: list[tuple[str, str | None]] = []
+        for markdown in _card_markdowns(content):
+            for text, is_code in _markdown_runs(markdown):
+                if not is_code:
+                    found.extend(_tags(_CARD_TAG, text))
+        return found
+    if msg_type == "post":
+        # "富文本 post": `at` elements mention; an `md` element reads `<at user_id=...>`; a
+        # `text` element is literal (un_escape false); `code_block` is code.
+        found = []
+        for paragraph in _post_body(content).get("content", []):
+            for element in paragraph:
+                if element.get("tag") == "at":
+                    found.append(("at", str(element.get("user_id", ""))))
+                elif element.get("tag") == "a":
+                    found.append(("a", str(element.get("href", ""))))
+                elif element.get("tag") == "md":
+                    found.extend(_tags(_TEXT_TAG, str(element.get("text", ""))))
+        return found
+    return []
+
+
+def _read_card_markdown(markdown: str) -> str:
+    return "".join(
+        text.replace(_JOINED_LT, "<") if is_code else html.unescape(text)
+        for text, is_code in _markdown_runs(markdown)
+    )
+
+
+def visible_text(msg_type: str, content: dict[str, Any]) -> str:
+    """What a user would read: text, markdown of cards (entities decoded), or text of posts."""
+    if msg_type == "text":
+        return str(content.get("text", "")).replace(_JOINED_LT, "<")
     if msg_type == "interactive":
         parts: list[str] = []
         header = content.get("header") or {}
         title = (header.get("title") or {}).get("content")
         if title:
             parts.append(str(title))
-        elements = (content.get("body") or {}).get("elements") or content.get("elements") or []
-        for element in elements:
-            if element.get("tag") in ("markdown", "div", "note"):
-                parts.append(
-                    str(element.get("content") or (element.get("text") or {}).get("content", ""))
-                )
+        parts.extend(_read_card_markdown(markdown) for markdown in _card_markdowns(content))
         return "\n".join(parts)
     if msg_type == "post":
-        body = content.get("zh_cn") or content.get("en_us") or content
+        body = _post_body(content)
         lines = [str(body.get("title", ""))] if body.get("title") else []
         for paragraph in body.get("content", []):
-            lines.append("".join(str(el.get("text", "")) for el in paragraph))
+            lines.append(
+                "".join(str(el.get("text", "")).replace(_JOINED_LT, "<") for el in paragraph)
+            )
         return "\n".join(lines)
     return json.dumps(content, ensure_ascii=False)
 
@@ -162,6 +294,9 @@ class FakeFeishu:
         self.connections_total = 0
         self.unknown: list[str] = []
         self.resources: dict[str, tuple[bytes, str]] = {}  # file_key -> (bytes, file name)
+        self.markup: list[Markup] = []  # tags the server would interpret in what the bot sent
+        self.chats: dict[str, dict[str, Any]] = {}  # chat_id -> GET /im/v1/chats/{id} data
+        self.chat_lookups = 0
         self._failures: list[Failure] = []
         self._sockets: list[WebSocket] = []
         self._pushed: dict[str, tuple[float, str | None]] = {}
@@ -189,6 +324,7 @@ class FakeFeishu:
                     methods=["POST"],
                 ),
                 Route("/open-apis/bot/v3/info", self._bot_info, methods=["GET"]),
+                Route("/open-apis/im/v1/chats/{chat_id}", self._chat_info, methods=["GET"]),
                 Route("/open-apis/im/v1/messages", self._create, methods=["POST"]),
                 Route(
                     "/open-apis/im/v1/messages/{message_id}/reply", self._reply, methods=["POST"]
@@ -260,6 +396,26 @@ class FakeFeishu:
         """Answer the next `times` IM calls of `kind` (create/reply/patch/any) with an error."""
         with self._lock:
             self._failures.append(Failure(kind, status, code, msg, reset, times))
+
+    def set_chat(self, chat_id: str, *, owner: str, managers: list[str] | None = None) -> None:
+        """Serve a group's owner and managers (user_manager_id_list) at GET /im/v1/chats/{id}."""
+        with self._lock:
+            self.chats[chat_id] = {
+                "chat_id": chat_id,
+                "name": "fake group",
+                "chat_mode": "group",
+                "chat_type": "private",
+                "owner_id_type": "open_id",
+                "owner_id": owner,
+                "user_manager_id_list": list(managers or []),
+                "bot_manager_id_list": [],
+            }
+
+    @property
+    def mentions(self) -> list[Markup]:
+        """Every mention the server would have made (someone, or everyone, got notified)."""
+        with self._lock:
+            return [m for m in self.markup if m.tag == "at"]
 
     def add_resource(self, file_key: str, data: bytes, file_name: str = "") -> None:
         self.resources[file_key] = (data, file_name)
@@ -514,6 +670,7 @@ class FakeFeishu:
                 self.messages[message.message_id] = message
                 if key:
                     self._uuids[key] = message.message_id
+                self._read_markup(message.message_id, message.msg_type, call.content)
             call.message_id = message.message_id
         return JSONResponse(
             {
@@ -559,7 +716,30 @@ class FakeFeishu:
             if message is None:
                 return JSONResponse({"code": 230001, "msg": "message not found"}, status_code=400)
             message.versions.append(call.content)
+            self._read_markup(
+                message.message_id, call.body.get("msg_type", message.msg_type), call.content
+            )
         return JSONResponse({"code": 0, "msg": "success", "data": {}})
+
+    def _read_markup(self, message_id: str, msg_type: str, content: dict[str, Any]) -> None:
+        # Called with the lock held.
+        for tag, target in message_markup(msg_type, content):
+            self.markup.append(Markup(message_id, msg_type, tag, target))
+
+    async def _chat_info(self, request: Request) -> Response:
+        # "获取群信息": GET /open-apis/im/v1/chats/:chat_id?user_id_type=open_id returns
+        # owner_id / owner_id_type and user_manager_id_list; needs im:chat, im:chat:read or
+        # im:chat:readonly (https://open.feishu.cn/document/uAjLw4CM/ukTMukTMukTM/reference/
+        # im-v1/chat/get). The error code for an unknown chat is unconfirmed.
+        if not self._authorized(request):
+            return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
+        chat_id = request.path_params["chat_id"]
+        with self._lock:
+            self.chat_lookups += 1
+            data = self.chats.get(chat_id)
+        if data is None:
+            return JSONResponse({"code": 232006, "msg": "chat not found"}, status_code=400)
+        return JSONResponse({"code": 0, "msg": "success", "data": data})
 
     async def _resource(self, request: Request) -> Response:
         await self._record(request, request.path_params["message_id"])
