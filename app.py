@@ -35,9 +35,12 @@ from memory.opening import open_memory, open_state
 from memory.pending_api import create_pending_router
 from memory.state import StateBackend
 from settings import Settings
-from web.auth import require_token
+from storage.private import private_process, tighten_home
+from storage.urls import safe_url, safe_urls_in
+from web.access import LoopbackOnly
+from web.auth import has_valid_token, require_token
 from web.chat_api import create_chat_router
-from web.health import cli_status
+from web.health import cli_status, public_view
 from web.page import mount_page
 
 if TYPE_CHECKING:
@@ -180,13 +183,14 @@ def _database_status(container: Container) -> dict[str, Any]:
         if container.database is not None:
             container.database.fetch("SELECT 1")
     except Exception as exc:  # reported, not raised: /health must answer
-        return {"ok": False, "error": str(exc)}
+        logger.warning("health: the memory index did not answer", exc_info=True)
+        return {"ok": False, "error": safe_urls_in(str(exc))}
     status: dict[str, Any] = {"ok": True, "notes": stats["total"]}
     if container.database is not None:
-        status["shared_state"] = container.database.where
-        status["memory"] = f"PostgreSQL {container.database.where}"
+        where = safe_url(container.database.where)
+        status |= {"backend": "postgresql", "shared_state": where, "memory": f"PostgreSQL {where}"}
     else:
-        status["index"] = str(container.settings.index_path)
+        status |= {"backend": "sqlite", "index": str(container.settings.index_path)}
     return status
 
 
@@ -216,6 +220,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # However the app is started (`uvicorn app:app` too): what it and the Claude CLI it
+        # spawns create is private, and an existing home is narrowed (storage/private.py).
+        private_process()
+        tighten_home(settings.home_dir)
         encoder = EncoderClient(  # parsed first: a bad encoder setting stops the start
             settings.encoder_spec(),
             log_path=settings.logs_dir / "encoder.log",
@@ -265,6 +273,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    if settings.api_token is None:  # no token: loopback clients only (web/access.py)
+        app.add_middleware(LoopbackOnly)
 
     @app.exception_handler(ClaudeMemoryError)
     async def _domain_error(request: Request, exc: ClaudeMemoryError) -> JSONResponse:
@@ -272,20 +282,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.get("/health", tags=["status"])
     async def health(request: Request) -> dict[str, Any]:
+        """States and counts for anyone; paths and endpoints only with the bearer token."""
         container: Container = request.app.state.container
         cli = cli_status(container.settings)
-        return {
+        feishu = (
+            request.app.state.feishu.status()
+            if request.app.state.feishu is not None
+            else {"enabled": False, "connected": False}
+        )
+        encoder = container.encoder.status.to_dict()
+        for part in (feishu, encoder):  # error texts may quote an endpoint
+            if isinstance(part.get("error"), str):
+                part["error"] = safe_urls_in(part["error"])
+        report = {
             "status": "ok" if cli["found"] else "degraded",
             "claude_cli": cli,
             "database": await asyncio.to_thread(_database_status, container),
-            "feishu": (
-                request.app.state.feishu.status()
-                if request.app.state.feishu is not None
-                else {"enabled": False, "connected": False}
-            ),
-            "encoder": container.encoder.status.to_dict(),
+            "feishu": feishu,
+            "encoder": encoder,
             "live_sessions": len(container.sessions.live()),
         }
+        return report if has_valid_token(request) else public_view(report)
 
     @app.post("/api/embed", tags=["memories"], dependencies=[Depends(require_token)])
     async def embed(body: EmbedRequest, request: Request) -> dict[str, Any]:

@@ -65,13 +65,21 @@ async def test_two_containers_on_one_database_share_conversations_and_feishu_sta
         await b.aclose()
 
 
-async def test_health_names_the_shared_database_without_its_password(
+async def test_health_names_the_shared_database_without_its_credentials(
     make_settings: Callable[..., Settings], database_url: str
 ) -> None:
-    async with running_app(make_settings(database_url=database_url)) as client:
-        body = (await client.get("/health")).json()
+    settings = make_settings(database_url=database_url, api_token="s3cret")
+    async with running_app(settings) as client:
+        public = (await client.get("/health")).json()
+        body = (await client.get("/health", headers={"Authorization": "Bearer s3cret"})).json()
+    assert public["database"] == {
+        "ok": True,
+        "notes": public["database"]["notes"],
+        "backend": "postgresql",
+    }
     assert body["database"]["ok"] is True
-    assert body["database"]["shared_state"].startswith("postgresql://postgres@")
+    assert body["database"]["shared_state"].startswith("postgresql://")
+    assert "postgres@" not in body["database"]["shared_state"]
 
 
 def test_an_unreachable_database_stops_startup_with_a_clear_error(
