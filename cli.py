@@ -78,15 +78,18 @@ def cmd_feishu(args: argparse.Namespace) -> int:
 
     from bridge.standalone import run_bridge
     from errors import ConfigurationError
+    from storage.private import tighten_home
 
     settings = _settings(args)
     if not settings.feishu_enabled:
         raise ConfigurationError("the Feishu bridge needs FEISHU_APP_ID and FEISHU_APP_SECRET")
+    tighten_home(settings.home_dir)  # the home may come from .env, which `run` does not read
     configure_logging(args.log_level)  # the bridge also writes logs/feishu_ws_bridge.log
     return asyncio.run(run_bridge(settings))
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from storage.urls import safe_url
     from web.health import cli_status
 
     settings = _settings(args)
@@ -105,6 +108,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         + ("ANTHROPIC_API_KEY/AUTH_TOKEN set" if cli["credentials"] else "none in environment"),
         "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment or .env",
     )
+    if settings.anthropic_base_url:
+        line(True, f"model endpoint: {safe_url(settings.anthropic_base_url)}")
     home = settings.home_dir
     try:
         home.mkdir(parents=True, exist_ok=True)
@@ -117,6 +122,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     line(
         writable, f"home directory writable: {home}", "set CLAUDE_MEMORY_HOME to a writable folder"
     )
+    for ok, what, hint in _privacy_checks(settings):
+        line(ok, what, hint)
     line(
         settings.is_loopback or settings.api_token is not None,
         f"bind address {settings.host}:{settings.port}",
@@ -140,6 +147,31 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if problems == 0 else 1
 
 
+def _privacy_checks(settings: Any) -> list[tuple[bool, str, str]]:
+    """`doctor` lines: the home (and a log folder outside it) readable by nobody else."""
+    from storage.private import fix_command, too_wide
+
+    roots = [settings.home_dir]
+    if not settings.logs_dir.is_relative_to(settings.home_dir):
+        roots.append(settings.logs_dir)
+    checks: list[tuple[bool, str, str]] = []
+    for root in roots:
+        wide, total = too_wide(root)
+        if total == 0:
+            checks.append((True, f"private: {root} (folders 0700, files 0600)", ""))
+            continue
+        shown = ", ".join(str(p) for p in wide[:3]) + (", ..." if total > 3 else "")
+        checks.append(
+            (
+                False,
+                f"{total} entr{'y' if total == 1 else 'ies'} under {root} readable by "
+                f"group or others: {shown}",
+                f"run: {fix_command(root)}",
+            )
+        )
+    return checks
+
+
 def _database_checks(url: str) -> list[tuple[bool, str, str]]:
     """`doctor` lines for the shared PostgreSQL database: reachable, and pgvector."""
     from errors import ConfigurationError
@@ -148,6 +180,7 @@ def _database_checks(url: str) -> list[tuple[bool, str, str]]:
         import psycopg
 
         from storage.postgres import describe_url, probe
+        from storage.urls import safe_url, safe_urls_in
     except (ConfigurationError, ImportError) as exc:
         hint = exc.message if isinstance(exc, ConfigurationError) else str(exc)
         return [(False, "database: the PostgreSQL driver is not installed", hint)]
@@ -158,7 +191,7 @@ def _database_checks(url: str) -> list[tuple[bool, str, str]]:
         return [
             (
                 False,
-                f"database: {describe_url(url)} unreachable ({reason})",
+                f"database: {safe_url(describe_url(url))} unreachable ({safe_urls_in(reason)})",
                 "check CLAUDE_MEMORY_DATABASE_URL and that the server is running",
             )
         ]
@@ -169,7 +202,7 @@ def _database_checks(url: str) -> list[tuple[bool, str, str]]:
     else:
         vector = "pgvector not available"
     return [
-        (True, f"database: PostgreSQL {found.server_version} at {found.where}", ""),
+        (True, f"database: PostgreSQL {found.server_version} at {safe_url(found.where)}", ""),
         (
             found.vector_installed is not None or found.vector_available is not None,
             f"vector extension: {vector}",
@@ -346,10 +379,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def run(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (every `claude-memory` command, the hook included).
+
+    Private first: the umask makes everything this process and its children (the Claude CLI)
+    create 0600/0700, and a home created wider before is narrowed (storage/private.py), except
+    by `doctor`, which reports instead.
+    """
+    from storage.private import private_process, tighten_home
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    private_process()
+    home = _entry_home(args)
+    if home is not None:
+        tighten_home(home)
+    sys.exit(main(args))
+
+
+def _entry_home(argv: Sequence[str]) -> Path | None:
+    """The home a command will use as far as `--home` and the environment say, read as the hook
+    reads it (no .env: that costs the hook ~0.5 s; `serve` and `feishu` narrow the home their
+    settings name again); None for `doctor` and `--help`."""
+    args = list(argv)
+    explicit: str | None = None
+    if args[:1] == ["--home"] and len(args) >= 2:
+        explicit, args = args[1], args[2:]
+    elif args[:1] and args[0].startswith("--home="):
+        explicit, args = args[0].removeprefix("--home="), args[1:]
+    if not args or args[0] in ("doctor", "-h", "--help"):
+        return None
+    from memory.hooks import memory_home  # the hook's own reading: one rule for both
+
+    return memory_home(explicit, os.environ)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
-
-
-def run() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    run()

@@ -68,3 +68,26 @@ def claude_processes() -> list[int]:
         if cmd.endswith(b"/claude") or cmd == b"claude":
             found.append(pid)
     return sorted(found)
+
+
+def assert_private_tree(root: Path) -> None:
+    """`root` and every folder under it are 0700; no file under it grants group or others
+    anything (0600, or 0700 for a script something made executable).
+
+    Symbolic links are not followed (their own mode means nothing on Linux).
+    """
+    import stat
+
+    wrong: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        base = Path(folder)
+        entries = [(base, True), *((base / name, False) for name in files)]
+        for path, is_dir in entries:
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            mode = stat.S_IMODE(st.st_mode)
+            if (mode != 0o700) if is_dir else bool(mode & 0o077):
+                wrong.append(f"{oct(mode)} {path}")
+        dirs[:] = [d for d in dirs if not (base / d).is_symlink()]
+    assert not wrong, f"{len(wrong)} entries are not private:\n" + "\n".join(wrong[:20])
