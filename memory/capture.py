@@ -2,33 +2,130 @@
 
 `MemoryStore.save`/`update` and `files.create_inbox_note` run `sanitize` before anything is
 written, and the index runs it on hand-written notes, so a secret never reaches the index.
-Redacted secrets become `[REDACTED:<kind>]`.
+Episodes, pending entities, conversation turns, request logs and the hook and MCP logs go
+through the same functions (`RedactingFilter` for log records). Redacted secrets become
+`[REDACTED:<kind>]`; docs/memory-format.md ("Secrets") lists what is and is not redacted.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
+
+Accept = Callable[[re.Match[str]], bool]
 
 
 @dataclass(frozen=True, slots=True)
 class _Rule:
     kind: str
     triggers: tuple[str, ...]
-    """Lower-case literals one of which every match contains: cheap pre-check on big texts."""
+    """Lower-case literals one of which every match starts with (contains, if not `anchored`):
+    the pattern is only tried where one of them occurs, so a big text costs a few `find`s."""
     pattern: re.Pattern[str]
-    group: int = 0
-    """Which group is the secret (0: the whole match)."""
+    accept: Accept | None = None
+    """Whether a match is a secret (code and placeholders are not); None: every match is.
+    The secret is the group named `s`, `sq` or `su` that took part (the whole match if none)."""
+    anchored: bool = True
 
 
 _NOT_REDACTED = r"(?!\[REDACTED)"
+
+# A value after `key=`: quoted (spaces allowed, the quotes kept) or one bare word. A bare word
+# stops at whitespace, quotes, separators and brackets, ASCII or full-width.
+_VALUE = (
+    _NOT_REDACTED
+    + r"""(?:(?P<q>\\?["'“「‘`])(?!\[REDACTED)(?P<sq>[^"'”」’`\n]{1,200})"""
+    + r"""|(?P<su>[^\s"'“”「」‘’`,;，。；、()\[\]{}<>]+))"""
+)
+# `key = value` separators: `=`, `:`, `：`, `:=`, `=>`; `is` only before a quoted value.
+_SEPARATOR = r"""(?:\\?["'])?[ \t]*(?::=|=>|[:：＝]|=(?!=)|[ \t]is[ \t]+(?=["“']))[ \t]*"""
+# The keyword starts a word or a camelCase part: `DB_PASSWORD`, `clientSecret`, never `bypass`.
+_KEY_START = (
+    r"(?:(?<![A-Za-z0-9])|(?-i:(?<=[a-z0-9])(?=[A-Z])"
+    r"|(?<=[A-Z0-9])(?=PASSWORD|PASSWD|SECRET|TOKEN|APIKEY)))"  # PGPASSWORD, not BYPASS
+)
+_PASSWORD_WORDS = r"pass(?:word|wd|phrase)?|pwd|pw"
+_SECRET_WORDS = (
+    r"secret(?:[_-]?key)?|token|api[_-]?key|(?:private|access|account|shared[_-]?access|signing"
+    r"|encryption|master)[_-]?key|credentials?|sharedaccesssignature"
+)
+
+# Bare values that are code or placeholders, not secrets: `password: str`, `= None`, ...
+_PLACEHOLDERS: Final = frozenset(
+    [
+        "none",
+        "null",
+        "nil",
+        "true",
+        "false",
+        "str",
+        "string",
+        "bytes",
+        "int",
+        "optional",
+        "secretstr",
+        "undefined",
+        "required",
+        "empty",
+        "self",
+        "this",
+    ]
+)
+_IDENTIFIER_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_KEYWORD_IN_NAME_RE = re.compile(r"(?i)pass|pwd|secret|token|key|cred")
+_MASK_RE = re.compile(r"\*+|[x•.#?]{3,}", re.IGNORECASE)
+_TEMPLATE_RE = re.compile(r"\$\{|\$[A-Za-z_]\w*$|%[(\w]|\{")
+
+
+def _bare_value_is_code(match: re.Match[str]) -> bool:
+    value = match.group("su")
+    rest = match.string[match.end() : match.end() + 1]
+    if rest in ("(", "[", "{") or value.lower() in _PLACEHOLDERS or _TEMPLATE_RE.match(value):
+        return True  # a call, a subscript, a type, a keyword, `${VAR}`, `%s`, `{name}`
+    if _MASK_RE.fullmatch(value):
+        return True  # `****`, `xxx`: already masked
+    if _IDENTIFIER_RE.fullmatch(value) and not any(c.isdigit() for c in value):
+        # `password=password`, `pwd=self.pwd`, `password=args.db` are variables, not values
+        return bool(_KEYWORD_IN_NAME_RE.search(value)) or "." in value
+    return False
+
+
+def _accept_password(match: re.Match[str]) -> bool:
+    """Any length (short passwords are passwords), unless it is code or a placeholder."""
+    if match.group("sq") is not None:
+        value = match.group("sq")
+        return not (_TEMPLATE_RE.match(value) or _MASK_RE.fullmatch(value))
+    return not _bare_value_is_code(match)
+
+
+def _accept_secret(match: re.Match[str]) -> bool:
+    """Tokens and keys look random: 6+ characters with a digit or a symbol, or 12+ letters;
+    never all digits (`token: 4096` is a count)."""
+    if match.group("sq") is not None:
+        value = match.group("sq")
+        return len(value) >= 6 and not value.isdigit() and not _MASK_RE.fullmatch(value)
+    if _bare_value_is_code(match):
+        return False
+    value = match.group("su")
+    if value.isdigit():
+        return False
+    return len(value) >= 12 or (len(value) >= 6 and not value.isalpha())
+
+
+def _accept_chinese(match: re.Match[str]) -> bool:
+    if match.group("sq") is not None:
+        return True
+    return not _MASK_RE.fullmatch(match.group("su"))
+
 
 # Order matters: specific forms first, so they get their own label.
 _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "private_key",
-        ("private key",),
+        ("-----begin",),
         re.compile(
             r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
             r"(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*\Z)"
@@ -47,23 +144,52 @@ _RULES: Final[tuple[_Rule, ...]] = (
         "aws_secret_key",
         ("aws",),
         re.compile(
-            r"(?i)(aws_?secret_?(?:access_?)?key[\"']?\s*[:=]\s*[\"']?)"
+            r"(?i)aws_?secret_?(?:access_?)?key[\"']?\s*[:=]\s*[\"']?"
             + _NOT_REDACTED
-            + r"([A-Za-z0-9/+=]{40})"
+            + r"(?P<s>[A-Za-z0-9/+=]{40})"
         ),
-        group=2,
     ),
     _Rule(
         "github_token",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
         re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,})"),
     ),
-    _Rule("slack_token", ("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    _Rule(
+        "gitlab_token",
+        ("glpat-", "gldt-", "glrt-", "glptt-", "gloas-", "glsoat-", "glcbt-", "glimt-", "glft-"),
+        re.compile(r"\bgl(?:pat|dt|rt|ptt|oas|soat|cbt|imt|ft)-[A-Za-z0-9_\-]{20,}"),
+    ),
+    _Rule("google_api_key", ("aiza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
+    _Rule(
+        "google_oauth",
+        ("gocspx-", "ya29."),
+        re.compile(r"\b(?:GOCSPX-[0-9A-Za-z_\-]{20,}|ya29\.[0-9A-Za-z_\-]{20,})"),
+    ),
+    _Rule(
+        "azure_client_secret",
+        ("q~",),
+        re.compile(r"(?<![\w~.\-])[\w\-.]{3}\dQ~[\w\-.~]{31,34}(?![\w~])"),
+        anchored=False,
+    ),
+    _Rule(
+        "azure_sas",
+        ("sig=",),
+        re.compile(r"(?i)(?<=[?&;])sig=" + _NOT_REDACTED + r"(?P<s>[A-Za-z0-9%+/=]{16,})"),
+    ),
+    _Rule(
+        "slack_token", ("xox", "xapp-"), re.compile(r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9\-]{10,}")
+    ),
     _Rule(
         "slack_webhook",
-        ("hooks.slack.com",),
+        ("https://hooks.slack.com",),
         re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"),
     ),
+    _Rule(
+        "stripe_key",
+        ("sk_live_", "rk_live_", "sk_test_", "rk_test_"),
+        re.compile(r"\b[sr]k_(?:live|test)_[0-9A-Za-z]{20,}"),
+    ),
+    _Rule("huggingface_token", ("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
     _Rule(
         "jwt",
         ("eyj",),
@@ -72,57 +198,111 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "url_password",
         ("://",),
-        re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)" + _NOT_REDACTED + r"([^\s@/]+)@"),
-        group=2,
+        # the password runs to the last `@` of the authority: `p@ss` in `u:p@ss@host`
+        re.compile(
+            r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@?#]*:" + _NOT_REDACTED + r"(?P<s>[^\s/?#]+)@"
+        ),
+        anchored=False,
     ),
     _Rule(
         "authorization",
         ("authorization",),
         re.compile(
-            r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?>(?:(?:bearer|basic|token|digest)\s+)?))"
+            r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?>(?:(?:bearer|basic|token|digest)\s+)?)"
             + _NOT_REDACTED
-            + r"([^\s\"',;]+)"
+            + r"(?P<s>[^\s\"',;]+)"
         ),
-        group=2,
+    ),
+    _Rule(
+        "authorization",
+        ("bearer",),
+        re.compile(
+            r"(?i)\bbearer\s+" + _NOT_REDACTED + r"(?P<s>(?=[\w.~+/\-]*\d)[\w.~+/\-]{16,}=*)"
+        ),
     ),
     _Rule(
         "feishu_app_secret",
-        ("secret",),
+        ("feishu_app_secret", "lark_app_secret", "app"),
         re.compile(
-            r"(?i)((?<![A-Za-z0-9])(?:feishu_app_secret|lark_app_secret|app_?secret)[\"']?\s*[:=]\s*[\"']?)"
+            r"(?i)(?<![A-Za-z0-9])(?:feishu_app_secret|lark_app_secret|app_?secret)[\"']?\s*[:=]\s*[\"']?"
             + _NOT_REDACTED
-            + r"([A-Za-z0-9]{16,})"
+            + r"(?P<s>[A-Za-z0-9]{16,})"
         ),
-        group=2,
+    ),
+    _Rule(
+        "password",
+        ("mysql", "mariadb"),
+        # `mysql -pPASS`, `-p'pa ss'`; `-p PASS` with a space is the prompt and a database name
+        re.compile(
+            r"\b(?:mysql\w*|mariadb[\w-]*)\b[^\n|;&]*?[ \t]-p"
+            + _NOT_REDACTED
+            + r"""(?:(?P<q>["'])(?!\[REDACTED)(?P<sq>[^"'\n]+)["']|(?P<su>[^\s"'|;&]+))"""
+        ),
+    ),
+    _Rule(
+        "password",
+        ("sshpass", "redis-cli", "curl"),
+        re.compile(
+            r"\b(?:sshpass\b[^\n|;&]*?[ \t]-p[ \t]*|redis-cli\b[^\n|;&]*?[ \t]-a[ \t]+"
+            r"|curl\b[^\n|;&]*?[ \t](?:-u|--user)[ \t]*[\"']?[^\s:\"']+:)"
+            + _NOT_REDACTED
+            + r"""(?:(?P<q>["'])(?!\[REDACTED)(?P<sq>[^"'\n]+)["']|(?P<su>[^\s"'|;&]+))"""
+        ),
+    ),
+    _Rule(
+        "password",
+        ("--pass", "-pass"),
+        # `--password x`, `-pass x` (the `=` form is the assignment rule below)
+        re.compile(r"(?i)(?<![\w-])--?pass(?:word|wd)?[ \t]+(?!-)" + _VALUE),
+        _accept_password,
+    ),
+    _Rule(
+        "password",
+        ("pw", "pass"),
+        re.compile(r"(?i)" + _KEY_START + r"(?:" + _PASSWORD_WORDS + r")" + _SEPARATOR + _VALUE),
+        _accept_password,
+    ),
+    _Rule(
+        "password",
+        ("密码", "口令", "密钥", "秘钥"),
+        # `密码：abc`, `密码是 abc`, `口令为"a b"`; `密码是什么`, `密码学` are prose (CJK value)
+        re.compile(
+            r"(?:密码|口令|密钥|秘钥)(?:[ \t]*(?:是|为|[:：=＝])){1,2}[ \t]*"
+            + _NOT_REDACTED
+            + r"""(?:(?P<q>["'“「‘`])(?!\[REDACTED)(?P<sq>[^"'”」’`\n]{1,200})"""
+            r"""|(?P<su>[^\s"'“”「」‘’`,;，。；、！？（）\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]+))"""
+        ),
+        _accept_chinese,
     ),
     _Rule(
         "secret",
         (
-            "password",
-            "passwd",
             "secret",
-            "api_key",
-            "apikey",
-            "access_token",
-            "accesstoken",
-            "auth_token",
-            "authtoken",
-            "refresh_token",
-            "refreshtoken",
-            "private_key",
-            "privatekey",
+            "token",
+            "api",
+            "private",
+            "access",
+            "account",
+            "shared",
+            "signing",
+            "encryption",
+            "master",
+            "credential",
         ),
-        re.compile(
-            r"(?i)((?<![A-Za-z0-9])(?:password|passwd|secret|client_secret|api_?key|access_?token"
-            r"|auth_?token|refresh_?token|private_?key)[\"']?\s*[:=]\s*[\"']?)"
-            + _NOT_REDACTED
-            + r"([^\s\"',;]{6,})"
-        ),
-        group=2,
+        re.compile(r"(?i)" + _KEY_START + r"(?:" + _SECRET_WORDS + r")" + _SEPARATOR + _VALUE),
+        _accept_secret,
     ),
 )
 
-_ANY_TRIGGER = re.compile("|".join(re.escape(t) for rule in _RULES for t in rule.triggers))
+_TRIGGERS: Final = tuple(dict.fromkeys(t for rule in _RULES for t in rule.triggers))
+# The pre-check: each `in` scans the whole text, so drop triggers that contain another one
+# (`sk-ant-` holds `sk-`); an ASCII text cannot hold the Chinese ones.
+_PRECHECK: Final = tuple(t for t in _TRIGGERS if not any(u != t and u in t for u in _TRIGGERS))
+_PRECHECK_ASCII: Final = tuple(t for t in _PRECHECK if t.isascii())
+
+_SECRET_GROUPS: Final = tuple(
+    tuple(g for g in ("s", "sq", "su") if g in rule.pattern.groupindex) for rule in _RULES
+)
 _PRIVATE_RE = re.compile(r"<private>[\s\S]*?(?:</private>|\Z)", re.IGNORECASE)
 _STRAY_CLOSE_RE = re.compile(r"</private>", re.IGNORECASE)
 _FENCE_RE = re.compile(r"(?ms)^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)")
@@ -133,30 +313,75 @@ CODE_BLOCK_PLACEHOLDER: Final = "[代码块已省略]"
 INLINE_CODE_PLACEHOLDER: Final = "[代码]"
 
 
+def _replacer(rule: _Rule, groups: tuple[str, ...]) -> Callable[[re.Match[str]], str]:
+    label = f"[REDACTED:{rule.kind}]"
+
+    def replace(match: re.Match[str]) -> str:
+        if rule.accept is not None and not rule.accept(match):
+            return match.group(0)
+        for group in groups:
+            if match.group(group) is not None:
+                start, end = match.span(group)
+                whole = match.group(0)
+                offset = match.start()
+                return whole[: start - offset] + label + whole[end - offset :]
+        return label
+
+    return replace
+
+
+_REPLACERS: Final = tuple(
+    _replacer(rule, groups) for rule, groups in zip(_RULES, _SECRET_GROUPS, strict=True)
+)
+
+
+def _matches(rule: _Rule, text: str, lower: str) -> list[re.Match[str]]:
+    if not rule.anchored or len(lower) != len(text):  # `lower()` may change lengths
+        if any(t in lower for t in rule.triggers):
+            return list(rule.pattern.finditer(text))
+        return []
+    starts: set[int] = set()
+    for trigger in rule.triggers:
+        at = lower.find(trigger)
+        while at >= 0:
+            starts.add(at)
+            at = lower.find(trigger, at + 1)
+    found: list[re.Match[str]] = []
+    end = 0
+    for start in sorted(starts):
+        if start >= end and (match := rule.pattern.match(text, start)) is not None:
+            found.append(match)
+            end = max(match.end(), start + 1)
+    return found
+
+
 def redact(text: str) -> str:
     """Replace every secret form we know with `[REDACTED:<kind>]`."""
     lower = text.lower()
-    if not _ANY_TRIGGER.search(lower):
+    # substring checks are far cheaper than one big alternation: most texts stop here
+    if not any(t in lower for t in (_PRECHECK_ASCII if lower.isascii() else _PRECHECK)):
         return text
-    for rule in _RULES:
-        if not any(t in lower for t in rule.triggers):
+    for rule, replace in zip(_RULES, _REPLACERS, strict=True):
+        matches = _matches(rule, text, lower)
+        if not matches:
             continue
-        if rule.group == 0:
-            text = rule.pattern.sub(f"[REDACTED:{rule.kind}]", text)
-        else:
-            text = rule.pattern.sub(
-                lambda m, kind=rule.kind, g=rule.group: (
-                    m.group(0)[: m.start(g) - m.start(0)]
-                    + f"[REDACTED:{kind}]"
-                    + m.group(0)[m.end(g) - m.start(0) :]
-                ),
-                text,
-            )
+        parts: list[str] = []
+        last = 0
+        for match in matches:
+            parts.append(text[last : match.start()])
+            parts.append(replace(match))
+            last = match.end()
+        parts.append(text[last:])
+        new = "".join(parts)
+        if new != text:
+            text, lower = new, new.lower()
     return text
 
 
 def strip_private(text: str) -> str:
     """Remove `<private>...</private>` spans; an unclosed `<private>` runs to the end."""
+    if "private>" not in text.lower():
+        return text
     return _STRAY_CLOSE_RE.sub("", _PRIVATE_RE.sub("", text))
 
 
@@ -176,3 +401,21 @@ def clean_message(text: str, limit: int = 2000) -> str:
     if len(text) > limit:
         text = text[: max(limit - 1, 0)].rstrip() + "…"
     return text
+
+
+class RedactingFilter(logging.Filter):
+    """A handler filter: the formatted message, and any traceback, sanitized before a log
+    record is written. Attach it to the handler so records from every logger pass through it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = sanitize(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = sanitize(record.exc_text)
+        if record.stack_info:
+            record.stack_info = sanitize(record.stack_info)
+        return True

@@ -10,6 +10,8 @@ import pytest
 from memory.capture import clean_message, redact, sanitize, strip_private
 from memory.model import NoteDraft
 from memory.store import MemoryStore
+from tests.security.corpus import LOOKALIKES, Secret
+from tests.security.corpus import SECRETS as CORPUS
 
 JWT = (
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
@@ -66,8 +68,8 @@ SECRETS: list[tuple[str, str, str]] = [
     ),
     ("feishu_app_secret", 'app_secret: "abcdefghijklmnopqrstuvwx12345678"', "abcdefghijklmnop"),
     ("feishu_app_secret", "appSecret=ZYXWVUTSRQPONMLKJIHG98765", "ZYXWVUTSRQPONMLK"),
-    ("secret", "DB_PASSWORD: correcthorsebattery", "correcthorsebattery"),
-    ("secret", "password=hunter2hunter2", "hunter2hunter2"),
+    ("password", "DB_PASSWORD: correcthorsebattery", "correcthorsebattery"),
+    ("password", "password=hunter2hunter2", "hunter2hunter2"),
 ]
 
 HARMLESS = [
@@ -93,8 +95,53 @@ def test_ordinary_text_is_left_alone(text: str) -> None:
     assert redact(text) == text
 
 
+@pytest.mark.parametrize("secret", CORPUS, ids=lambda s: s.value)
+def test_every_secret_of_the_corpus_is_sanitized(secret: Secret) -> None:
+    out = sanitize(secret.text)
+    assert secret.value not in out
+    if secret.kind != "private":
+        assert f"[REDACTED:{secret.kind}]" in out
+
+
+@pytest.mark.parametrize("text", LOOKALIKES)
+def test_look_alikes_come_through_unchanged(text: str) -> None:
+    assert sanitize(text) == text
+    assert clean_message(text) == text
+
+
+def test_the_whole_corpus_in_one_text_loses_every_secret_and_keeps_every_look_alike() -> None:
+    text = "\n".join([*LOOKALIKES, *(s.text for s in CORPUS), *LOOKALIKES])
+    out = sanitize(text)
+    assert [s.value for s in CORPUS if s.value in out] == []
+    assert [t for t in LOOKALIKES if t not in out] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('password = "pa ss"', 'password = "[REDACTED:password]"'),
+        ("mysql -u root -p'pa ss' db", "mysql -u root -p'[REDACTED:password]' db"),
+        ("密码是 abc，好的", "密码是 [REDACTED:password]，好的"),
+        ("PGPASSWORD=x psql", "PGPASSWORD=[REDACTED:password] psql"),
+        ("BYPASS=1", "BYPASS=1"),
+        ("password: ${DB_PASSWORD}", "password: ${DB_PASSWORD}"),
+        ("password=%s", "password=%s"),
+        ("password: ****", "password: ****"),
+    ],
+)
+def test_values_keep_their_quotes_and_placeholders_are_not_secrets(
+    text: str, expected: str
+) -> None:
+    assert redact(text) == expected
+
+
+def test_a_big_text_without_secrets_is_returned_as_is() -> None:
+    text = ("the memory system stores notes 我们讨论了数据库迁移方案 " * 200)[:10_000]
+    assert redact(text) is text
+
+
 def test_redaction_is_idempotent() -> None:
-    text = "\n".join(t for _, t, _ in SECRETS)
+    text = "\n".join([*(t for _, t, _ in SECRETS), *(s.text for s in CORPUS)])
     once = redact(text)
     assert redact(once) == once
 
