@@ -22,6 +22,7 @@ from settings import Settings
 from tests.fakes.anthropic_api import FakeMessagesAPI
 from tests.hooks.conftest import free_port
 from web.access import Local, LoopbackOnly, Remote, origin
+from web.health import INDEX_ERROR, public_view
 
 REPO = Path(__file__).resolve().parents[2]
 STRANGER = ("203.0.113.7", 4321)
@@ -280,3 +281,22 @@ def test_uvicorn_app_refuses_a_request_forwarded_for_a_remote_client(
     assert refused.status_code == refused_health.status_code == 403
     assert "CLAUDE_MEMORY_API_TOKEN" in refused.json()["detail"]
     assert local.status_code == 200
+
+
+def test_health_without_the_token_hides_model_folders_error_texts_and_the_bot_id() -> None:
+    report = {
+        "status": "ok",
+        "claude_cli": {"found": True, "path": "/usr/bin/claude", "credentials": True},
+        "database": {"ok": False, "error": "unable to open /home/alice/.claude-memory/index.db"},
+        "feishu": {"enabled": True, "connected": False, "bot_open_id": "ou_1", "error": "x"},
+        "encoder": {"state": "failed", "model": "st:/home/alice/m", "error": "y"},
+        "live_sessions": 2,
+    }
+    view = public_view(report)
+    assert_no_location(json.dumps(view), "alice", "ou_1")
+    assert view["database"] == {"ok": False, "error": INDEX_ERROR}
+    assert view["feishu"] == {"enabled": True, "connected": False}
+    assert view["encoder"] == {"state": "failed", "model": None}
+    for model in ("openai:text-embedding-3-small", "BAAI/bge-m3", "hashing-256"):
+        encoder = {"state": "ready", "model": model}
+        assert public_view({**report, "encoder": encoder})["encoder"]["model"] == model
