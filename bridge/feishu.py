@@ -55,6 +55,7 @@ from bridge.events import (
 )
 from bridge.progress import TurnReply
 from bridge.render import MsgType, card_content, escape_card_markdown, plain_text, text_content
+from bridge.rights import Action, Denied, Right, command_right
 from bridge.sender import FeishuAPIError, Sender, send_uuid
 from bridge.state import BridgeState, BridgeStateBackend
 from errors import ClaudeMemoryError, ConfigurationError
@@ -69,8 +70,13 @@ SUPPORTED_TYPES = frozenset({"text", "post", "image", "file"})
 CHAT_IDLE_SECONDS = 300.0
 PAIR_ATTEMPTS = 5
 MEMORY_RESULTS = 5
+CHAT_ADMINS_TTL_SECONDS = 300.0  # how long a group's owner and managers are trusted as read
 _INTERRUPT_RESERVE = 5.0  # seconds kept at shutdown to interrupt turns and write final cards
 _SAFE_NAME = re.compile(r"[^\w.\-]+")
+
+
+# Commands that act on a turn or a conversation: in groups they need the right (bridge/rights.py).
+_RIGHTS_NEEDED: dict[type[Command], Action] = {Stop: "stop", Clear: "clear", Compact: "compact"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +115,7 @@ class _Lane:
     queue: asyncio.Queue[_Work] = field(default_factory=asyncio.Queue)
     task: asyncio.Task[None] | None = None
     busy: bool = False
+    current: IncomingMessage | None = None  # the message whose turn or command is running
 
 
 class FeishuBridge:
@@ -149,6 +156,7 @@ class FeishuBridge:
         self._last_event_at: float | None = None
         self._closing = False
         self._log_handler: logging.Handler | None = None
+        self._chat_admins: dict[str, tuple[float, frozenset[str]]] = {}
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> FeishuBridge:
@@ -400,12 +408,14 @@ class FeishuBridge:
             if isinstance(work, _Close):
                 return
             lane.busy = True
+            lane.current = work.msg
             try:
                 await self._do(work)
             except Exception:
                 logger.exception("handling %s failed", work.msg.message_id)
             finally:
                 lane.busy = False
+                lane.current = None
 
     async def _control_worker(self) -> None:
         while True:
@@ -517,6 +527,9 @@ class FeishuBridge:
 
     # --- commands and notices --------------------------------------------------------------------
     async def _command(self, msg: IncomingMessage, command: Command) -> None:
+        action = _RIGHTS_NEEDED.get(type(command))
+        if action is not None and await self._refused(msg, action):
+            return
         conversation_id = self._conversation_id(msg.chat_id)
         match command:
             case Pair(code=code):
@@ -544,6 +557,57 @@ class FeishuBridge:
                 await self._notify_markdown(msg, HELP_TEXT)
             case Unknown(name=name):
                 await self._notify(msg, f"Unknown command /{name}. Send /help for the list.")
+
+    # --- rights in groups (bridge/rights.py decides; this gathers what it needs) ------------------
+    async def _refused(self, msg: IncomingMessage, action: Action) -> bool:
+        """Refuse `action` with a line saying who may, unless the sender has the right."""
+        right = self._right(msg, action, frozenset())
+        if isinstance(right, Denied):  # ask Feishu about the group's owner and managers only now
+            right = self._right(msg, action, await self._group_admins(msg.chat_id))
+        if isinstance(right, Denied):
+            logger.info("%s of %s refused in %s", action, msg.sender_open_id, msg.chat_id)
+            await self._notify(msg, right.reason)
+            return True
+        return False
+
+    def _right(self, msg: IncomingMessage, action: Action, admins: frozenset[str]) -> Right:
+        lane = self._lanes.get(msg.chat_id)
+        running = lane.current if lane is not None and lane.busy else None
+        return command_right(
+            action,
+            sender=msg.sender_open_id,
+            in_group=msg.is_group,
+            started_by=running.sender_open_id if running is not None else None,
+            conversation_of=None if msg.is_group else msg.sender_open_id,
+            owners=self._owners(),
+            chat_admins=admins,
+        )
+
+    def _owners(self) -> frozenset[str]:
+        """The assistant's owners: the users named in FEISHU_ALLOWED_USERS, else the paired one."""
+        if self.settings.feishu_allowed_users:
+            return frozenset(self.settings.feishu_allowed_users)
+        return frozenset({self._owner}) if self._owner else frozenset()
+
+    async def _group_admins(self, chat_id: str) -> frozenset[str]:
+        """The group's owner and managers, cached; none when Feishu will not say (fail closed)."""
+        now = time.monotonic()
+        known = self._chat_admins.get(chat_id)
+        if known is not None and known[0] > now:
+            return known[1]
+        assert self._sender is not None
+        try:
+            admins = await self._sender.chat_admins(chat_id)
+        except FeishuAPIError as exc:
+            logger.warning(
+                "could not read the owner of group %s (%s); grant the app im:chat:readonly "
+                "so group owners and admins may /stop and /clear",
+                chat_id,
+                exc.message,
+            )
+            admins = frozenset()
+        self._chat_admins[chat_id] = (now + CHAT_ADMINS_TTL_SECONDS, admins)
+        return admins
 
     def _pair(self, msg: IncomingMessage, code: str) -> str:
         settings = self.settings

@@ -80,6 +80,7 @@ class Sender:
         from lark_oapi.api.im.v1 import (
             CreateMessageRequest,
             CreateMessageRequestBody,
+            GetChatRequest,
             GetMessageResourceRequest,
             PatchMessageRequest,
             PatchMessageRequestBody,
@@ -98,6 +99,7 @@ class Sender:
         self._patch_req = PatchMessageRequest
         self._patch_body = PatchMessageRequestBody
         self._resource_req = GetMessageResourceRequest
+        self._chat_req = GetChatRequest
 
     # --- messages --------------------------------------------------------------------------------
     async def reply(
@@ -152,6 +154,18 @@ class Sender:
         data = resp.file.read() if resp.file is not None else b""
         headers = getattr(resp.raw, "headers", None) or {}
         return Download(data, str(resp.file_name or _disposition_name(headers)))
+
+    async def chat_admins(self, chat_id: str) -> frozenset[str]:
+        """A group's owner and managers (open_ids), from "获取群信息" (GET /im/v1/chats/:chat_id,
+        `owner_id` and `user_manager_id_list`; needs im:chat:readonly, im:chat:read or im:chat)."""
+        request = self._chat_req.builder().chat_id(chat_id).user_id_type("open_id").build()
+        resp = await self._call("chat info", self._client.im.v1.chat.get, request)
+        data = resp.data
+        if data is None:
+            return frozenset()
+        admins = {str(data.owner_id or "")} | {str(i) for i in data.user_manager_id_list or []}
+        admins.discard("")
+        return frozenset(admins)
 
     async def bot_open_id(self) -> str | None:
         """The bot's own open_id (to recognise @-mentions of the bot)."""

@@ -17,6 +17,7 @@ from bridge.commands import (
     Unknown,
     parse_command,
 )
+from bridge.rights import Action, Allowed, Denied, command_right
 
 
 @pytest.mark.parametrize(
@@ -93,3 +94,52 @@ def test_check_access(
         assert isinstance(decision, Refused)
     else:
         assert decision == expected
+
+
+A, B, OWNER, ADMIN = "ou_a", "ou_b", "ou_owner", "ou_admin"
+
+
+@pytest.mark.parametrize(
+    ("action", "sender", "in_group", "started_by", "conversation_of", "allowed"),
+    [
+        # direct chats: the sender is alone with the bot
+        ("stop", B, False, A, None, True),
+        ("clear", B, False, None, None, True),
+        # groups: a turn is stopped by whoever asked for it
+        ("stop", A, True, A, None, True),
+        ("stop", B, True, A, None, False),
+        ("stop", B, True, None, None, True),  # nothing runs: "Nothing is running."
+        # ...and by the assistant's owners and the group's owner or managers
+        ("stop", OWNER, True, A, None, True),
+        ("stop", ADMIN, True, A, None, True),
+        # a shared group conversation belongs to no member
+        ("clear", A, True, None, None, False),
+        ("compact", A, True, None, None, False),
+        ("clear", OWNER, True, None, None, True),
+        ("compact", ADMIN, True, None, None, True),
+        # a member's own conversation (issue 17: one per member) is theirs to clear
+        ("clear", A, True, None, A, True),
+        ("clear", B, True, None, A, False),
+        ("compact", B, True, None, B, True),
+    ],
+)
+def test_group_commands_act_within_the_senders_rights(
+    action: Action,
+    sender: str,
+    in_group: bool,
+    started_by: str | None,
+    conversation_of: str | None,
+    allowed: bool,
+) -> None:
+    right = command_right(
+        action,
+        sender=sender,
+        in_group=in_group,
+        started_by=started_by,
+        conversation_of=conversation_of,
+        owners={OWNER},
+        chat_admins={ADMIN},
+    )
+    assert isinstance(right, Allowed) is allowed
+    if isinstance(right, Denied):
+        assert "owner" in right.reason and "admins" in right.reason
