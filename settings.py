@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 DEFAULT_BASH_ALLOWLIST: tuple[str, ...] = (
     "ls", "cat", "mkdir", "cp", "mv", "rm", "pwd", "head", "tail", "wc", "touch", "echo",
+    "grep", "rg", "find", "sort", "uniq", "cut", "diff", "stat", "file", "du", "tree",
     "del", "move", "copy", "ren",
     "Remove-Item", "Move-Item", "Copy-Item", "New-Item", "Get-ChildItem",
 )  # fmt: skip

@@ -36,6 +36,7 @@ _OPERATOR_START = frozenset("&|;<>()")
 _UNQUOTED_SPECIAL = _OPERATOR_START | frozenset("$`{}~#!^=")
 _SEQUENCING = frozenset({"&&", "||", ";", ";;", ";&", ";;&", "|", "|&"})
 _HERE_DOCS = frozenset({"<<", "<<-", "<<<"})
+_GLOB_CHARS = frozenset("*?[")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]")
 
 
@@ -45,11 +46,13 @@ class Word:
 
     `value` is what bash hands over after quote removal. `raw` is the same text with every
     backslash kept: a Windows program (cmd, PowerShell, an MSYS tool) treats `\\` as a path
-    separator, so the policy checks that reading too.
+    separator, so the policy checks that reading too. `globbed` says whether the word has an
+    unquoted `*`, `?` or `[`, so that the shell may replace it with matching file names.
     """
 
     value: str
     raw: str
+    globbed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +107,7 @@ class _Lexer:
         self.value: list[str] = []
         self.raw: list[str] = []
         self.in_word = False
+        self.globbed = False
 
     def words(self) -> tuple[Word, ...]:
         text = self.text
@@ -113,8 +117,8 @@ class _Lexer:
             char = text[index]
             if char in " \t":
                 if self.in_word:
-                    words.append(Word("".join(self.value), "".join(self.raw)))
-                    self.value, self.raw, self.in_word = [], [], False
+                    words.append(self._word())
+                    self.value, self.raw, self.in_word, self.globbed = [], [], False, False
                 index += 1
             elif char == "'":
                 index = self._single_quoted(index)
@@ -128,11 +132,15 @@ class _Lexer:
             else:
                 if char in _UNQUOTED_SPECIAL:
                     self._check_unquoted(index)
+                self.globbed = self.globbed or char in _GLOB_CHARS
                 self._add(char, char)
                 index += 1
         if self.in_word:
-            words.append(Word("".join(self.value), "".join(self.raw)))
+            words.append(self._word())
         return tuple(words)
+
+    def _word(self) -> Word:
+        return Word("".join(self.value), "".join(self.raw), self.globbed)
 
     def _add(self, value: str, raw: str) -> None:
         self.value.append(value)

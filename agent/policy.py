@@ -5,7 +5,9 @@ nothing; it reads the file system only to follow symbolic links and expand glob 
 the shell would. The rules (see docs/permissions.md for the user-facing version):
 
 * Bash: one program from the allowlist with literal arguments (`agent/_shell.py` refuses the
-  shell syntax), and every argument, read as a path, inside the workspace.
+  shell syntax), and every argument, read as a path, inside the workspace. The search programs
+  (`grep`, `rg`, `find`) are read with their own option tables (`agent/_search_commands.py`),
+  so their patterns are not taken for paths.
 * File tools: their paths inside the workspace after following symbolic links.
 * Any other tool: refused when it matches `denied_tools`, else allowed when it matches
   `allowed_tools`, else refused.
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent._search_commands import Refused, read_search_command
 from agent._shell import Rejected, Word, split_words
 from errors import ConfigurationError
 
@@ -101,7 +104,7 @@ _OPTIONAL_PATH_TOOLS = frozenset({"Grep", "LS"})
 _NEVER_ALLOWED = frozenset(
     {
         "eval", "exec", "source", ".", "command", "builtin", "alias", "trap",
-        "env", "sudo", "doas", "su", "xargs", "find", "nohup", "time", "nice", "timeout",
+        "env", "sudo", "doas", "su", "xargs", "nohup", "time", "nice", "timeout",
         "watch", "setsid", "stdbuf", "chroot",
         "sh", "bash", "zsh", "dash", "ksh", "fish", "csh", "tcsh", "cmd", "pwsh", "powershell",
         "sed", "awk", "gawk", "perl", "python", "python3", "ruby", "node",
@@ -119,10 +122,48 @@ _CMD_SWITCH = re.compile(r"/-?[A-Za-z?](:[-A-Za-z]+)?")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 # GNU tools accept any unambiguous prefix of a long option (`--files0` for `--files0-from`), and
 # PowerShell any unambiguous prefix of a parameter, so these are matched from a minimum length.
-_FILE_LIST_OPTION = ("--files0-from", 3)  # wc, du: read the names to open from a file
-_DEREFERENCE_OPTION = ("--dereference", 5)  # cp, ls: follow every link met while walking
+_FILE_LIST_OPTION = ("--files0-from", 3)  # wc, du, sort: read the names to open from a file
 _FOLLOW_SYMLINK_PARAMETER = ("-followsymlink", 4)  # Get-ChildItem and friends
-_WALKERS = frozenset({"cp", "ls"})  # the allowlisted POSIX programs that walk trees
+
+
+@dataclass(frozen=True, slots=True)
+class _RefusedOption:
+    """An option of one program whose effect the path checks cannot see.
+
+    `long` is matched from its `shortest` accepted abbreviation; `short` is refused anywhere in
+    a cluster of short options (`-rL`), even where it might be part of a value, which can only
+    refuse more. `why` is a clause: "`cp -L` <why>; drop that option."
+    """
+
+    long: str | None
+    shortest: int
+    short: str | None
+    why: str
+
+
+_FOLLOWS_LINKS = "follows symbolic links wherever they lead, which the policy cannot check"
+_RUNS_PROGRAM = "runs another program, which the policy cannot check"
+_DEREFERENCE = _RefusedOption("--dereference", 5, "L", _FOLLOWS_LINKS)
+_PROGRAM_OPTIONS: dict[str, tuple[_RefusedOption, ...]] = {
+    "cp": (_DEREFERENCE,),
+    "ls": (_DEREFERENCE,),
+    "du": (_DEREFERENCE,),
+    "sort": (_RefusedOption("--compress-program", 4, None, _RUNS_PROGRAM),),
+    "diff": (_RefusedOption("--paginate", 5, "l", _RUNS_PROGRAM),),
+    "tree": (
+        _RefusedOption(None, 0, "l", _FOLLOWS_LINKS),
+        _RefusedOption(None, 0, "R", "runs `tree` again in every directory, writing files"),
+    ),
+    "file": (
+        _RefusedOption("--files-from", 3, "f", "reads file names from a file"),
+        _RefusedOption("--uncompress", 3, "z", "may run decompression programs"),
+        _RefusedOption("--uncompress-noreport", 14, "Z", "may run decompression programs"),
+        _RefusedOption("--compile", 4, "C", "writes a compiled magic file"),
+    ),
+}
+# diff follows links inside a directory it compares (`diff sub other` reads `sub/x` wherever
+# it leads) unless told not to.
+_NO_DEREFERENCE_OPTION = ("--no-dereference", 6)
 
 # --- paths ---------------------------------------------------------------------------------------
 _WINDOWS_HOST = os.name == "nt"
@@ -241,16 +282,26 @@ def _check_arguments(program: str, arguments: Sequence[Word], paths: _Paths) -> 
     Arguments are read as paths even for programs that do not open them (`echo /` is refused):
     one rule for every program is easier to trust than a model of each program's options.
     """
-    windows = _is_windows_name(program)
-    cmd_builtin = program.lower() in _CMD_BUILTINS
-    remover = program.lower() in _REMOVERS
-    options_ended = False
     for word in arguments:
         if max(len(word.value), len(word.raw)) > MAX_PATH_CHARS:
             return Denied(
                 f"An argument of `{program}` is longer than {MAX_PATH_CHARS} characters, "
                 "so it cannot be a path; shorten it."
             )
+    match read_search_command(program, arguments):
+        case Refused(reason=reason):
+            return Denied(reason)
+        case None:
+            pass
+        case texts:
+            return _check_texts(program, texts, paths) or Allowed()
+    windows = _is_windows_name(program)
+    cmd_builtin = program.lower() in _CMD_BUILTINS
+    remover = program.lower() in _REMOVERS
+    options_ended = False
+    no_dereference = False
+    directories: list[str] = []
+    for word in arguments:
         if not options_ended and word.value == "--":
             options_ended = True  # everything after `--` is a path, even `-rf`
             continue
@@ -261,15 +312,39 @@ def _check_arguments(program: str, arguments: Sequence[Word], paths: _Paths) -> 
             refusal = _refuse_option(program, word.value, windows=windows)
             if refusal is not None:
                 return refusal
-        texts = _argument_texts(word, is_option=is_option, clusters=not windows)
-        for text, glob_expands, origin in texts:
-            clause = paths.problem(
-                text, expand_globs=glob_expands, windows_command=windows, protect_root=remover
-            )
-            if clause is not None:
-                where = f" (in `{_shorten(origin)}`)" if origin != text else ""
-                return Denied(f"`{program}` of `{_shorten(text)}`{where} {clause}")
+            name = word.value.split("=", 1)[0]
+            no_dereference = no_dereference or _abbreviates(name, _NO_DEREFERENCE_OPTION)
+        texts = list(_argument_texts(word, is_option=is_option, clusters=not windows))
+        denied = _check_texts(program, texts, paths, windows=windows, remover=remover)
+        if denied is not None:
+            return denied
+        if program == "diff":
+            directories += (text for text, _, _ in texts if os.path.isdir(paths.resolve(text)))
+    if directories and not no_dereference:
+        return Denied(
+            f"`diff` of the directory `{_shorten(directories[0])}` follows the symbolic links "
+            "inside it, which the policy cannot check; add `--no-dereference`."
+        )
     return Allowed()
+
+
+def _check_texts(
+    program: str,
+    texts: Sequence[tuple[str, bool, str]],
+    paths: _Paths,
+    *,
+    windows: bool = False,
+    remover: bool = False,
+) -> Denied | None:
+    """The first of `texts` (text, shell-globbed, word it came from) that is not inside."""
+    for text, glob_expands, origin in texts:
+        clause = paths.problem(
+            text, expand_globs=glob_expands, windows_command=windows, protect_root=remover
+        )
+        if clause is not None:
+            where = f" (in `{_shorten(origin)}`)" if origin != text else ""
+            return Denied(f"`{program}` of `{_shorten(text)}`{where} {clause}")
+    return None
 
 
 def _refuse_option(program: str, option: str, *, windows: bool) -> Denied | None:
@@ -285,17 +360,15 @@ def _refuse_option(program: str, option: str, *, windows: bool) -> Denied | None
             f"`{program} {name}` reads file names from a file, which the policy cannot check; "
             "name the files directly."
         )
-    follows = (
-        _abbreviates(name.split(":", 1)[0].lower(), _FOLLOW_SYMLINK_PARAMETER)
-        if windows
-        else program in _WALKERS
-        and (_abbreviates(name, _DEREFERENCE_OPTION) or (name[1] != "-" and "L" in name))
-    )
-    if follows:
-        return Denied(
-            f"`{program} {name}` follows symbolic links wherever they lead, which the policy "
-            "cannot check; drop that option."
+    if windows and _abbreviates(name.split(":", 1)[0].lower(), _FOLLOW_SYMLINK_PARAMETER):
+        return Denied(f"`{program} {name}` {_FOLLOWS_LINKS}; drop that option.")
+    for refused in () if windows else _PROGRAM_OPTIONS.get(program, ()):
+        long_match = refused.long is not None and _abbreviates(
+            name, (refused.long, refused.shortest)
         )
+        short_match = refused.short is not None and name[1] != "-" and refused.short in name
+        if long_match or short_match:
+            return Denied(f"`{program} {name}` {refused.why}; drop that option.")
     if not option.startswith("--") and len(option) > _MAX_OPTION_CHARS:
         return Denied(
             f"An option of `{program}` is longer than {_MAX_OPTION_CHARS} characters; "

@@ -5,6 +5,9 @@ policy does: a name goes one level down, `..` one level up, `link` (only at the 
 through a symbolic link, and an absolute, drive, network or home start is outside from the
 beginning. `\\` counts as a separator, as it does for Windows programs. None of the segments
 is the workspace's own name, so once a path has left the workspace it cannot come back.
+
+`grep` and `rg` read their first operand as a pattern, not a path, so the generated commands
+give them one first; `diff` of a directory needs `--no-dereference`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,13 @@ STEPS = (*NAMES, ".", "..", "link")
 OUTSIDE_STARTS = ("/", "/etc", "/tmp", "C:\\", "C:/", "\\\\server\\share", "//server/x", "~")
 SEPARATORS = ("/", "\\")
 FLAGS = ("-r", "-f", "-v", "-la", "--verbose", "--")
+# Patterns that would fail as paths (absolute, climbing, backslashes): still only patterns.
+PATTERNS = ("needle", "/etc/passwd", "..", "../..", "\\bword\\b", "^/usr", "a|b", "~", "C:\\x")
+PATTERN_FIRST = frozenset({"grep", "rg"})
+FIND_TESTS = (
+    ("-name", "*.md"), ("-iname", "/etc"), ("-path", "../*"), ("-regex", ".*/\\.\\./.*"),
+    ("-type", "f"), ("-mtime", "-1"), ("-maxdepth", "2"), ("-printf", "\\n%p"), ("-print",),
+)  # fmt: skip
 OPERATORS = (
     ";", "&&", "||", "|", "|&", "&", ">", ">>", "<", "2>", "&>", "<<", "<<<", "<(", ">(",
     "$(", "`", "$X", "${X}", "$'x'", '$"x"', "(", ")", "{", "}", "\n", "\r", "\x00", "~", "#",
@@ -96,6 +106,13 @@ def bash(command: str, config: PolicyConfig) -> Allowed | Denied:
     return evaluate_tool_call("Bash", {"command": command}, config)
 
 
+def operands(program: str, pattern: str = "needle") -> list[str]:
+    """What comes before the paths: a pattern for grep and rg, an option for diff."""
+    if program in PATTERN_FIRST:
+        return [shlex.quote(pattern)]
+    return ["--no-dereference"] if program == "diff" else []
+
+
 @PROPERTY_SETTINGS
 @given(
     program=st.sampled_from(DEFAULT_BASH_ALLOWLIST),
@@ -114,7 +131,7 @@ def test_a_path_that_resolves_outside_is_never_allowed(
 ) -> None:
     arguments = [quoted(p.text, config) for p in others]
     arguments.insert(min(position, len(arguments)), quoted(escaping.text, config))
-    command = " ".join([program, *flags, *arguments])
+    command = " ".join([program, *flags, *operands(program), *arguments])
     assert isinstance(bash(command, config), Denied), command
 
 
@@ -156,5 +173,65 @@ def test_one_allowlisted_command_with_inside_paths_is_allowed(
     config: PolicyConfig, program: str, arguments: list[str], absolute: bool
 ) -> None:
     prefix = f"{config.workspace}/" if absolute else ""
-    command = " ".join([program, *(shlex.quote(prefix + a) for a in arguments)])
+    command = " ".join([program, *operands(program), *(shlex.quote(prefix + a) for a in arguments)])
     assert bash(command, config) == Allowed(), command
+
+
+@PROPERTY_SETTINGS
+@given(
+    program=st.sampled_from(sorted(PATTERN_FIRST)),
+    pattern=st.sampled_from(PATTERNS),
+    flags=st.lists(st.sampled_from(("-n", "-i", "-l", "-w", "-c")), max_size=2),  # rg -r: --replace
+    inside=st.lists(simple_inside_paths, max_size=2),
+    escaping=st.one_of(st.none(), paths().filter(lambda p: p.outside)),
+    as_option=st.booleans(),
+)
+def test_a_search_pattern_is_never_a_path_and_never_hides_one(
+    config: PolicyConfig,
+    program: str,
+    pattern: str,
+    flags: list[str],
+    inside: list[str],
+    escaping: GeneratedPath | None,
+    as_option: bool,
+) -> None:
+    given_pattern = ["-e", shlex.quote(pattern)] if as_option else [shlex.quote(pattern)]
+    arguments = [shlex.quote(a) for a in inside]
+    if escaping is not None:
+        arguments.append(quoted(escaping.text, config))
+    command = " ".join([program, *flags, *given_pattern, *arguments])
+    decision = bash(command, config)
+    if escaping is None:
+        assert decision == Allowed(), command
+    else:
+        assert isinstance(decision, Denied), command
+
+
+@PROPERTY_SETTINGS
+@given(
+    starts=st.lists(simple_inside_paths, max_size=2),
+    tests=st.lists(st.sampled_from(FIND_TESTS), max_size=3),
+    escaping=st.one_of(st.none(), paths().filter(lambda p: p.outside)),
+    where=st.sampled_from(("start", "-newer", "-samefile", "-anewer")),
+)
+def test_find_checks_its_starting_points_and_reference_files(
+    config: PolicyConfig,
+    starts: list[str],
+    tests: list[tuple[str, ...]],
+    escaping: GeneratedPath | None,
+    where: str,
+) -> None:
+    start_words = [shlex.quote(s) for s in starts]
+    expression = [shlex.quote(word) for test in tests for word in test]
+    if escaping is not None:
+        text = quoted(escaping.text, config)
+        if where == "start":
+            start_words.append(text)
+        else:
+            expression += [where, text]
+    command = " ".join(["find", *start_words, *expression])
+    decision = bash(command, config)
+    if escaping is None:
+        assert decision == Allowed(), command
+    else:
+        assert isinstance(decision, Denied), command
