@@ -1,7 +1,9 @@
 """One JSONL log per request, with every SDK object converted safely to JSON.
 
 A log is the full record of a turn: the request, every SDK message, permission decisions,
-errors and the final response. Users are pointed at it whenever a turn fails.
+errors and the final response. Users are pointed at it whenever a turn fails. Every string of
+a record (user and model text, tool inputs and results) is sanitized first, as stored memory
+is: `<private>` spans dropped, secrets replaced by `[REDACTED:<kind>]`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any, Literal
+
+from memory.capture import sanitize_data
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +68,21 @@ def to_jsonable(value: Any, _depth: int = 0) -> Any:
     return repr(value)
 
 
+_DELTA_FIELDS = ("text", "partial_json", "thinking")
+
+
+def _without_delta_text(record: Any) -> Any:
+    """A stream event's text delta reduced to its length: a secret split across deltas cannot
+    be recognized, and the whole text is logged with the message that follows."""
+    if isinstance(record, dict) and record.get("__type__") == "StreamEvent":
+        delta = (record.get("event") or {}).get("delta")
+        if isinstance(delta, dict):
+            for name in _DELTA_FIELDS:
+                if isinstance(delta.get(name), str):
+                    delta[name] = f"[{len(delta[name])} characters]"
+    return record
+
+
 class RequestLog:
     """Append-only JSONL file for one request. Safe to write from hooks on other tasks."""
 
@@ -75,7 +94,11 @@ class RequestLog:
 
     def write(self, record_type: RecordType, data: Any) -> None:
         line = json.dumps(
-            {"type": record_type, "ts": time.time(), "data": to_jsonable(data)},
+            {
+                "type": record_type,
+                "ts": time.time(),
+                "data": sanitize_data(_without_delta_text(to_jsonable(data))),
+            },
             ensure_ascii=False,
         )
         with self._lock:

@@ -13,7 +13,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 Accept = Callable[[re.Match[str]], bool]
 
@@ -32,19 +32,23 @@ class _Rule:
 
 
 _NOT_REDACTED = r"(?!\[REDACTED)"
+# A token starts after a non-word ASCII character, a CJK one or a JSON escape (`\n`):
+# `密钥ghp_...`, `"...\nghp_..."`; never inside a word (`task-...`).
+_TOKEN_START = r"(?:(?<![A-Za-z0-9_])|(?<=\\[nrt]))"
 
 # A value after `key=`: quoted (spaces allowed, the quotes kept) or one bare word. A bare word
 # stops at whitespace, quotes, separators and brackets, ASCII or full-width.
+# In JSON-escaped text (`\n`, `\"`) an escape ends the value, a lone backslash does not.
 _VALUE = (
     _NOT_REDACTED
-    + r"""(?:(?P<q>\\?["'“「‘`])(?!\[REDACTED)(?P<sq>[^"'”」’`\n]{1,200})"""
-    + r"""|(?P<su>[^\s"'“”「」‘’`,;，。；、()\[\]{}<>]+))"""
+    + r"""(?:(?P<q>\\?["'“「‘`])(?!\[REDACTED)(?P<sq>(?:[^"'”」’`\n\\]|\\(?![nrt"'\\]))"""
+    + r"""{1,200})|(?P<su>(?:[^\s"'“”「」‘’`,;，。；、()\[\]{}<>\\]|\\(?![nrtu"'\\/]))+))"""
 )
 # `key = value` separators: `=`, `:`, `：`, `:=`, `=>`; `is` only before a quoted value.
 _SEPARATOR = r"""(?:\\?["'])?[ \t]*(?::=|=>|[:：＝]|=(?!=)|[ \t]is[ \t]+(?=["“']))[ \t]*"""
 # The keyword starts a word or a camelCase part: `DB_PASSWORD`, `clientSecret`, never `bypass`.
 _KEY_START = (
-    r"(?:(?<![A-Za-z0-9])|(?-i:(?<=[a-z0-9])(?=[A-Z])"
+    r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt])|(?-i:(?<=[a-z0-9])(?=[A-Z])"
     r"|(?<=[A-Z0-9])(?=PASSWORD|PASSWD|SECRET|TOKEN|APIKEY)))"  # PGPASSWORD, not BYPASS
 )
 _PASSWORD_WORDS = r"pass(?:word|wd|phrase)?|pwd|pw"
@@ -131,14 +135,16 @@ _RULES: Final[tuple[_Rule, ...]] = (
             r"(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*\Z)"
         ),
     ),
-    _Rule("anthropic_key", ("sk-ant-",), re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
+    _Rule("anthropic_key", ("sk-ant-",), re.compile(_TOKEN_START + r"sk-ant-[A-Za-z0-9_\-]{20,}")),
     _Rule(
-        "openai_key", ("sk-",), re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")
+        "openai_key",
+        ("sk-",),
+        re.compile(_TOKEN_START + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
     ),
     _Rule(
         "aws_access_key",
         ("akia", "asia", "abia", "acca"),
-        re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+        re.compile(_TOKEN_START + r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
     ),
     _Rule(
         "aws_secret_key",
@@ -152,18 +158,18 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "github_token",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,})"),
+        re.compile(_TOKEN_START + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,})"),
     ),
     _Rule(
         "gitlab_token",
         ("glpat-", "gldt-", "glrt-", "glptt-", "gloas-", "glsoat-", "glcbt-", "glimt-", "glft-"),
-        re.compile(r"\bgl(?:pat|dt|rt|ptt|oas|soat|cbt|imt|ft)-[A-Za-z0-9_\-]{20,}"),
+        re.compile(_TOKEN_START + r"gl(?:pat|dt|rt|ptt|oas|soat|cbt|imt|ft)-[A-Za-z0-9_\-]{20,}"),
     ),
-    _Rule("google_api_key", ("aiza",), re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
+    _Rule("google_api_key", ("aiza",), re.compile(_TOKEN_START + r"AIza[0-9A-Za-z_\-]{35}")),
     _Rule(
         "google_oauth",
         ("gocspx-", "ya29."),
-        re.compile(r"\b(?:GOCSPX-[0-9A-Za-z_\-]{20,}|ya29\.[0-9A-Za-z_\-]{20,})"),
+        re.compile(_TOKEN_START + r"(?:GOCSPX-[0-9A-Za-z_\-]{20,}|ya29\.[0-9A-Za-z_\-]{20,})"),
     ),
     _Rule(
         "azure_client_secret",
@@ -177,7 +183,9 @@ _RULES: Final[tuple[_Rule, ...]] = (
         re.compile(r"(?i)(?<=[?&;])sig=" + _NOT_REDACTED + r"(?P<s>[A-Za-z0-9%+/=]{16,})"),
     ),
     _Rule(
-        "slack_token", ("xox", "xapp-"), re.compile(r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9\-]{10,}")
+        "slack_token",
+        ("xox", "xapp-"),
+        re.compile(_TOKEN_START + r"(?:xox[abposr]|xapp)-[A-Za-z0-9\-]{10,}"),
     ),
     _Rule(
         "slack_webhook",
@@ -187,13 +195,15 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "stripe_key",
         ("sk_live_", "rk_live_", "sk_test_", "rk_test_"),
-        re.compile(r"\b[sr]k_(?:live|test)_[0-9A-Za-z]{20,}"),
+        re.compile(_TOKEN_START + r"[sr]k_(?:live|test)_[0-9A-Za-z]{20,}"),
     ),
-    _Rule("huggingface_token", ("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    _Rule("huggingface_token", ("hf_",), re.compile(_TOKEN_START + r"hf_[A-Za-z0-9]{30,}")),
     _Rule(
         "jwt",
         ("eyj",),
-        re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+        re.compile(
+            _TOKEN_START + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
+        ),
     ),
     _Rule(
         "url_password",
@@ -388,6 +398,17 @@ def strip_private(text: str) -> str:
 def sanitize(text: str) -> str:
     """`strip_private` then `redact`: what every stored text goes through."""
     return redact(strip_private(text))
+
+
+def sanitize_data(value: object) -> Any:
+    """JSON-like data (dicts, lists, strings) with every string, keys included, sanitized."""
+    if isinstance(value, str):
+        return sanitize(value)
+    if isinstance(value, dict):
+        return {sanitize(str(k)): sanitize_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [sanitize_data(v) for v in value]
+    return value
 
 
 def clean_message(text: str, limit: int = 2000) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from errors import NotFoundError
 from memory import _text
-from memory.capture import clean_message
+from memory.capture import clean_message, sanitize
 from memory.model import NoteDraft
 from memory.state import StateBackend
 from memory.store import MemoryStore
@@ -258,7 +258,8 @@ class EpisodeStore:
         if episode.status == "completed":
             return episode
         note_id = None
-        text = _text.shorten(" ".join((summary or "").split()), SUMMARY_LIMIT)
+        # a model-written summary may quote a secret: the episode row is stored text too
+        text = _text.shorten(" ".join(sanitize(summary or "").split()), SUMMARY_LIMIT)
         if text:
             result = self.store.save(
                 NoteDraft(

@@ -493,11 +493,14 @@ class HookService:
         return "<memory-context>\n" + "\n".join(lines) + "\n</memory-context>"
 
     def post_tool_use(self, request: HookRequest) -> None:
+        from memory.capture import sanitize_data
+
         payload = request.payload
+        # sanitized whole, before observe_tool cuts excerpts: a cut secret is no longer found
         observation = observe_tool(
             str(payload.get("tool_name") or ""),
-            payload.get("tool_input") or {},
-            payload.get("tool_response"),
+            sanitize_data(payload.get("tool_input") or {}),
+            sanitize_data(payload.get("tool_response")),
             request.project.root,
         )
         if observation is None:
@@ -919,6 +922,9 @@ def _setup_logging(home: Path) -> None:
     handler.setFormatter(
         logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     )
+    from memory.capture import RedactingFilter  # every hook event but the lightest loads it
+
+    handler.addFilter(RedactingFilter())  # messages and tracebacks sanitized before writing
     root.addHandler(handler)
     root.setLevel(logging.INFO)
 

@@ -611,8 +611,10 @@ def build_server(home: Path, *, cwd: str | None = None) -> tuple[FastMCP, Memory
 
 
 def _log_to_file(home: Path) -> None:
-    """Logs to `<home>/logs/mcp.log`; stdout belongs to the protocol."""
+    """Logs to `<home>/logs/mcp.log`; stdout belongs to the protocol. Sanitized as memory."""
     import logging.handlers
+
+    from memory.capture import RedactingFilter
 
     try:
         (home / "logs").mkdir(parents=True, exist_ok=True)
@@ -622,6 +624,7 @@ def _log_to_file(home: Path) -> None:
     except OSError:
         return
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())  # tool arguments may be logged on errors
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)

@@ -111,7 +111,7 @@ def observe_tool(
 ) -> Observation | None:
     """A short, rule-based record of one tool call, or None for noise. Never whole file
     contents: edits keep a short excerpt, writes only their size, commands their output tail.
-    (Secrets are redacted when the observation is stored.)"""
+    (The hook sanitizes the tool input and response before, and the stored text again.)"""
     if not tool_name or tool_name in NOISE_TOOLS or _is_own_tool(tool_name):
         return None
     args = dict(tool_input) if isinstance(tool_input, Mapping) else {}
