@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from memory.capture import sanitize
 from memory.sqlite import SQLiteDB
 
 _MIGRATIONS: tuple[str, ...] = (
@@ -163,7 +164,7 @@ class ConversationStore:
             db.execute(
                 "INSERT OR IGNORE INTO conversations(id, title, source, created, updated)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, title[:80], source, now, now),
+                (conversation_id, sanitize(title)[:80], source, now, now),
             )
 
     def set_session(self, conversation_id: str, session_id: str | None) -> None:
@@ -193,8 +194,8 @@ class ConversationStore:
                 (
                     conversation_id,
                     started,
-                    message,
-                    reply,
+                    sanitize(message),  # history is stored text: no secrets, no <private>
+                    sanitize(reply),
                     int(is_error),
                     log_file,
                     session_id,

@@ -18,6 +18,7 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Json
 
 from agent.conversations import Conversation, TurnRecord
+from memory.capture import sanitize
 from storage.postgres import LOCK_CLASS_CONVERSATION_TURN, PostgresDatabase
 
 logger = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class PostgresConversationStore:
             conn.execute(
                 "INSERT INTO conversations(id, title, source, created, updated)"
                 " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                (conversation_id, _text(title[:80]), _text(source), now, now),
+                (conversation_id, _text(sanitize(title)[:80]), _text(source), now, now),
             )
 
     def set_session(self, conversation_id: str, session_id: str | None) -> None:
@@ -112,8 +113,8 @@ class PostgresConversationStore:
                 (
                     conversation_id,
                     started,
-                    _text(message),
-                    _text(reply),
+                    _text(sanitize(message)),  # history is stored text: no secrets
+                    _text(sanitize(reply)),
                     is_error,
                     _text(log_file),
                     session_id,
