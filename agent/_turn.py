@@ -54,6 +54,10 @@ class TurnState:
         self.sink = sink
         self.texts: list[str] = []
         self.tool_names: dict[str, str] = {}
+        self.tool_summaries: dict[str, str] = {}
+        # Every tool step of the turn, in order, with its final state: kept with the turn's
+        # history so a reload shows the refused and failed steps too.
+        self.steps: dict[str, dict[str, str]] = {}
         self.denied: dict[str, str] = {}
         self.failures: list[ToolFailure] = []
         self.result: ResultMessage | None = None
@@ -92,7 +96,8 @@ class TurnState:
                 if tool_use_id:
                     self.denied[tool_use_id] = reason
                 else:
-                    self.failures.append(ToolFailure(tool_name, reason, denied=True))
+                    summary = summarize_tool_input(tool_name, tool_input)
+                    self.failures.append(ToolFailure(tool_name, reason, True, summary))
             case Allowed():
                 allowed, reason = True, ""
         self.log.write(
@@ -154,17 +159,13 @@ class TurnState:
             if isinstance(block, TextBlock):
                 self.texts.append(block.text)
             elif isinstance(block, ToolUseBlock):
+                summary = summarize_tool_input(block.name, block.input)
                 self.tool_names[block.id] = block.name
+                self.tool_summaries[block.id] = summary
+                self.steps[block.id] = {"name": block.name, "summary": summary, "status": "started"}
                 if block.name in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
                     self.file_changes += 1
-                await self.emit(
-                    ToolStep(
-                        block.id,
-                        block.name,
-                        summarize_tool_input(block.name, block.input),
-                        "started",
-                    )
-                )
+                await self.emit(ToolStep(block.id, block.name, summary, "started"))
 
     async def _user(self, msg: UserMessage) -> None:
         if not isinstance(msg.content, list):
@@ -173,16 +174,30 @@ class TurnState:
             if not isinstance(block, ToolResultBlock):
                 continue
             name = self.tool_names.get(block.tool_use_id, "tool")
+            summary = self.tool_summaries.get(block.tool_use_id, "")
             text = _result_text(block)
+            step: ToolStep
             if block.tool_use_id in self.denied:
                 reason = self.denied[block.tool_use_id]
-                self.failures.append(ToolFailure(name, reason, denied=True))
-                await self.emit(ToolStep(block.tool_use_id, name, "", "denied", reason))
+                self.failures.append(ToolFailure(name, reason, True, summary))
+                step = ToolStep(block.tool_use_id, name, summary, "denied", reason)
             elif block.is_error:
-                self.failures.append(ToolFailure(name, text or "the tool reported an error"))
-                await self.emit(ToolStep(block.tool_use_id, name, "", "error", text[:500]))
+                message = text or "the tool reported an error"
+                self.failures.append(ToolFailure(name, message, False, summary))
+                step = ToolStep(block.tool_use_id, name, summary, "error", text[:500])
             else:
-                await self.emit(ToolStep(block.tool_use_id, name, "", "ok", text[:200]))
+                step = ToolStep(block.tool_use_id, name, summary, "ok", text[:200])
+            self.steps[block.tool_use_id] = {
+                "name": name,
+                "summary": summary,
+                "status": step.status,
+                "detail": step.detail[:300],
+            }
+            await self.emit(step)
+
+    def step_records(self) -> list[dict[str, str]]:
+        """The turn's tool steps for its history (a step never finished reads 'started')."""
+        return list(self.steps.values())
 
     def outcome(self, *, timeout_seconds: float | None) -> TurnOutcome:
         r = self.result

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from memory.capture import sanitize
+from memory.capture import sanitize, sanitize_data
 from memory.sqlite import SQLiteDB
 
 _MIGRATIONS: tuple[str, ...] = (
@@ -42,6 +42,9 @@ _MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX turns_by_conversation ON turns(conversation_id, id);
     """,
+    # The turn's tool steps with their final state, so a reload shows refused and failed steps.
+    "ALTER TABLE turns ADD COLUMN tools TEXT NOT NULL DEFAULT '[]';"
+    " ALTER TABLE turns ADD COLUMN status TEXT;",
 )
 
 
@@ -79,6 +82,9 @@ class TurnRecord:
     session_id: str | None
     cost_usd: float | None
     injected: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    status: str | None = None
+    """completed, stopped, timed_out or failed (agent.replies.TurnStatus); None before 0.2."""
 
     def to_public(self) -> dict[str, Any]:
         return {
@@ -90,6 +96,8 @@ class TurnRecord:
             "session_id": self.session_id,
             "cost_usd": self.cost_usd,
             "injected": self.injected,
+            "tools": self.tools,
+            "status": self.status or ("failed" if self.is_error else "completed"),
         }
 
 
@@ -126,8 +134,11 @@ class ConversationBackend(Protocol):
         session_id: str | None,
         cost_usd: float | None,
         injected: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        status: str | None = None,
     ) -> None:
-        """Append a turn; count it, add its cost, and adopt its session id when it has one."""
+        """Append a turn; count it, add its cost, and adopt its session id when it has one.
+        `cost_usd` is this turn's own cost; the conversation's total is the sum."""
         ...
 
     def turns(self, conversation_id: str, limit: int = 500) -> list[TurnRecord]:
@@ -186,11 +197,14 @@ class ConversationStore:
         session_id: str | None,
         cost_usd: float | None,
         injected: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        status: str | None = None,
     ) -> None:
         with self._db.write() as db:
             db.execute(
                 "INSERT INTO turns(conversation_id, started, message, reply, is_error, log_file,"
-                " session_id, cost_usd, injected) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " session_id, cost_usd, injected, tools, status)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     conversation_id,
                     started,
@@ -201,6 +215,8 @@ class ConversationStore:
                     session_id,
                     cost_usd,
                     json.dumps(injected, ensure_ascii=False),
+                    json.dumps(sanitize_data(tools or []), ensure_ascii=False),
+                    status,
                 ),
             )
             db.execute(
@@ -224,6 +240,8 @@ class ConversationStore:
                 session_id=r["session_id"],
                 cost_usd=r["cost_usd"],
                 injected=json.loads(r["injected"]),
+                tools=json.loads(r["tools"]),
+                status=r["status"],
             )
             for r in rows
         ]

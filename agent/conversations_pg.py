@@ -18,7 +18,7 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Json
 
 from agent.conversations import Conversation, TurnRecord
-from memory.capture import sanitize
+from memory.capture import sanitize, sanitize_data
 from storage.postgres import LOCK_CLASS_CONVERSATION_TURN, PostgresDatabase
 
 logger = logging.getLogger(__name__)
@@ -52,6 +52,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX conversation_turns_by_conversation ON conversation_turns(conversation_id, id);
     """,
+    # The turn's tool steps with their final state, so a reload shows refused and failed steps.
+    "ALTER TABLE conversation_turns ADD COLUMN tools JSON NOT NULL DEFAULT '[]';"
+    " ALTER TABLE conversation_turns ADD COLUMN status TEXT;",
 )
 
 
@@ -104,12 +107,14 @@ class PostgresConversationStore:
         session_id: str | None,
         cost_usd: float | None,
         injected: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        status: str | None = None,
     ) -> None:
         with self._db.transaction() as conn:
             conn.execute(
                 "INSERT INTO conversation_turns(conversation_id, started, message, reply,"
-                " is_error, log_file, session_id, cost_usd, injected)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " is_error, log_file, session_id, cost_usd, injected, tools, status)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     conversation_id,
                     started,
@@ -120,6 +125,8 @@ class PostgresConversationStore:
                     session_id,
                     cost_usd,
                     Json(injected),
+                    Json(sanitize_data(tools or [])),
+                    status,
                 ),
             )
             # `turns = turns + 1` in one statement: concurrent instances never lose a count.
@@ -144,6 +151,8 @@ class PostgresConversationStore:
                 session_id=r["session_id"],
                 cost_usd=r["cost_usd"],
                 injected=r["injected"],
+                tools=r["tools"],
+                status=r["status"],
             )
             for r in rows
         ]

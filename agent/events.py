@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from agent.replies import TurnStatus
+
 ToolStatus = Literal["started", "ok", "error", "denied"]
 
 
@@ -62,6 +64,13 @@ class TurnResult:
     duration_ms: int | None = None
     num_turns: int | None = None
     notices: tuple[str, ...] = field(default_factory=tuple)
+    status: TurnStatus = "completed"
+    refused: tuple[dict[str, str], ...] = ()
+    """Tool calls the permission policy refused: `{tool, input, reason}` (input shortened)."""
+    failed: tuple[dict[str, str], ...] = ()
+    """Tool calls that ran and reported an error, same shape."""
+    steps: tuple[dict[str, str], ...] = ()
+    """Every tool step with its final state (`name, summary, status, detail`), for history."""
     kind: Literal["result"] = "result"
 
     def to_public(self) -> dict[str, Any]:
@@ -71,6 +80,9 @@ class TurnResult:
             "conversation_id": self.conversation_id,
             "session_id": self.session_id,
             "is_error": self.is_error,
+            "status": self.status,
+            "refused": list(self.refused),
+            "failed": list(self.failed),
             "log_file": self.log_file,
             "cost_usd": self.cost_usd,
         }

@@ -3,13 +3,27 @@
 Order of precedence: an API failure > assistant text > a failed or refused tool >
 an interruption or execution error > "done, no text output". A turn that failed never
 reads as success, and text is never repeated when the result echoes the assistant.
+
+Every refused or failed tool call is stated next to whatever the model wrote, so a model that
+claims success after a refusal cannot hide it. A stopped turn reads "Stopped", not as a crash.
+No server path appears in the text: the log file travels in its own field.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 NO_OUTPUT = "Done, no text output."
+STOPPED = "Stopped."
+
+TurnStatus = Literal["completed", "stopped", "timed_out", "failed"]
+"""completed: the model finished; stopped: interrupted on request; timed_out: interrupted by
+the time limit; failed: anything else that kept the turn from finishing. `is_error` is true for
+every status but completed."""
+
+_LISTED: Final = 5  # refused/failed steps listed in a reply; the rest are counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +31,11 @@ class ToolFailure:
     tool_name: str
     message: str
     denied: bool = False
+    summary: str = ""
+    """The command or path, shortened (empty when the tool had no such input)."""
+
+    def to_public(self) -> dict[str, str]:
+        return {"tool": self.tool_name, "input": self.summary, "reason": self.message}
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,51 +63,74 @@ class TurnOutcome:
 class Reply:
     text: str
     is_error: bool
+    status: TurnStatus = "completed"
 
 
 def build_reply(outcome: TurnOutcome, *, base_url: str | None = None) -> Reply:
-    """Choose the reply text and error flag for a finished turn."""
+    """Choose the reply text, error flag and status for a finished turn."""
     reply = _core_reply(outcome, base_url)
     if outcome.notices:
-        text = "\n\n".join([*outcome.notices, reply.text])
-        return Reply(text, reply.is_error)
+        return Reply("\n\n".join([*outcome.notices, reply.text]), reply.is_error, reply.status)
     return reply
 
 
 def _core_reply(o: TurnOutcome, base_url: str | None) -> Reply:
     if o.crashed is not None:
         return Reply(
-            f"Execution failed: the Claude CLI stopped unexpectedly ({o.crashed}). "
-            f"The conversation will restart on the next message. Log: {o.log_file}",
+            f"Execution failed: the Claude CLI stopped unexpectedly "
+            f"({without_paths(o.crashed)}). The conversation will restart on the next message.",
             True,
+            "failed",
         )
     api = _api_error_reply(o, base_url)
     if api is not None:
         return api
 
     text = _joined_text(o)
-    stopped = o.timed_out or o.interrupted or _ended_in_error(o)
-    if text:
-        if o.timed_out:
-            return Reply(f"{text}\n\n{_timeout_sentence(o)}", True)
-        if o.interrupted:
-            return Reply(f"{text}\n\n[Execution interrupted. Log: {o.log_file}]", True)
-        return Reply(text, o.result_is_error)
-
-    if o.tool_failures:
-        failure = o.tool_failures[-1]
-        verb = "was refused" if failure.denied else "failed"
-        reason = _one_line(failure.message)
-        return Reply(
-            f"Execution failed: `{failure.tool_name}` {verb}: {reason} Log: {o.log_file}",
-            True,
-        )
+    steps = _failures_section(o.tool_failures)
     if o.timed_out:
-        return Reply(_timeout_sentence(o), True)
-    if stopped:
+        status: TurnStatus = "timed_out"
+        ending = _timeout_sentence(o)
+    elif o.interrupted:
+        status, ending = "stopped", STOPPED
+    elif _ended_in_error(o):
         detail = f" ({o.result_subtype})" if o.result_subtype not in (None, "success") else ""
-        return Reply(f"Execution interrupted{detail}. Log: {o.log_file}", True)
-    return Reply(NO_OUTPUT, o.result_is_error)
+        status, ending = "failed", f"Execution interrupted{detail}."
+    elif text:
+        status = "failed" if o.result_is_error else "completed"
+        ending = ""
+    elif o.tool_failures:
+        refused = any(f.denied for f in o.tool_failures)
+        status = "failed"
+        ending = (
+            "Execution failed: a step was refused."
+            if refused
+            else ("Execution failed: a step failed.")
+        )
+    else:
+        return Reply(NO_OUTPUT, o.result_is_error, "failed" if o.result_is_error else "completed")
+    parts = [part for part in (text, steps, ending) if part]
+    if not text and ending:  # the headline first when the model said nothing
+        parts = [ending, *[p for p in (steps,) if p]]
+    return Reply("\n\n".join(parts), status != "completed", status)
+
+
+def _failures_section(failures: tuple[ToolFailure, ...]) -> str:
+    """Plain-words lines for every refused and failed step, refused first."""
+    lines: list[str] = []
+    for denied, heading in ((True, "Refused (not run):"), (False, "Failed:")):
+        group = [f for f in failures if f.denied is denied]
+        if not group:
+            continue
+        lines.append(heading)
+        for failure in group[:_LISTED]:
+            what = f" `{failure.summary}`" if failure.summary else ""
+            # The reason is the policy's or the CLI's text: no server paths in it.
+            reason = _one_line(without_paths(failure.message), 200)
+            lines.append(f"- {failure.tool_name}{what}: {reason}")
+        if len(group) > _LISTED:
+            lines.append(f"- … and {len(group) - _LISTED} more (see the log)")
+    return "\n".join(lines)
 
 
 def _joined_text(o: TurnOutcome) -> str:
@@ -113,19 +155,25 @@ def _ended_in_error(o: TurnOutcome) -> bool:
 
 def _timeout_sentence(o: TurnOutcome) -> str:
     limit = f" after {o.timeout_seconds:g} s" if o.timeout_seconds else ""
-    return (
-        f"Execution interrupted: the turn timed out{limit}. "
-        f"The conversation is still usable. Log: {o.log_file}"
-    )
+    return f"Stopped: the turn timed out{limit}. The conversation is still usable."
 
 
 def _one_line(message: str, limit: int = 300) -> str:
     line = " ".join(message.split())
     if len(line) > limit:
         line = line[: limit - 1] + "…"
-    if line and line[-1] not in ".!?。":
+    if line and line[-1] not in ".!?。…":
         line += "."
     return line
+
+
+# An absolute POSIX path (two pieces or more) not inside a URL: `/home/u/.x/logs/a.jsonl`.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w:/.~-])/(?:[^\s/'\"`()<>]+/)+([^\s/'\"`()<>]*)")
+
+
+def without_paths(text: str) -> str:
+    """Text the app wrote (errors, exceptions) with server paths cut to their last piece."""
+    return _ABSOLUTE_PATH.sub(lambda m: f"…/{m.group(1)}" if m.group(1) else "…/", text)
 
 
 def _api_error_reply(o: TurnOutcome, base_url: str | None) -> Reply | None:
@@ -161,7 +209,7 @@ def _api_error_reply(o: TurnOutcome, base_url: str | None) -> Reply | None:
         text = f"The model API rejected the request (HTTP {status}): {_one_line(raw)}"
     else:
         text = f"The model API failed: {_one_line(raw) or kind}"
-    return Reply(f"{text} Log: {o.log_file}", True)
+    return Reply(text, True, "failed")
 
 
 _NO_CREDENTIALS = (

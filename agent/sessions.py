@@ -41,9 +41,10 @@ from agent.options import (
     permission_gates,
 )
 from agent.policy import PolicyConfig
-from agent.replies import build_reply
+from agent.replies import Reply, TurnOutcome, build_reply, without_paths
 from errors import InvalidInputError
 from settings import Settings
+from storage.urls import safe_url
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,9 @@ class _Actor:
         self.session_id: str | None = None
         self.current: TurnState | None = None
         self.turns_seen = 0  # recorded turns our client's history holds (with a TurnLock)
+        # The CLI reports a session's running cost total (also across a resume); a turn's own
+        # cost is the difference from the total seen before it.
+        self.cost_seen = 0.0
         self.last_used = time.monotonic()
         self.stop_at: float | None = None
         self.stopping = False
@@ -222,6 +226,8 @@ class _Actor:
             try:
                 await self._open(SessionStart(resume=resume), state)
                 self.session_id = resume
+                turns = await asyncio.to_thread(manager.store.turns, self.conversation_id)
+                self.cost_seen = sum(t.cost_usd or 0.0 for t in turns if t.session_id == resume)
                 return
             except Exception as exc:
                 logger.warning(
@@ -235,6 +241,7 @@ class _Actor:
         new_id = str(uuid.uuid4())
         await self._open(SessionStart(session_id=new_id), state)
         self.session_id = new_id
+        self.cost_seen = 0.0
 
     async def _open(self, start: SessionStart, state: TurnState) -> None:
         manager = self.manager
@@ -287,11 +294,12 @@ class _Actor:
                 logger.exception("turn of %s failed", self.conversation_id)
                 log.write("error", {"stage": "turn", "error": exc})
                 result = TurnResult(
-                    reply=f"Execution failed: {exc}. Log: {log.path}",
+                    reply=f"Execution failed: {without_paths(str(exc))}",
                     conversation_id=self.conversation_id,
                     session_id=self.session_id,
                     is_error=True,
                     log_file=str(log.path),
+                    status="failed",
                 )
             log.write("response", result.to_public())
             log.close()
@@ -319,6 +327,8 @@ class _Actor:
                 session_id=result.session_id,
                 cost_usd=result.cost_usd,
                 injected=state.injected,
+                tools=list(result.steps),
+                status=result.status,
             )
         except Exception:  # the caller still gets its reply; the history misses this turn
             logger.exception("could not record a turn of %s", self.conversation_id)
@@ -385,31 +395,45 @@ class _Actor:
             self.manager.store.set_session(self.conversation_id, state.session_id)
         outcome = state.outcome(timeout_seconds=settings.turn_timeout_seconds)
         if turn.kind == "compact":
-            text, is_error = self._compact_reply(state, outcome)
+            reply = self._compact_reply(state, outcome)
         else:
-            reply = build_reply(outcome, base_url=settings.anthropic_base_url)
-            text, is_error = reply.text, reply.is_error
+            base_url = settings.anthropic_base_url
+            reply = build_reply(outcome, base_url=safe_url(base_url) if base_url else None)
         r = state.result
         return TurnResult(
-            reply=text,
+            reply=reply.text,
             conversation_id=self.conversation_id,
             session_id=self.session_id,
-            is_error=is_error,
+            is_error=reply.is_error,
             log_file=str(state.log.path),
-            cost_usd=r.total_cost_usd if r else None,
+            cost_usd=self._turn_cost(r.total_cost_usd if r else None),
             duration_ms=r.duration_ms if r else None,
             num_turns=r.num_turns if r else None,
             notices=tuple(state.notices),
+            status=reply.status,
+            refused=tuple(f.to_public() for f in outcome.tool_failures if f.denied),
+            failed=tuple(f.to_public() for f in outcome.tool_failures if not f.denied),
+            steps=tuple(state.step_records()),
         )
 
+    def _turn_cost(self, session_total: float | None) -> float | None:
+        """This turn's cost from the session's running total (see `cost_seen`)."""
+        if session_total is None:
+            return None
+        # A total below what we saw means the CLI counts from zero again (a fresh process
+        # that does not carry the resumed session's total): all of it is this turn's.
+        cost = session_total - self.cost_seen if session_total >= self.cost_seen else session_total
+        self.cost_seen = session_total
+        return round(cost, 10)
+
     @staticmethod
-    def _compact_reply(state: TurnState, outcome: Any) -> tuple[str, bool]:
+    def _compact_reply(state: TurnState, outcome: TurnOutcome) -> Reply:
         if state.compacted:
-            return "Compacted the conversation: earlier turns are now a summary.", False
+            return Reply("Compacted the conversation: earlier turns are now a summary.", False)
         reply = build_reply(outcome)
         if reply.is_error:
-            return f"Compaction failed: {reply.text}", True
-        return "Nothing to compact yet.", False
+            return Reply(f"Compaction failed: {reply.text}", True, reply.status)
+        return Reply("Nothing to compact yet.", False)
 
 
 class _CurrentTurn:

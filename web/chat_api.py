@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
@@ -28,13 +28,26 @@ class ChatRequest(BaseModel):
     )
 
 
+class ToolIssue(BaseModel):
+    tool: str = Field(description="The tool's name, e.g. Bash or Write.")
+    input: str = Field(description="The command or path, shortened.")
+    reason: str = Field(description="Why it was refused, or the error it reported.")
+
+
 class ChatResponse(BaseModel):
-    reply: str
+    reply: str = Field(
+        description="The answer, with every refused or failed step stated in plain words."
+    )
     conversation_id: str
     session_id: str | None
-    is_error: bool
-    log_file: str
-    cost_usd: float | None
+    is_error: bool = Field(description="True when the turn did not complete (see status).")
+    status: Literal["completed", "stopped", "timed_out", "failed"] = Field(
+        description="completed; stopped (interrupted on request); timed_out; failed."
+    )
+    refused: list[ToolIssue] = Field(description="Tool calls the permission policy refused.")
+    failed: list[ToolIssue] = Field(description="Tool calls that ran and reported an error.")
+    log_file: str = Field(description="This request's JSONL log on the server.")
+    cost_usd: float | None = Field(description="This turn's own cost (not a running total).")
 
 
 def _sessions(request: Request) -> SessionManager:

@@ -102,7 +102,7 @@ async def test_denied_tool_call_reads_as_failure(
     async with running_app(make_settings()) as client:
         body = (await client.post("/api/chat", json={"message": "fetch it"})).json()
     assert body["is_error"] is True
-    assert body["reply"].startswith("Execution failed: `Bash` was refused")
+    assert body["reply"].startswith("Execution failed: a step was refused.")
     assert "curl" in body["reply"]
     records = [json.loads(line) for line in Path(body["log_file"]).read_text().splitlines()]
     permissions = [r["data"] for r in records if r["type"] == "permission"]
@@ -126,7 +126,11 @@ async def test_denied_tool_then_interrupted_turn_is_not_success(
     assert stop.json() == {"interrupted": True}
     assert body["is_error"] is True
     assert "never seen" not in body["reply"]
-    assert body["reply"].startswith("Execution failed: `Bash` was refused")
+    # Stopped on request (not a crash), and the refused step is still named.
+    assert (body["status"], body["is_error"]) == ("stopped", True)
+    assert body["reply"].startswith("Stopped.")
+    assert "Refused (not run):\n- Bash `curl http://example.com`" in body["reply"]
+    assert [r["tool"] for r in body["refused"]] == ["Bash"]
     assert after["reply"] == "echo: are you ok?"
 
 

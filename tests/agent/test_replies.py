@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.replies import NO_OUTPUT, ToolFailure, TurnOutcome, build_reply
+from agent.replies import NO_OUTPUT, STOPPED, ToolFailure, TurnOutcome, build_reply, without_paths
 
 LOG = "/logs/x.jsonl"
 OK = {"result_subtype": "success", "terminal_reason": "completed"}
@@ -22,13 +22,17 @@ def outcome(**fields: object) -> TurnOutcome:
         ({"texts": ("",), "result_text": "fallback", **OK}, "fallback", False),
         ({**OK}, NO_OUTPUT, False),
         (
-            {"tool_failures": (ToolFailure("Bash", "rm of /x is outside", denied=True),), **OK},
-            "Execution failed: `Bash` was refused: rm of /x is outside.",
+            {
+                "tool_failures": (ToolFailure("Bash", "rm of /x is outside", True, "rm /x"),),
+                **OK,
+            },
+            "Execution failed: a step was refused.\n\nRefused (not run):\n"
+            "- Bash `rm /x`: rm of /x is outside.",
             True,
         ),
         (
-            {"tool_failures": (ToolFailure("Read", "ENOENT"),), **OK},
-            "Execution failed: `Read` failed: ENOENT.",
+            {"tool_failures": (ToolFailure("Read", "ENOENT", False, "a.txt"),), **OK},
+            "Execution failed: a step failed.\n\nFailed:\n- Read `a.txt`: ENOENT.",
             True,
         ),
         (
@@ -36,15 +40,11 @@ def outcome(**fields: object) -> TurnOutcome:
             "Execution interrupted (error_during_execution).",
             True,
         ),
-        ({"interrupted": True, **OK}, "Execution interrupted", True),
-        (
-            {"texts": ("partial",), "interrupted": True, **OK},
-            "partial\n\n[Execution interrupted",
-            True,
-        ),
+        ({"interrupted": True, **OK}, STOPPED, True),
+        ({"texts": ("partial",), "interrupted": True, **OK}, "partial\n\nStopped.", True),
         (
             {"timed_out": True, "timeout_seconds": 5.0},
-            "Execution interrupted: the turn timed out after 5 s",
+            "Stopped: the turn timed out after 5 s",
             True,
         ),
         (
@@ -108,9 +108,65 @@ def test_api_error_text_is_never_the_reply_verbatim() -> None:
     assert "ANTHROPIC_API_KEY" in reply.text
 
 
-def test_failures_point_at_the_log_file() -> None:
-    for fields in ({"interrupted": True}, {"tool_failures": (ToolFailure("Bash", "x"),)}):
-        assert LOG in build_reply(outcome(**fields)).text  # type: ignore[arg-type]
+def test_no_reply_names_a_server_path() -> None:
+    # The log file travels in its own field; user-facing text never holds a server path.
+    for fields in (
+        {"interrupted": True},
+        {"tool_failures": (ToolFailure("Bash", "x"),)},
+        {"crashed": "ProcessError: /srv/app/.venv/bin/claude exited"},
+        {"api_error_status": 401},
+        {"timed_out": True},
+    ):
+        assert "/" not in build_reply(outcome(**fields)).text.replace("…/", "")  # type: ignore[arg-type]
+
+
+def test_a_claim_of_success_after_a_refusal_still_names_the_refused_command() -> None:
+    refused = ToolFailure("Bash", "`rm` of `/` is outside the workspace", True, "rm -rf /")
+    reply = build_reply(
+        outcome(texts=("All clean! I removed everything.",), tool_failures=(refused,), **OK)
+    )
+    assert reply.text.startswith("All clean! I removed everything.")
+    assert "Refused (not run):\n- Bash `rm -rf /`: `rm` of `/` is outside" in reply.text
+    assert (reply.is_error, reply.status) == (False, "completed")
+
+
+def test_many_failures_are_listed_briefly() -> None:
+    failures = tuple(ToolFailure("Read", f"missing {i}", False, f"f{i}") for i in range(8))
+    text = build_reply(outcome(texts=("ok",), tool_failures=failures, **OK)).text
+    assert text.count("\n- Read") == 5
+    assert "and 3 more" in text
+
+
+@pytest.mark.parametrize(
+    ("fields", "status"),
+    [
+        ({"texts": ("hi",), **OK}, "completed"),
+        ({"texts": ("hi",), "interrupted": True, **OK}, "stopped"),
+        ({"interrupted": True}, "stopped"),
+        ({"timed_out": True}, "timed_out"),
+        ({"crashed": "x"}, "failed"),
+        ({"api_error_status": 529}, "failed"),
+        ({"result_subtype": "error_max_turns", "result_is_error": True}, "failed"),
+    ],
+)
+def test_status_says_how_the_turn_ended(fields: dict[str, object], status: str) -> None:
+    reply = build_reply(outcome(**fields))
+    assert reply.status == status
+    assert reply.is_error is (status != "completed")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("No such file: /home/u/.claude-memory/logs/a.jsonl", "No such file: …/a.jsonl"),
+        ("see http://127.0.0.1:8/v1/messages", "see http://127.0.0.1:8/v1/messages"),
+        ("a/b and ./c/d stay", "a/b and ./c/d stay"),
+        ("dir /srv/x/ gone", "dir …/ gone"),
+        ("ratio 1/2", "ratio 1/2"),
+    ],
+)
+def test_server_paths_are_cut_from_app_text(text: str, expected: str) -> None:
+    assert without_paths(text) == expected
 
 
 def test_notices_come_before_the_reply() -> None:

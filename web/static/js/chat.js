@@ -215,7 +215,15 @@ async function loadConversation(id) {
   for (const turn of data.history) {
     const view = createTurn(turn.message);
     view.showMemory(turn.injected || []);
-    view.finish({ reply: turn.reply, is_error: turn.is_error, cost_usd: turn.cost_usd, started: turn.started });
+    // The turn's tool steps, refused and failed ones included, as they ended.
+    (turn.tools || []).forEach((step, i) => view.tool({ tool_use_id: `saved-${i}`, ...step }));
+    view.finish({
+      reply: turn.reply,
+      is_error: turn.is_error,
+      status: turn.status,
+      cost_usd: turn.cost_usd,
+      started: turn.started,
+    });
   }
   if (state.busy?.conversationId === id) {
     // Back to the conversation whose reply is streaming here: show that turn again.
@@ -403,15 +411,20 @@ function createTurn(message) {
     showMemory(notes) {
       memory.add(notes);
     },
-    finish({ reply, is_error, cost_usd, started }) {
+    finish({ reply, is_error, status, cost_usd, started }) {
       cancelAnimationFrame(frame);
       frame = 0;
       text = reply ?? text;
       content.replaceChildren(renderMarkdown(text));
       assistant.classList.remove("streaming");
-      assistant.classList.toggle("error", Boolean(is_error));
+      // Stopping on request is not a failure: a neutral "Stopped", never the red error look.
+      const stopped = status === "stopped";
+      assistant.classList.toggle("error", Boolean(is_error) && !stopped);
+      assistant.classList.toggle("stopped", stopped);
       const bits = [];
-      if (is_error) bits.push(h("span", { class: "badge badge-error" }, "Error"));
+      if (stopped) bits.push(h("span", { class: "badge badge-stopped" }, "Stopped"));
+      else if (status === "timed_out") bits.push(h("span", { class: "badge badge-error" }, "Timed out"));
+      else if (is_error) bits.push(h("span", { class: "badge badge-error" }, "Error"));
       if (started) bits.push(h("span", {}, new Date(started * 1000).toLocaleString()));
       if (cost_usd) bits.push(h("span", {}, formatCost(cost_usd)));
       footer.replaceChildren(...bits);
@@ -477,7 +490,7 @@ async function send() {
       err.name === "AbortError"
         ? "Stopped. The server may still finish this turn; it will show in the history."
         : `Could not send: ${err.message}`;
-    turn.finish({ reply, is_error: true });
+    turn.finish({ reply, is_error: true, status: err.name === "AbortError" ? "stopped" : "failed" });
     if (err instanceof ApiError && !state.current) ui.input.value = message;
   } finally {
     setBusy(null);
