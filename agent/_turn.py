@@ -64,6 +64,7 @@ class TurnState:
         self.api_error_kind: str | None = None
         self.api_error_text: str | None = None
         self.interrupted = False
+        self.stop_reason: str | None = None  # why it was interrupted, when not on request
         self.timed_out = False
         self.crashed: str | None = None
         self.compacted = False
@@ -213,6 +214,7 @@ class TurnState:
             api_error_text=self.api_error_text,
             tool_failures=tuple(self.failures),
             interrupted=self.interrupted,
+            stop_reason=self.stop_reason,
             timed_out=self.timed_out,
             timeout_seconds=timeout_seconds,
             crashed=self.crashed,

@@ -53,6 +53,8 @@ class TurnOutcome:
     api_error_text: str | None = None
     tool_failures: tuple[ToolFailure, ...] = ()
     interrupted: bool = False
+    stop_reason: str | None = None
+    """The sentence for an interruption not asked for by the user (the app shutting down)."""
     timed_out: bool = False
     timeout_seconds: float | None = None
     crashed: str | None = None
@@ -92,7 +94,7 @@ def _core_reply(o: TurnOutcome, base_url: str | None) -> Reply:
         status: TurnStatus = "timed_out"
         ending = _timeout_sentence(o)
     elif o.interrupted:
-        status, ending = "stopped", STOPPED
+        status, ending = "stopped", o.stop_reason or STOPPED
     elif _ended_in_error(o):
         detail = f" ({o.result_subtype})" if o.result_subtype not in (None, "success") else ""
         status, ending = "failed", f"Execution interrupted{detail}."

@@ -106,6 +106,9 @@ class LiveStatus:
     last_used: float
 
 
+SHUTDOWN_STOP = "Stopped: the app is shutting down. Send the message again in a moment."
+
+
 class _Actor:
     """One conversation's task: owns its client from connect to disconnect."""
 
@@ -142,11 +145,14 @@ class _Actor:
             self.stop_at = time.monotonic() + after
             self.queue.put_nowait(_Wake())  # wake the loop so it re-reads stop_at
 
-    async def interrupt(self) -> bool:
+    async def interrupt(self, *, why: str | None = None) -> bool:
+        """Stop the running turn; `why` (a sentence) goes into its reply."""
         state, client = self.current, self.client
         if state is None or client is None:
             return False
         state.interrupted = True
+        if why:
+            state.stop_reason = why
         try:
             await client.interrupt()
         except Exception:
@@ -488,7 +494,7 @@ class SessionManager:
         self._closed = True
         actors = list(self._actors.values())
         for actor in actors:
-            await actor.interrupt()
+            await actor.interrupt(why=SHUTDOWN_STOP)
             actor.request_stop()
         tasks = list(self._tasks)
         if tasks:
@@ -556,9 +562,10 @@ class SessionManager:
             )
         return await self._submit(conversation_id, "/compact", "compact", None)
 
-    async def interrupt(self, conversation_id: str) -> bool:
+    async def interrupt(self, conversation_id: str, *, why: str | None = None) -> bool:
+        """Stop the conversation's running turn; `why` replaces the reply's "Stopped."."""
         actor = self._actors.get(conversation_id)
-        return await actor.interrupt() if actor else False
+        return await actor.interrupt(why=why) if actor else False
 
     async def close_conversation(
         self, conversation_id: str, *, grace: float = 0.0, reason: str = "closed"

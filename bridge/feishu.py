@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from agent.sessions import SessionManager
+from agent.sessions import SHUTDOWN_STOP, SessionManager
 from bridge._lark import WsRunner, import_lark
 from bridge.access import REFUSAL, UNPAIRED, Granted, Refused, Unpaired, check_access
 from bridge.commands import (
@@ -265,7 +265,9 @@ class FeishuBridge:
         if pending:
             for chat_id, lane in list(self._lanes.items()):
                 if lane.busy:
-                    await self.sessions.interrupt(self._conversation_id(chat_id))
+                    await self.sessions.interrupt(
+                        self._conversation_id(chat_id), why=SHUTDOWN_STOP
+                    )
             _, pending = await asyncio.wait(pending, timeout=max(deadline - time.monotonic(), 0.1))
         for task in pending:
             task.cancel()
