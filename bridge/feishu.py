@@ -59,6 +59,7 @@ from bridge.rights import Action, Denied, Right, command_right
 from bridge.sender import FeishuAPIError, Sender, send_uuid
 from bridge.state import BridgeState, BridgeStateBackend
 from errors import ClaudeMemoryError, ConfigurationError
+from memory.capture import RedactingFilter
 from settings import Settings
 
 logger = logging.getLogger("bridge.feishu")
@@ -265,9 +266,7 @@ class FeishuBridge:
         if pending:
             for chat_id, lane in list(self._lanes.items()):
                 if lane.busy:
-                    await self.sessions.interrupt(
-                        self._conversation_id(chat_id), why=SHUTDOWN_STOP
-                    )
+                    await self.sessions.interrupt(self._conversation_id(chat_id), why=SHUTDOWN_STOP)
             _, pending = await asyncio.wait(pending, timeout=max(deadline - time.monotonic(), 0.1))
         for task in pending:
             task.cancel()
@@ -752,6 +751,7 @@ class FeishuBridge:
         )
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         handler.setLevel(logging.INFO)
+        handler.addFilter(RedactingFilter())  # message text reaches log lines: no secret on disk
         for name in ("bridge", "Lark"):
             log = logging.getLogger(name)
             log.addHandler(handler)
