@@ -36,6 +36,10 @@ def configure_logging(level: str = "INFO", log_file: Path | None = None) -> None
                 log_file, maxBytes=5_000_000, backupCount=3, encoding="utf-8"
             )
         )
+    from memory.capture import RedactingFilter
+
+    for handler in handlers:  # chat text and tool input reach log lines: no secret on disk
+        handler.addFilter(RedactingFilter())
     logging.basicConfig(
         level=level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
