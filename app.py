@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agent.conversations import ConversationBackend, ConversationStore
 from agent.injection import MemoryInjector, conversation_summary, memory_extras
 from agent.logs import RequestLogs
-from agent.options import prepare_workspace, protect_transcripts
+from agent.options import prepare_workspace, protect_transcripts, write_cli_launcher
 from agent.policy import PolicyConfig
 from agent.recorder import MemoryRecorder
 from agent.sessions import SessionManager, TurnLock
@@ -126,6 +126,7 @@ def build_container(settings: Settings) -> Container:
     home.mkdir(parents=True, exist_ok=True)
     prepare_workspace(settings.workspace_dir)
     protect_transcripts(settings.agent_config_dir, settings.workspace_dir)
+    write_cli_launcher(settings)
     # The database first: a wrong URL fails before the (possibly long) memory index sync.
     shared = _open_shared_state(settings) if settings.database_url is not None else None
     database = shared.database if shared else None

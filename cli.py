@@ -55,6 +55,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # spinning here would take the cores from the encoder worker (docs/retrieval.md).
     for name, value in WORKER_THREAD_ENV.items():
         os.environ.setdefault(name, value)
+    import asyncio
+
     import uvicorn
 
     from app import create_app
@@ -67,13 +69,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "beyond loopback, or keep CLAUDE_MEMORY_HOST=127.0.0.1"
         )
     configure_logging(args.log_level, settings.logs_dir / "server.log")
-    uvicorn.run(
-        create_app(settings),
+    app = create_app(settings)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # At the first SIGTERM/SIGINT, before uvicorn drains its connections: running
+            # turns stop now and their replies say the app is shutting down, so a waiting
+            # caller gets an answer instead of a connection cut when the drain times out.
+            container = getattr(app.state, "container", None)
+            loop = getattr(self, "_loop", None)
+            if container is not None and loop is not None and not self.should_exit:
+                loop.call_soon_threadsafe(container.sessions.stop_all_soon)
+            super().handle_exit(sig, frame)
+
+        async def serve(self, sockets: Any = None) -> None:
+            self._loop = asyncio.get_running_loop()
+            await super().serve(sockets)
+
+    config = uvicorn.Config(
+        app,
         host=settings.host,
         port=settings.port,
         log_config=None,
         timeout_graceful_shutdown=int(settings.shutdown_timeout_seconds) + 5,
     )
+    Server(config).run()
     return 0
 
 

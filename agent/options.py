@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import re
+import shlex
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -107,6 +109,59 @@ def agent_env(settings: Settings) -> dict[str, str]:
     if settings.claude_config_dir is not None:
         env["CLAUDE_CONFIG_DIR"] = str(settings.agent_config_dir)
     return env
+
+
+def find_claude_cli(settings: Settings) -> Path | None:
+    """The CLI the SDK will run: configured path, else the bundled binary, else `claude` on PATH."""
+    if settings.cli_path is not None:
+        path = settings.cli_path.expanduser()
+        return path if path.is_file() else None
+    import claude_agent_sdk
+
+    bundled = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    if bundled.is_file():
+        return bundled
+    found = shutil.which("claude")
+    return Path(found) if found else None
+
+
+def launcher_path(settings: Settings) -> Path:
+    return settings.home_dir / "run" / "claude"
+
+
+def write_cli_launcher(settings: Settings) -> Path | None:
+    """Write `<home>/run/claude`, which runs the CLI in a session of its own (`setsid`).
+
+    A signal to the app's process group (Ctrl-C in a terminal, a service manager stopping the
+    group) would otherwise reach every CLI in the middle of its turn ("exit code 143"); this
+    way it reaches the app alone, which stops each turn cleanly and says so. Written at every
+    start (the CLI's path changes with the SDK); without `setsid` or a CLI, nothing is written
+    and the CLI starts as before.
+    """
+    target = launcher_path(settings)
+    setsid, cli = shutil.which("setsid"), find_claude_cli(settings)
+    if setsid is None or cli is None:
+        target.unlink(missing_ok=True)
+        return None
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    script = (
+        "#!/bin/sh\n"
+        "# Written by claude-memory at start (agent/options.py write_cli_launcher).\n"
+        f'exec {shlex.quote(setsid)} {shlex.quote(str(cli))} "$@"\n'
+    )
+    temporary = target.with_suffix(".tmp")
+    temporary.write_text(script, encoding="utf-8")
+    temporary.chmod(0o700)
+    os.replace(temporary, target)
+    return target
+
+
+def cli_to_run(settings: Settings) -> str | None:
+    """What the SDK starts: the launcher when it was written, else the configured CLI."""
+    launcher = launcher_path(settings)
+    if launcher.is_file():
+        return str(launcher)
+    return str(settings.cli_path) if settings.cli_path else None
 
 
 def prepare_workspace(workspace: Path) -> None:
@@ -243,7 +298,7 @@ def build_options(
         session_id=start.session_id,
         model=settings.anthropic_model,
         max_turns=settings.max_turns_per_request,
-        cli_path=str(settings.cli_path) if settings.cli_path else None,
+        cli_path=cli_to_run(settings),
         env=agent_env(settings),
         stderr=stderr,
         session_store=session_store,

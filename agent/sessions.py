@@ -481,6 +481,7 @@ class SessionManager:
         self._turn_listeners: list[TurnListener] = []
         self._close_listeners: list[CloseListener] = []
         self._closed = False
+        self._stopping: asyncio.Task[None] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------
     async def __aenter__(self) -> SessionManager:
@@ -489,9 +490,24 @@ class SessionManager:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    def stop_all_soon(self) -> None:
+        """Interrupt every running turn now, saying the app is shutting down.
+
+        For the server's signal handler (run on the loop's thread): the turns' replies reach
+        their callers while the server still drains its connections, instead of the callers
+        waiting for the drain to time out. `aclose` waits for it."""
+        if self._stopping is None:
+            self._stopping = asyncio.get_running_loop().create_task(self._interrupt_all())
+
+    async def _interrupt_all(self) -> None:
+        for actor in list(self._actors.values()):
+            await actor.interrupt(why=SHUTDOWN_STOP)
+
     async def aclose(self) -> None:
         """Stop every actor: interrupt running turns, disconnect all within the time limit."""
         self._closed = True
+        if self._stopping is not None:
+            await self._stopping
         actors = list(self._actors.values())
         for actor in actors:
             await actor.interrupt(why=SHUTDOWN_STOP)

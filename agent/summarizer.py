@@ -7,7 +7,7 @@ import logging
 
 from claude_agent_sdk import AssistantMessage, ClaudeAgentOptions, ResultMessage, TextBlock, query
 
-from agent.options import agent_env
+from agent.options import agent_env, cli_to_run
 from settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ async def model_summary(
         max_turns=1,
         system_prompt="You write short, factual session summaries.",
         model=settings.anthropic_model,
-        cli_path=str(settings.cli_path) if settings.cli_path else None,
+        cli_path=cli_to_run(settings),
         env=agent_env(settings),
     )
     texts: list[str] = []

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from cli import main as cli_main
 from settings import Settings
 from tests.conftest import running_app
+from tests.fakes.anthropic_api import FakeMessagesAPI, text
 
 
 async def test_token_is_required_when_configured(make_settings: Callable[..., Settings]) -> None:
@@ -121,4 +124,69 @@ def test_serve_runs_the_app_and_stops_cleanly(tmp_path: Path, fake_model: object
     log = out.decode(errors="replace")
     # uvicorn re-raises SIGTERM after its graceful shutdown, so -15 is a clean exit here.
     assert proc.returncode in (0, -15), log[-2000:]
+    assert "Application shutdown complete" in log
+
+
+@pytest.mark.e2e
+def test_sigterm_to_the_process_group_stops_a_running_turn_cleanly(
+    tmp_path: Path, fake_model: FakeMessagesAPI
+) -> None:
+    # As a terminal's Ctrl-C or a service manager does: the signal goes to the whole group.
+    # The CLI runs in a session of its own, so only the app gets it; the app stops the turn
+    # and the caller still gets a reply saying why.
+    fake_model.on("long job", text("never finished", delay=60))
+    port = _free_port()
+    env = {
+        **os.environ,
+        "CLAUDE_MEMORY_HOME": str(tmp_path / "home"),
+        "CLAUDE_MEMORY_PORT": str(port),
+        "CLAUDE_MEMORY_SHUTDOWN_TIMEOUT_SECONDS": "5",
+        "ANTHROPIC_BASE_URL": fake_model.url,
+        "ANTHROPIC_API_KEY": "dummy",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli", "serve"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=Path(__file__).resolve().parent.parent,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    replies: list[dict[str, object]] = []
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{base}/health", timeout=2)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        caller = threading.Thread(
+            target=lambda: replies.append(
+                httpx.post(f"{base}/api/chat", json={"message": "long job"}, timeout=60).json()
+            )
+        )
+        caller.start()
+        deadline = time.monotonic() + 30
+        while not fake_model.requests_for("long job"):
+            assert time.monotonic() < deadline, "the turn never reached the model"
+            time.sleep(0.1)
+        stopped_at = time.monotonic()
+        os.killpg(proc.pid, signal.SIGTERM)
+        caller.join(timeout=30)
+        out, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - stopped_at
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    log = out.decode(errors="replace")
+    (reply,) = replies
+    assert reply["status"] == "stopped", reply
+    assert "shutting down" in str(reply["reply"])
+    assert "exit code" not in log and "143" not in log, log[-3000:]
+    assert took < 15, took
     assert "Application shutdown complete" in log

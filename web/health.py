@@ -11,26 +11,11 @@ report (paths, the model endpoint, database location), URLs still without creden
 from __future__ import annotations
 
 import re
-import shutil
-from pathlib import Path
 from typing import Any
 
+from agent.options import find_claude_cli
 from settings import Settings
 from storage.urls import safe_url
-
-
-def find_claude_cli(settings: Settings) -> Path | None:
-    """The CLI the SDK will run: configured path, else the bundled binary, else `claude` on PATH."""
-    if settings.cli_path is not None:
-        path = settings.cli_path.expanduser()
-        return path if path.is_file() else None
-    import claude_agent_sdk
-
-    bundled = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
-    if bundled.is_file():
-        return bundled
-    found = shutil.which("claude")
-    return Path(found) if found else None
 
 
 def credentials_present(settings: Settings) -> bool:
