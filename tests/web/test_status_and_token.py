@@ -68,3 +68,35 @@ def test_token_is_asked_once_and_sent_as_bearer(
     page.reload()
     expect(page.locator(".turn")).to_have_count(1)
     expect(dialog).to_be_hidden()
+
+
+def test_a_refused_or_missing_token_locks_the_page_and_says_so(
+    page: Page, start_app: Callable[..., Served], problems: PageProblems
+) -> None:
+    problems.expect_console("status of 401")
+    served = start_app(api_token="s3cret-token")
+    open_app(page, served.url)
+    dialog = page.locator("#token-dialog")
+    expect(dialog).to_contain_text("needs a token")
+    dialog.locator("#token-input").fill("wrong")
+    dialog.get_by_role("button", name="Save").click()
+    # A wrong token reopens the dialog, saying so.
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("That token was refused")
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_be_hidden()
+    # Given up: the page says it is locked, never "Ready", never the server's raw detail.
+    status = page.locator("#status")
+    expect(status).to_have_attribute("data-state", "locked")
+    expect(status).to_have_text("Locked")
+    sidebar = page.locator("#conv-list")
+    expect(sidebar).to_contain_text("Locked.")
+    expect(sidebar).not_to_contain_text("bearer")
+    expect(sidebar).not_to_contain_text("Could not load")
+    # The way back in.
+    sidebar.get_by_role("button", name="Enter the API token…").click()
+    expect(dialog).to_be_visible()
+    dialog.locator("#token-input").fill("s3cret-token")
+    dialog.get_by_role("button", name="Save").click()
+    expect(sidebar).to_contain_text("No conversations yet.")
+    expect(status).to_have_text("Ready")

@@ -11,6 +11,25 @@ export class ApiError extends Error {
 
 let askToken = async () => null; // replaced by the page: shows the token dialog
 let asking = null;
+let locked = false; // the server wants a token and we have none it accepts
+const lockListeners = new Set();
+
+/** `listener(locked)` whenever the page becomes locked (token missing or refused) or unlocked. */
+export function onLockChange(listener) {
+  lockListeners.add(listener);
+}
+
+export function isLocked() {
+  return locked;
+}
+
+function setLocked(value) {
+  if (locked === value) return;
+  locked = value;
+  for (const listener of lockListeners) listener(locked);
+}
+
+export const LOCKED_MESSAGE = "Locked: this server needs its API token (CLAUDE_MEMORY_API_TOKEN).";
 
 /** `ask(reason)` resolves to the token the user typed, or null if they gave up. */
 export function onTokenNeeded(ask) {
@@ -35,7 +54,11 @@ function headers(extra) {
 
 async function tokenAfter401() {
   // One dialog for many requests failing at once.
-  asking ??= askToken(getToken() ? "The saved token was refused." : "This server needs a token.")
+  asking ??= askToken(
+    getToken()
+      ? "That token was refused. Enter the value of CLAUDE_MEMORY_API_TOKEN set on the server."
+      : "This server needs a token.",
+  )
     .then((token) => {
       if (token) setToken(token);
       return Boolean(token);
@@ -58,13 +81,24 @@ async function errorFrom(response) {
   return new ApiError(response.status, detail);
 }
 
-/** fetch() with the token; asks for a token on 401 and retries; throws ApiError if not ok. */
+/** Ask for the token again (a "Locked" control); resolves to true once one was entered. */
+export async function unlock() {
+  return tokenAfter401();
+}
+
+/** fetch() with the token; asks for a token on 401 and retries; throws ApiError if not ok.
+ *  A 401 the user does not answer leaves the page locked, with a plain message. */
 export async function request(path, { method = "GET", body, signal } = {}) {
   for (;;) {
     const init = { method, signal, headers: headers(body === undefined ? {} : { "Content-Type": "application/json" }) };
     if (body !== undefined) init.body = JSON.stringify(body);
     const response = await fetch(path, init);
-    if (response.status === 401 && (await tokenAfter401())) continue;
+    if (response.status === 401) {
+      if (await tokenAfter401()) continue;
+      setLocked(true);
+      throw new ApiError(401, LOCKED_MESSAGE);
+    }
+    setLocked(false);
     if (!response.ok) throw await errorFrom(response);
     return response;
   }

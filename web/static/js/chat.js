@@ -1,6 +1,6 @@
 // The chat view: conversations on the side, the current conversation's turns, the composer.
 
-import { ApiError, json, request, stream } from "./api.js";
+import { ApiError, json, request, stream, unlock } from "./api.js";
 import { $, clear, formatCost, h, timeAgo } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 
@@ -112,6 +112,15 @@ export async function refreshList() {
     const data = await json("/api/conversations");
     state.conversations = data.conversations;
   } catch (err) {
+    if (err instanceof ApiError && err.status === 401) {
+      // Locked: say so plainly and offer the way in, never the server's raw detail.
+      const retry = h("button", { class: "link-btn", type: "button" }, "Enter the API token…");
+      retry.addEventListener("click", async () => {
+        if (await unlock()) refreshList();
+      });
+      clear(ui.list).append(h("li", { class: "meta locked" }, "Locked. ", retry));
+      return;
+    }
     clear(ui.list).append(h("li", { class: "error-text" }, `Could not load conversations: ${err.message}`));
     return;
   }

@@ -1,5 +1,6 @@
 // The status indicator: what /health says, and a hint when something is missing.
 
+import { isLocked, onLockChange } from "./api.js";
 import { $, clear, h } from "./dom.js";
 
 const REFRESH_MS = 30000;
@@ -24,8 +25,17 @@ export function initStatus({ onChangeToken }) {
     panel.hidden = true;
     onChangeToken();
   });
+  onLockChange(() => refresh());
   refresh();
   setInterval(refresh, REFRESH_MS);
+}
+
+/** A locked page says so in the status, whatever /health says (it needs no token). */
+function showLocked() {
+  const button = $("#status");
+  button.dataset.state = "locked";
+  $("#status-label").textContent = "Locked";
+  button.title = "This server needs its API token: use “Set API token…”";
 }
 
 /** The checks shown in the panel, from a /health body. */
@@ -78,6 +88,7 @@ async function refresh() {
   button.dataset.state = problems.length ? "warn" : "ok";
   label.textContent = problems.length ? `Check setup (${problems.length})` : "Ready";
   button.title = problems.length ? hints.join("\n") : "Everything needed is in place";
+  if (isLocked()) showLocked();
   clear($("#status-items"));
   for (const item of items) {
     const cls = item.ok === null ? "neutral" : item.ok ? "good" : "bad";
