@@ -123,10 +123,14 @@ def _insert_rows(
 # --- conversations, transcripts, Feishu -----------------------------------------------------------
 
 
-_CONVERSATION_COLUMNS = ("id", "session_id", "title", "source", "created", "updated")
-_CONVERSATION_COLUMNS += ("turns", "cost_usd")
-_TURN_COLUMNS = ("conversation_id", "started", "message", "reply", "is_error", "log_file")
-_TURN_COLUMNS += ("session_id", "cost_usd", "injected")
+_CONVERSATION_COLUMNS: tuple[str, ...] = (
+    *("id", "session_id", "title", "source", "created", "updated"),
+    *("turns", "cost_usd"),
+)
+_TURN_COLUMNS: tuple[str, ...] = (
+    *("conversation_id", "started", "message", "reply", "is_error", "log_file"),
+    *("session_id", "cost_usd", "injected"),
+)
 
 
 def _values(

@@ -6,6 +6,7 @@ restart: the next message resumes the recorded SDK session.
 
 from __future__ import annotations
 
+import builtins
 import json
 import sqlite3
 import time
@@ -133,15 +134,15 @@ class ConversationBackend(Protocol):
         log_file: str,
         session_id: str | None,
         cost_usd: float | None,
-        injected: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
+        injected: builtins.list[dict[str, Any]],
+        tools: builtins.list[dict[str, Any]] | None = None,
         status: str | None = None,
     ) -> None:
         """Append a turn; count it, add its cost, and adopt its session id when it has one.
         `cost_usd` is this turn's own cost; the conversation's total is the sum."""
         ...
 
-    def turns(self, conversation_id: str, limit: int = 500) -> list[TurnRecord]:
+    def turns(self, conversation_id: str, limit: int = 500) -> builtins.list[TurnRecord]:
         """Oldest first."""
         ...
 
@@ -196,8 +197,8 @@ class ConversationStore:
         log_file: str,
         session_id: str | None,
         cost_usd: float | None,
-        injected: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
+        injected: builtins.list[dict[str, Any]],
+        tools: builtins.list[dict[str, Any]] | None = None,
         status: str | None = None,
     ) -> None:
         with self._db.write() as db:
@@ -225,7 +226,7 @@ class ConversationStore:
                 (time.time(), cost_usd or 0.0, session_id, conversation_id),
             )
 
-    def turns(self, conversation_id: str, limit: int = 500) -> list[TurnRecord]:
+    def turns(self, conversation_id: str, limit: int = 500) -> builtins.list[TurnRecord]:
         rows = self._db.read(
             "SELECT * FROM turns WHERE conversation_id = ? ORDER BY id LIMIT ?",
             (conversation_id, limit),

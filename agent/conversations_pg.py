@@ -8,6 +8,7 @@ a session-level advisory lock per conversation, held while a turn runs.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 import time
@@ -106,8 +107,8 @@ class PostgresConversationStore:
         log_file: str,
         session_id: str | None,
         cost_usd: float | None,
-        injected: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
+        injected: builtins.list[dict[str, Any]],
+        tools: builtins.list[dict[str, Any]] | None = None,
         status: str | None = None,
     ) -> None:
         with self._db.transaction() as conn:
@@ -136,7 +137,7 @@ class PostgresConversationStore:
                 (time.time(), cost_usd or 0.0, session_id, conversation_id),
             )
 
-    def turns(self, conversation_id: str, limit: int = 500) -> list[TurnRecord]:
+    def turns(self, conversation_id: str, limit: int = 500) -> builtins.list[TurnRecord]:
         rows = self._db.fetch(
             "SELECT * FROM conversation_turns WHERE conversation_id = %s ORDER BY id LIMIT %s",
             (conversation_id, limit),

@@ -14,8 +14,8 @@ from typing import Any
 from claude_agent_sdk import SdkMcpTool, create_sdk_mcp_server, tool
 
 from errors import ClaudeMemoryError
+from memory.backend import MemoryBackend
 from memory.model import NoteDraft
-from memory.store import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def _guarded(
 
 
 def build_memory_tools(
-    store: MemoryStore, *, default_scope: str = "user", source: str = "agent"
+    store: MemoryBackend, *, default_scope: str = "user", source: str = "agent"
 ) -> list[SdkMcpTool[Any]]:
     async def search(args: dict[str, Any]) -> dict[str, Any]:
         limit = max(1, min(int(args.get("limit") or 8), 30))
@@ -157,7 +157,7 @@ def build_memory_tools(
         return _text(f"Saved as [{result.id}] ({result.path}).")
 
     async def update(args: dict[str, Any]) -> dict[str, Any]:
-        changes = {
+        changes: dict[str, Any] = {
             key: args[key]
             for key in ("title", "summary", "type", "scope", "tags", "importance")
             if key in args
@@ -199,7 +199,7 @@ def build_memory_tools(
     ]
 
 
-def memory_mcp_server(store: MemoryStore, *, default_scope: str = "user") -> Any:
+def memory_mcp_server(store: MemoryBackend, *, default_scope: str = "user") -> Any:
     return create_sdk_mcp_server(
         SERVER_NAME, tools=build_memory_tools(store, default_scope=default_scope)
     )

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from claude_agent_sdk import (
     ClaudeAgentOptions,
     HookContext,
+    HookJSONOutput,
     HookMatcher,
     PermissionResultAllow,
     PermissionResultDeny,
@@ -229,7 +230,7 @@ def permission_gates(
 
     async def pre_tool_use(
         hook_input: Any, tool_use_id: str | None, context: HookContext
-    ) -> dict[str, Any]:
+    ) -> HookJSONOutput:
         tool_name = str(hook_input.get("tool_name", ""))
         tool_input = hook_input.get("tool_input") or {}
         decision = evaluate_tool_call(tool_name, tool_input, config)

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from agent.sessions import TurnInfo
+from memory.backend import MemoryBackend
 from memory.entities import CaptureResult, PendingStore, capture_entities
 from memory.episodes import (
     EpisodeStore,
@@ -21,7 +22,6 @@ from memory.episodes import (
     should_summarize,
     transcript,
 )
-from memory.store import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def channel_name(conversation_id: str) -> str:
 class MemoryRecorder:
     def __init__(
         self,
-        store: MemoryStore,
+        store: MemoryBackend,
         episodes: EpisodeStore,
         pending: PendingStore,
         *,

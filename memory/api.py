@@ -16,8 +16,8 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from errors import ClaudeMemoryError
+from memory.backend import MemoryBackend
 from memory.model import Note, NoteDraft, SearchHit
-from memory.store import MemoryStore
 
 T = TypeVar("T")
 
@@ -183,7 +183,7 @@ async def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise HTTPException(status_code=exc.status_code, detail=exc.message) from exc
 
 
-def create_memory_router(get_store: Callable[[], MemoryStore]) -> APIRouter:
+def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
     """Routes under `/api/memories`. `get_store` returns the app's open store."""
     router = APIRouter(prefix="/api/memories", tags=["memories"])
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 from memory.embeddings import Encoder
 from memory.hybrid import SearchMode, SearchOutcome
@@ -75,6 +75,12 @@ class MemoryBackend(Protocol):
 
     # --- lifecycle -------------------------------------------------------------------------
     def close(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None:
+        """Closes the store."""
+        ...
 
     def generation(self) -> tuple[int, int]:
         """(notes, vectors) change counters: moves whenever either changes."""

@@ -24,7 +24,7 @@ from memory import _text
 from memory.files import atomic_write
 
 if TYPE_CHECKING:
-    from memory.store import MemoryStore
+    from memory.backend import MemoryBackend
 
 INDEX_JSON: Final = "_index.json"
 HEADER: Final = "Memory index (id · type · title — summary; read a note by id for details):"
@@ -51,7 +51,7 @@ def _line(note_id: str, note_type: str, title: str, summary: str) -> str:
 
 
 def select_context_entries(
-    store: MemoryStore,
+    store: MemoryBackend,
     query: str | None = None,
     budget_tokens: int = 1500,
     *,
@@ -95,7 +95,7 @@ def render_context(entries: list[ContextEntry]) -> str:
 
 
 def build_memory_context(
-    store: MemoryStore,
+    store: MemoryBackend,
     query: str | None = None,
     budget_tokens: int = 1500,
     *,
@@ -112,7 +112,7 @@ def build_memory_context(
 
 
 async def abuild_memory_context(
-    store: MemoryStore,
+    store: MemoryBackend,
     query: str | None = None,
     budget_tokens: int = 1500,
     *,

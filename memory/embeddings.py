@@ -178,7 +178,7 @@ def parse_encoder_setting(value: str, **options: Any) -> EncoderSpec | None:
             "encoder openai:<model> needs CLAUDE_MEMORY_ENCODER_URL "
             "(e.g. http://127.0.0.1:11434/v1 for Ollama)"
         )
-    return EncoderSpec(kind, model=model, **options)  # type: ignore[arg-type]
+    return EncoderSpec(kind, model=model, **options)
 
 
 # --- helpers ---------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from memory.vectors import VectorIndex
+    from memory.backend import NoteVectors
 
 log = logging.getLogger(__name__)
 
@@ -497,7 +497,7 @@ class VectorSync:
     def __init__(
         self,
         client: EncoderClient,
-        vectors: VectorIndex,
+        vectors: NoteVectors,
         generation: Callable[[], object],
         *,
         batch: int = 16,
@@ -543,7 +543,7 @@ class VectorSync:
         return max(written, 1)
 
     async def _run(self) -> None:
-        seen: tuple[int, str] | None = None
+        seen: tuple[object, str] | None = None
         while True:
             status = self.client.status
             if isinstance(status, EncoderReady):

@@ -24,7 +24,7 @@ import time
 from typing import IO, Any
 
 from errors import ClaudeMemoryError
-from memory.embeddings import EncoderSpec, load_encoder
+from memory.embeddings import EncoderSpec, TextKind, load_encoder
 
 
 def _sender(out: IO[str]) -> Any:
@@ -71,7 +71,7 @@ def serve(spec: EncoderSpec, stdin: IO[str], send: Any, load_delay: float = 0.0)
                 send({"id": request_id, "ok": True})
             elif op == "encode":
                 texts = [str(t) for t in request.get("texts", [])]
-                kind = "query" if request.get("kind") == "query" else "passage"
+                kind: TextKind = "query" if request.get("kind") == "query" else "passage"
                 vectors = encoder.encode(texts, kind)
                 data = vectors.astype("<f4").tobytes()
                 send(

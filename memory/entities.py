@@ -22,7 +22,7 @@ from memory.model import NoteDraft
 from memory.state import StateBackend
 
 if TYPE_CHECKING:
-    from memory.store import MemoryStore
+    from memory.backend import MemoryBackend
 
 AUTO_SAVE_CONFIDENCE = 0.85
 MIN_CONFIDENCE = 0.5
@@ -119,7 +119,7 @@ def _preferred_type(hits: list[_Rule]) -> EntityType:
     strongest = max(r.confidence for r in hits)
     for kind in ("decision", "architecture", "preference"):
         if any(r.type == kind and r.confidence >= strongest - 0.05 for r in hits):
-            return kind  # type: ignore[return-value]
+            return kind
     return hits[0].type
 
 
@@ -269,7 +269,7 @@ class CaptureResult:
 
 
 def capture_entities(
-    store: MemoryStore,
+    store: MemoryBackend,
     pending: PendingStore,
     text: str,
     *,

@@ -9,6 +9,7 @@ stays in the episode record).
 
 from __future__ import annotations
 
+import builtins
 import re
 import secrets
 import time
@@ -19,10 +20,10 @@ from typing import Any, Literal
 
 from errors import NotFoundError
 from memory import _text
+from memory.backend import MemoryBackend
 from memory.capture import clean_message, sanitize
 from memory.model import NoteDraft
 from memory.state import StateBackend
-from memory.store import MemoryStore
 
 SUMMARY_LIMIT = 300
 MAX_SUMMARIES_PER_SCOPE = 20
@@ -127,7 +128,7 @@ def transcript(messages: Sequence[EpisodeMessage], limit: int = 12_000) -> str:
 
 
 class EpisodeStore:
-    def __init__(self, db: StateBackend, store: MemoryStore) -> None:
+    def __init__(self, db: StateBackend, store: MemoryBackend) -> None:
         self.db = db
         self.store = store
 
@@ -202,7 +203,7 @@ class EpisodeStore:
                 (1 if turn else 0, file_changes, episode_id),
             )
 
-    def messages(self, episode_id: str, *, limit: int = 500) -> list[EpisodeMessage]:
+    def messages(self, episode_id: str, *, limit: int = 500) -> builtins.list[EpisodeMessage]:
         rows = self.db.read(
             "SELECT * FROM mem_episode_messages WHERE episode_id = ? ORDER BY id LIMIT ?",
             (episode_id, limit),
@@ -212,7 +213,7 @@ class EpisodeStore:
             for r in rows
         ]
 
-    def observations(self, ids: Sequence[int]) -> list[EpisodeMessage]:
+    def observations(self, ids: Sequence[int]) -> builtins.list[EpisodeMessage]:
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
@@ -227,7 +228,7 @@ class EpisodeStore:
 
     def recent_observations(
         self, project: str, limit: int = 20
-    ) -> list[tuple[Episode, EpisodeMessage]]:
+    ) -> builtins.list[tuple[Episode, EpisodeMessage]]:
         # The message's columns get their own names: `title` is in both tables, and a
         # PostgreSQL dict row keeps only one of two equal names (SQLite's Row, the first).
         rows = self.db.read(
@@ -296,7 +297,7 @@ class EpisodeStore:
             )
         return cur.rowcount
 
-    def search(self, query: str, limit: int = 5) -> list[Episode]:
+    def search(self, query: str, limit: int = 5) -> builtins.list[Episode]:
         """Completed episodes whose title or summary mentions any query word."""
         words = [w for w in re.split(r"\s+", query.strip()) if len(w) >= 2][:8]
         if not words:

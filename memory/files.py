@@ -297,8 +297,8 @@ def _note_from_meta(
     title = _as_text(meta.get("title")) or _text.derive_title(body, fallback_title)
     created = _field(meta, "created", lambda v: parse_datetime(v, "created"), None, warnings)
     updated = _field(meta, "updated", lambda v: parse_datetime(v, "updated"), None, warnings)
-    created = created or updated or parse_datetime(stamp)
-    updated = updated or parse_datetime(stamp) or created
+    created = created or updated or stamp
+    updated = updated or stamp
     summary = _as_text(meta.get("summary")) or _text.derive_summary(body)
     access = meta.get("access_count", 0)
     if not isinstance(access, int) or isinstance(access, bool) or access < 0:

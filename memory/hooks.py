@@ -901,8 +901,8 @@ def _setup_logging(home: Path) -> None:
     import tempfile
 
     root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
+    for previous in list(root.handlers):
+        root.removeHandler(previous)
     logging.raiseExceptions = False
     logging.lastResort = None
     handler: logging.Handler = logging.NullHandler()

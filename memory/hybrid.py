@@ -41,6 +41,8 @@ K = TypeVar("K", bound=Hashable)
 
 SearchMode = Literal["auto", "keyword", "vector", "hybrid"]
 """`auto`: hybrid when an encoder and vectors are available, else keyword."""
+UsedMode = Literal["keyword", "vector", "hybrid"]
+"""How a search actually ran."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,7 @@ class SearchOutcome:
     """Search results and how they were found."""
 
     hits: list[SearchHit]
-    mode: Literal["keyword", "vector", "hybrid"]
+    mode: UsedMode
     notice: str | None = None
     """Set when semantic search was wanted but not available (keyword results instead)."""
 

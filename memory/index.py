@@ -350,8 +350,8 @@ class Index:
                     (version, name, datetime.now(UTC).isoformat(timespec="seconds")),
                 )
                 log.info("memory index migration %d applied: %s", version, name)
-            version = self.get_meta(tx, "text_version")
-        return version != TEXT_VERSION
+            text_version = self.get_meta(tx, "text_version")
+        return text_version != TEXT_VERSION
 
     def schema_version(self) -> int:
         row = self.conn().execute("SELECT max(version) FROM schema_migrations").fetchone()

@@ -107,7 +107,7 @@ def normalize_type(value: object) -> NoteType:
         raise InvalidInputError(f"type must be a string, got {type(value).__name__}")
     key = value.strip().lower()
     if key in TYPE_PROFILES:
-        return key  # type: ignore[return-value]
+        return key
     if key in ENTITY_TYPE_MAP:
         return ENTITY_TYPE_MAP[key]
     allowed = ", ".join(NOTE_TYPES)
@@ -141,7 +141,7 @@ def normalize_sort(value: object) -> SortKey:
     if value is None or value == "":
         return "updated"
     if isinstance(value, str) and value in SORT_KEYS:
-        return value  # type: ignore[return-value]
+        return value
     raise InvalidInputError(f"invalid sort {value!r}: use one of {', '.join(SORT_KEYS)}")
 
 

@@ -127,7 +127,8 @@ def observe_tool(
         if tool_name == "Write":
             lines.append(f"wrote {len(arg('content').splitlines())} lines")
         elif tool_name == "MultiEdit":
-            edits = args.get("edits") if isinstance(args.get("edits"), list) else []
+            given = args.get("edits")
+            edits = given if isinstance(given, list) else []
             lines.append(f"{len(edits)} edits")
             for edit in edits[:3]:
                 if isinstance(edit, dict):

@@ -11,12 +11,12 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from memory.backend import MemoryBackend
 from memory.entities import PendingStore
-from memory.store import MemoryStore
 
 
 def create_pending_router(
-    get_pending: Callable[[], PendingStore], get_store: Callable[[], MemoryStore]
+    get_pending: Callable[[], PendingStore], get_store: Callable[[], MemoryBackend]
 ) -> APIRouter:
     router = APIRouter(prefix="/api/memories/pending", tags=["memories"])
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from memory.embeddings import Encoder, EncoderUnavailableError
-from memory.hybrid import SearchMode
+from memory.hybrid import SearchMode, UsedMode
 from memory.search import ParsedQuery, parse_query
 
 CACHE_SIZE: Final = 256
@@ -56,7 +56,7 @@ class SearchPlan:
         return self.parsed.empty and self.vector is None
 
     @property
-    def used(self) -> SearchMode:
+    def used(self) -> UsedMode:
         if self.vector is None:
             return "keyword"
         return "vector" if self.vector_first else "hybrid"

@@ -385,8 +385,8 @@ class MemoryStore:
                     for entry in entries[start : start + BATCH]:
                         if not _same_stat(self.root / entry.note.path, entry):
                             continue  # changed again while we read it: next sync
-                        outcome, _ = self.index.put(tx, entry, path_exists=self._exists)
-                        if outcome == "added":
+                        put, _ = self.index.put(tx, entry, path_exists=self._exists)
+                        if put == "added":
                             added += 1
                         else:
                             updated += 1
@@ -732,9 +732,10 @@ class MemoryStore:
             raise NotFoundError("note", note_id) from None
         if stat.st_mtime_ns != row["mtime_ns"] or stat.st_size != row["size"]:
             self._sync_paths([rel])
-            row = self.index.row_by_path(rel)
-            if row is None or row["id"] != note_id:
+            fresh = self.index.row_by_path(rel)
+            if fresh is None or fresh["id"] != note_id:
                 raise NotFoundError("note", note_id)
+            row = fresh
         parsed = parse_note(data, rel, stat.st_mtime)
         return replace(
             parsed.note,

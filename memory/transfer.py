@@ -16,6 +16,7 @@ import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -227,9 +228,7 @@ def import_path(
             if file.name.lower() in CLAUDE_FILES:
                 items.extend(_claude_drafts(file, scope or "user", note_type or "general"))
             elif is_note_name(file.name):
-                items.append(
-                    (rel, _safe(lambda f=file, r=rel: _markdown_draft(f, r, scope, note_type)))
-                )
+                items.append((rel, _safe(partial(_markdown_draft, file, rel, scope, note_type))))
     elif path.suffix.lower() == ".jsonl":
         items.extend(_jsonl_drafts(path))
     elif path.name.lower() in CLAUDE_FILES:

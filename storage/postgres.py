@@ -223,7 +223,7 @@ class PostgresDatabase:
             for version, script in enumerate(migrations, start=1):
                 if version in done:
                     continue
-                conn.execute(script)  # type: ignore[arg-type]  # several statements, no params
+                conn.execute(script)  # several statements, no params
                 conn.execute(
                     "INSERT INTO schema_migrations(component, version) VALUES (%s, %s)",
                     (component, version),
