@@ -34,7 +34,7 @@ from memory.hooks import HookService, create_hooks_router
 from memory.opening import open_memory, open_state
 from memory.pending_api import create_pending_router
 from memory.state import StateBackend
-from settings import Settings
+from settings import Settings, load_settings
 from storage.private import private_process, tighten_home
 from storage.urls import safe_url, safe_urls_in
 from web.access import LoopbackOnly
@@ -217,7 +217,7 @@ def _vector_sync(container: Container) -> contextlib.AbstractAsyncContextManager
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or Settings()
+    settings = settings or load_settings()  # a bad env value: one ConfigurationError line
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -238,7 +238,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await container.start()
             # The model loads in its own process: this returns at once, and until it is
             # ready searches answer with keywords (and say so).
-            async with encoder, _vector_sync(container):
+            # The model endpoint is probed in the background: /health says "checking" until
+            # the answer comes (agent/endpoint.py).
+            async with encoder, _vector_sync(container), container.sessions.endpoint:
                 if encoder.spec is not None:
                     container.memory.attach_encoder(ThreadEncoder(encoder))
                 async with _feishu(app, settings, container):
@@ -295,12 +297,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         for part in (feishu, encoder):  # error texts may quote an endpoint
             if isinstance(part.get("error"), str):
                 part["error"] = safe_urls_in(part["error"])
+        endpoint = container.sessions.endpoint.status()
+        endpoint_ok = endpoint["state"] not in ("unreachable", "credentials_refused")
         report = {
-            "status": "ok" if cli["found"] else "degraded",
+            "status": "ok" if cli["found"] and endpoint_ok else "degraded",
             "claude_cli": cli,
             "database": await asyncio.to_thread(_database_status, container),
             "feishu": feishu,
             "encoder": encoder,
+            "model_endpoint": endpoint,
             "live_sessions": len(container.sessions.live()),
         }
         return report if has_valid_token(request) else public_view(report)

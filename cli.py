@@ -13,7 +13,8 @@ from typing import Any
 
 
 def _settings(args: argparse.Namespace) -> Any:
-    from settings import Settings
+    """The settings, or a `ConfigurationError` naming the bad variable (one line, exit 2)."""
+    from settings import load_settings
 
     overrides: dict[str, Any] = {}
     if getattr(args, "home", None):
@@ -22,7 +23,7 @@ def _settings(args: argparse.Namespace) -> Any:
         overrides["host"] = args.host
     if getattr(args, "port", None):
         overrides["port"] = args.port
-    return Settings(**overrides)
+    return load_settings(**overrides)
 
 
 def configure_logging(level: str = "INFO", log_file: Path | None = None) -> None:
@@ -63,6 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from errors import ConfigurationError
 
     settings = _settings(args)
+    settings.encoder_spec()  # a bad encoder setting: one line now, not a failed start-up
     if not settings.is_loopback and settings.api_token is None:
         raise ConfigurationError(
             f"refusing to bind {settings.host}: set CLAUDE_MEMORY_API_TOKEN to expose the API "
@@ -113,7 +115,6 @@ def cmd_feishu(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from storage.urls import safe_url
     from web.health import cli_status
 
     settings = _settings(args)
@@ -132,8 +133,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         + ("ANTHROPIC_API_KEY/AUTH_TOKEN set" if cli["credentials"] else "none in environment"),
         "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment or .env",
     )
-    if settings.anthropic_base_url:
-        line(True, f"model endpoint: {safe_url(settings.anthropic_base_url)}")
+    for ok, what, hint in _endpoint_checks(settings):
+        line(ok, what, hint)
+    for ok, what, hint in _encoder_checks(settings):
+        line(ok, what, hint)
     home = settings.home_dir
     try:
         home.mkdir(parents=True, exist_ok=True)
@@ -148,6 +151,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     )
     for ok, what, hint in _privacy_checks(settings):
         line(ok, what, hint)
+    for ok, what, hint in _path_checks(settings):
+        line(ok, what, hint)
     line(
         settings.is_loopback or settings.api_token is not None,
         f"bind address {settings.host}:{settings.port}",
@@ -158,17 +163,145 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     else:
         for ok, what, hint in _database_checks(settings.database_url.get_secret_value()):
             line(ok, what, hint)
-    line(
-        True,
-        "Feishu bridge: "
-        + (
-            "configured"
-            if settings.feishu_enabled
-            else "off (set FEISHU_APP_ID and FEISHU_APP_SECRET)"
-        ),
-    )
+    for ok, what, hint in _feishu_checks(settings):
+        line(ok, what, hint)
     print("all good" if problems == 0 else f"{problems} problem(s) found")
     return 0 if problems == 0 else 1
+
+
+Check = tuple[bool, str, str]
+"""One `doctor` line: fine?, what was checked, what to do when it is not."""
+
+
+def _url_problem(url: str) -> str | None:
+    """Why `url` is not a usable http(s) base URL, or None."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme not in ("http", "https"):
+        return "it must start with http:// or https://"
+    if not parts.hostname:
+        return "it names no host"
+    return None
+
+
+def _endpoint_checks(settings: Any) -> list[Check]:
+    """The model endpoint: a well-formed URL, reachable, and taking the credentials."""
+    from agent.endpoint import (
+        CredentialsRefused,
+        EndpointTarget,
+        Reachable,
+        Unreachable,
+        Unverified,
+        probe_sync,
+    )
+    from storage.urls import safe_url
+
+    base = settings.anthropic_base_url
+    if base and (problem := _url_problem(base)) is not None:
+        return [(False, f"model endpoint: {safe_url(base)}: {problem}", "fix ANTHROPIC_BASE_URL")]
+    target = EndpointTarget.from_settings(settings)
+    if target is None:
+        return [(True, "model endpoint: the Anthropic API (not probed without credentials)", "")]
+    where = f"model endpoint: {target.name}"
+    match probe_sync(target):
+        case Reachable():
+            return [(True, f"{where} reachable, credentials accepted", "")]
+        case Unverified(reason=reason):
+            return [(True, f"{where} reachable; credentials not verified: {reason}", "")]
+        case Unreachable(reason=reason):
+            hint = "check ANTHROPIC_BASE_URL and that the endpoint is running"
+            return [(False, f"{where} unreachable ({reason})", hint)]
+        case CredentialsRefused(status=status):
+            hint = "check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) for this endpoint"
+            return [(False, f"{where} refused the credentials (HTTP {status})", hint)]
+
+
+def _encoder_checks(settings: Any) -> list[Check]:
+    """The encoder setting parses; an `openai:` encoder's URL is well-formed and answers."""
+    from errors import ConfigurationError
+    from storage.urls import safe_url
+
+    try:
+        spec = settings.encoder_spec()
+    except ConfigurationError as exc:
+        return [
+            (False, f"encoder {settings.encoder!r}: {exc.message}", "fix CLAUDE_MEMORY_ENCODER")
+        ]
+    if spec is None:
+        return [(True, "encoder: none (keyword search only)", "")]
+    label = f"{spec.kind}:{spec.model}" if spec.model else spec.kind
+    if spec.kind != "openai":
+        return [(True, f"encoder: {label}", "")]
+    where = safe_url(spec.url)
+    if (problem := _url_problem(spec.url)) is not None:
+        return [(False, f"encoder URL {where}: {problem}", "fix CLAUDE_MEMORY_ENCODER_URL")]
+    reason = _unreachable_reason(spec.url.rstrip("/") + "/models")
+    if reason is not None:
+        hint = "check CLAUDE_MEMORY_ENCODER_URL and that the embeddings server is running"
+        return [(False, f"encoder {label}: {where} unreachable ({reason})", hint)]
+    return [(True, f"encoder {label}: {where} reachable", "")]
+
+
+def _unreachable_reason(url: str) -> str | None:
+    """Why nothing answers a GET of `url` over HTTP (any HTTP answer counts), or None."""
+    import httpx
+
+    from agent.endpoint import PROBE_TIMEOUT_SECONDS, Unreachable, classify_error
+
+    try:
+        httpx.get(url, timeout=PROBE_TIMEOUT_SECONDS)
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        state = classify_error(exc, PROBE_TIMEOUT_SECONDS)
+        return state.reason if isinstance(state, Unreachable) else None
+    return None
+
+
+def _path_checks(settings: Any) -> list[Check]:
+    """The workspace and the log folder: folders the app can create and write."""
+    checks: list[Check] = []
+    for label, path, variable in (
+        ("workspace", settings.workspace_dir, "CLAUDE_MEMORY_WORKSPACE"),
+        ("log folder", settings.logs_dir, "CLAUDE_MEMORY_LOG_DIR"),
+    ):
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        usable = (
+            existing is not None and existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)
+        )
+        checks.append((usable, f"{label}: {path}", f"set {variable} to a folder you can write"))
+    return checks
+
+
+def _feishu_checks(settings: Any) -> list[Check]:
+    """The Feishu domain is a URL, and the app id and secret get a tenant access token."""
+    import httpx
+
+    from storage.urls import safe_url
+
+    domain = settings.feishu_domain
+    if (problem := _url_problem(domain)) is not None:
+        return [(False, f"Feishu domain {safe_url(domain)}: {problem}", "fix FEISHU_DOMAIN")]
+    if not settings.feishu_enabled:
+        return [(True, "Feishu bridge: off (set FEISHU_APP_ID and FEISHU_APP_SECRET)", "")]
+    where = safe_url(domain)
+    url = domain.rstrip("/") + "/open-apis/auth/v3/tenant_access_token/internal"
+    body = {
+        "app_id": settings.feishu_app_id,
+        "app_secret": settings.feishu_app_secret.get_secret_value(),
+    }
+    hint = "check FEISHU_APP_ID, FEISHU_APP_SECRET and FEISHU_DOMAIN"
+    try:
+        answer = httpx.post(url, json=body, timeout=10).json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return [(False, f"Feishu: {where} did not answer ({type(exc).__name__})", hint)]
+    if answer.get("code") == 0:
+        return [(True, f"Feishu bridge: the app's credentials work at {where}", "")]
+    why = f"code {answer.get('code')}: {answer.get('msg', '')}"
+    return [(False, f"Feishu: {where} refused the app's credentials ({why})", hint)]
 
 
 def _privacy_checks(settings: Any) -> list[tuple[bool, str, str]]:
@@ -397,7 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ClaudeMemoryError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        print(f"claude-memory: {exc.message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 if TYPE_CHECKING:
@@ -331,6 +331,48 @@ class Settings(BaseSettings):
     @property
     def is_loopback(self) -> bool:
         return self.host in LOOPBACK_HOSTS
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """`Settings(**overrides)` with the environment and `.env`; a bad value raises one
+    `ConfigurationError` naming the variable ("CLAUDE_MEMORY_PORT: Input should be a valid
+    integer, ... (got 'abc')"), not pydantic's multi-line report."""
+    from errors import ConfigurationError
+
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigurationError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per bad setting, joined with "; ": the env var, what is wrong, the value given
+    (never a secret's)."""
+    parts: list[str] = []
+    for error in exc.errors():
+        loc = str(error["loc"][0]) if error["loc"] else ""
+        field = loc if loc in Settings.model_fields else _field_of_alias(loc)
+        name = env_name(field) if field else loc
+        message = str(error["msg"])
+        given = error.get("input")
+        if field and _is_secret(field):
+            message += " (got ***)"
+        elif isinstance(given, str | int | float):
+            message += f" (got {given!r})"
+        parts.append(f"{name}: {message}" if name else message)
+    return "; ".join(parts)
+
+
+def _field_of_alias(alias: str) -> str | None:
+    for name, info in Settings.model_fields.items():
+        choices = info.validation_alias
+        if isinstance(choices, AliasChoices) and alias in choices.choices:
+            return name
+    return None
+
+
+def _is_secret(field_name: str) -> bool:
+    return "SecretStr" in str(Settings.model_fields[field_name].annotation)
 
 
 def env_name(field_name: str) -> str:

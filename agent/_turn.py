@@ -17,7 +17,15 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from agent.events import MemoryInjected, PermissionEvent, TextDelta, ToolStep, TurnEvent
+from agent.endpoint import CredentialsRefused, EndpointState, Unreachable
+from agent.events import (
+    MemoryInjected,
+    PermissionEvent,
+    Retrying,
+    TextDelta,
+    ToolStep,
+    TurnEvent,
+)
 from agent.logs import RequestLog
 from agent.policy import Allowed, Decision, Denied
 from agent.replies import ToolFailure, TurnOutcome
@@ -35,6 +43,31 @@ def summarize_tool_input(name: str, tool_input: Mapping[str, Any], limit: int = 
             text = " ".join(value.split())
             return text if len(text) <= limit else text[: limit - 1] + "…"
     return name
+
+
+def retry_event(data: Mapping[str, Any]) -> Retrying:
+    """The CLI's `api_retry` system message as an event. Its data, as the bundled CLI sends it:
+    `{"attempt": 1, "max_retries": 10, "retry_delay_ms": 573, "error_status": 529,
+    "error": "overloaded", ...}`; `error_status` is null when no HTTP answer came."""
+    status = data.get("error_status")
+    status = status if isinstance(status, int) else None
+    error = str(data.get("error") or "")
+    if status == 529 or error == "overloaded":
+        reason = "overloaded"
+    elif status == 429 or error == "rate_limit":
+        reason = "rate limited"
+    elif status is not None:
+        reason = f"HTTP {status}"
+    else:
+        reason = "no answer from the model API"
+    delay = data.get("retry_delay_ms")
+    return Retrying(
+        attempt=int(data.get("attempt") or 0),
+        max_retries=int(data.get("max_retries") or 0),
+        wait_seconds=round(delay / 1000, 1) if isinstance(delay, int | float) else 0.0,
+        reason=reason,
+        status=status,
+    )
 
 
 def _result_text(block: ToolResultBlock) -> str:
@@ -67,6 +100,7 @@ class TurnState:
         self.stop_reason: str | None = None  # why it was interrupted, when not on request
         self.timed_out = False
         self.crashed: str | None = None
+        self.unreachable: str | None = None  # the endpoint check failed: the CLI never ran
         self.compacted = False
         self.session_id: str | None = None
         self.notices: list[str] = []
@@ -143,6 +177,8 @@ class TurnState:
                 self.session_id = data.get("session_id") or self.session_id
             case SystemMessage(subtype="compact_boundary"):
                 self.compacted = True
+            case SystemMessage(subtype="api_retry", data=data):
+                await self.emit(retry_event(data))
             case ResultMessage() as msg:
                 self.result = msg
                 self.session_id = msg.session_id or self.session_id
@@ -196,6 +232,21 @@ class TurnState:
             }
             await self.emit(step)
 
+    def endpoint_failed(self, endpoint: EndpointState | None) -> bool:
+        """Take the endpoint check made before the turn; True when the turn must not start:
+        the endpoint is unreachable or refuses our credentials (the CLI would retry for
+        minutes). The reply then says so, as it would for the CLI's own API error."""
+        match endpoint:
+            case Unreachable(reason=reason):
+                self.unreachable = reason
+            case CredentialsRefused(status=status):
+                refused = "authentication_failed" if status == 401 else "permission_error"
+                self.api_error_kind = refused
+            case _:
+                return False
+        self.log.write("error", {"stage": "endpoint", "endpoint": endpoint})
+        return True
+
     def step_records(self) -> list[dict[str, str]]:
         """The turn's tool steps for its history (a step never finished reads 'started')."""
         return list(self.steps.values())
@@ -219,4 +270,5 @@ class TurnState:
             timeout_seconds=timeout_seconds,
             crashed=self.crashed,
             notices=tuple(self.notices),
+            unreachable=self.unreachable,
         )

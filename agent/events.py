@@ -52,6 +52,20 @@ class MemoryInjected:
 
 
 @dataclass(frozen=True, slots=True)
+class Retrying:
+    """The CLI is about to retry a failed model request (its `api_retry` message): attempt
+    `attempt` of `max_retries`, after `wait_seconds`. `reason` is a few words ("overloaded",
+    "rate limited", "HTTP 500", "no connection"); `status` the HTTP status, if there was one."""
+
+    attempt: int
+    max_retries: int
+    wait_seconds: float
+    reason: str
+    status: int | None = None
+    kind: Literal["retrying"] = "retrying"
+
+
+@dataclass(frozen=True, slots=True)
 class TurnResult:
     """The end of a turn: one honest reply and where to find the full record."""
 
@@ -88,7 +102,7 @@ class TurnResult:
         }
 
 
-TurnEvent = TextDelta | ToolStep | PermissionEvent | MemoryInjected | TurnResult
+TurnEvent = TextDelta | ToolStep | PermissionEvent | MemoryInjected | Retrying | TurnResult
 
 
 def event_to_dict(event: TurnEvent) -> dict[str, Any]:

@@ -59,6 +59,9 @@ class TurnOutcome:
     timeout_seconds: float | None = None
     crashed: str | None = None
     notices: tuple[str, ...] = field(default_factory=tuple)
+    unreachable: str | None = None
+    """Why the model endpoint could not be reached when the turn was to start (agent/endpoint.py):
+    the turn never reached the CLI."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +182,9 @@ def without_paths(text: str) -> str:
 
 
 def _api_error_reply(o: TurnOutcome, base_url: str | None) -> Reply | None:
+    if o.unreachable is not None:
+        text = unreachable_text(base_url or "the Anthropic API", o.unreachable)
+        return Reply(text, True, "failed")
     status = o.api_error_status
     kind = o.api_error_kind
     raw = o.api_error_text or o.result_text or ""
@@ -199,10 +205,7 @@ def _api_error_reply(o: TurnOutcome, base_url: str | None) -> Reply | None:
     elif status == 429 or kind == "rate_limit":
         text = "The model API is rate-limiting requests (429). Wait a minute and try again."
     elif status is None and ("ECONNREFUSED" in raw or "Connection" in raw):
-        text = (
-            f"Could not reach the model API at {where}: connection refused. "
-            "Check ANTHROPIC_BASE_URL and that the endpoint is running."
-        )
+        text = unreachable_text(where, "connection refused")
     elif status in (529, 503) or (kind == "server_error" and status is None):
         text = f"The model service is overloaded ({status or 'server error'}). Try again shortly."
     elif status is not None and status >= 500:
@@ -212,6 +215,14 @@ def _api_error_reply(o: TurnOutcome, base_url: str | None) -> Reply | None:
     else:
         text = f"The model API failed: {_one_line(raw) or kind}"
     return Reply(text, True, "failed")
+
+
+def unreachable_text(where: str, reason: str) -> str:
+    """The reply when the model endpoint cannot be reached (`reason`: "connection refused")."""
+    return (
+        f"Could not reach the model API at {where}: {reason}. "
+        "Check ANTHROPIC_BASE_URL and that the endpoint is running."
+    )
 
 
 _NO_CREDENTIALS = (

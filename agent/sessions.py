@@ -31,6 +31,7 @@ from claude_agent_sdk import ClaudeSDKClient, SessionKey, SessionStore
 
 from agent._turn import EventSink, TurnState
 from agent.conversations import ConversationBackend
+from agent.endpoint import EndpointChecker
 from agent.events import TurnResult
 from agent.logs import RequestLogs
 from agent.options import (
@@ -354,6 +355,11 @@ class _Actor:
 
     async def _run_turn(self, turn: _TurnRequest, state: TurnState) -> None:
         settings = self.manager.settings
+        # --- endpoint check (agent/endpoint.py): a dead endpoint or a refused key answers the
+        # turn in seconds, instead of after minutes of the CLI's retries.
+        if state.endpoint_failed(await self.manager.endpoint.check()):
+            return
+        # --- end of the endpoint check
         if self.client is None:
             try:
                 await self._connect(state)
@@ -476,6 +482,7 @@ class SessionManager:
         self.policy = policy
         self.extras_factory = extras_factory
         self.turn_slots = asyncio.Semaphore(settings.max_concurrent_turns)
+        self.endpoint = EndpointChecker.for_settings(settings)  # asked before every turn
         self._actors: dict[str, _Actor] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._turn_listeners: list[TurnListener] = []

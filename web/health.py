@@ -55,6 +55,9 @@ _PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
         *("state", "model", "dim", "pid", "load_seconds", "loading_seconds"),
         *("restarts", "retry_in_seconds"),
     ),
+    # reachable | unreachable | credentials_refused | unverified | checking; the URL and the
+    # reason only in the token view (agent/endpoint.py).
+    "model_endpoint": ("state",),
 }
 # A label that names a location rather than a model: `scheme://...`, `/abs`, `~/x`, `C:\x`.
 _LOCATION = re.compile(r"://|(?:^|:)\s*(?:[/~\\]|[A-Za-z]:[/\\])")

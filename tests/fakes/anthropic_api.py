@@ -11,6 +11,12 @@ answers from scripts:
 * otherwise the model answers `echo: <prompt>`.
 
 Steps are `Reply` objects built with `text(...)`, `tool(...)`, `error(...)`.
+
+`GET /v1/models` answers as the real List Models endpoint does (`data`, `has_more`, `first_id`,
+`last_id`); those probes are recorded in `fake.model_list_requests`, not in `fake.requests`
+(they are not model calls). Set `fake.accepted_keys` to make every other key (`x-api-key` or
+`Authorization: Bearer`) get the API's 401 `authentication_error`, on `/v1/models` and
+`/v1/messages` alike.
 """
 
 from __future__ import annotations
@@ -192,6 +198,8 @@ class FakeMessagesAPI:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
+        self.model_list_requests: list[RecordedRequest] = []
+        self.accepted_keys: set[str] | None = None  # None: any key is accepted
 
     # --- scripting ---------------------------------------------------------------------------
     def on(self, trigger: str, *steps: Reply) -> None:
@@ -236,6 +244,7 @@ class FakeMessagesAPI:
             routes=[
                 Route("/v1/messages", self._messages, methods=["POST"]),
                 Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
                 Route("/{path:path}", self._unknown, methods=["GET", "POST", "HEAD", "PUT"]),
             ]
         )
@@ -287,8 +296,55 @@ class FakeMessagesAPI:
         await self._record(request)
         return JSONResponse({"input_tokens": 42})
 
+    def _refused(self, request: Request) -> Response | None:
+        """The API's 401 for a key not in `accepted_keys` (None when the key is accepted)."""
+        if self.accepted_keys is None:
+            return None
+        key = request.headers.get("x-api-key")
+        bearer = request.headers.get("authorization", "")
+        if key is None and bearer.lower().startswith("bearer "):
+            key = bearer[len("bearer ") :]
+        if key in self.accepted_keys:
+            return None
+        message = "invalid x-api-key" if key else "x-api-key header is required"
+        return JSONResponse(
+            {
+                "type": "error",
+                "error": {"type": "authentication_error", "message": message},
+                "request_id": f"req_{uuid.uuid4().hex[:24]}",
+            },
+            status_code=401,
+        )
+
+    async def _models(self, request: Request) -> Response:
+        """List Models: the first page of the models this fake answers as."""
+        rec = RecordedRequest(
+            path=request.url.path,
+            headers={k.lower(): v for k, v in request.headers.items()},
+            body={},
+        )
+        with self._lock:
+            self.model_list_requests.append(rec)
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        models = [
+            {
+                "type": "model",
+                "id": "claude-fake",
+                "display_name": "Claude Fake",
+                "created_at": "2026-01-01T00:00:00Z",
+            }
+        ]
+        return JSONResponse(
+            {"data": models, "has_more": False, "first_id": "claude-fake", "last_id": "claude-fake"}
+        )
+
     async def _messages(self, request: Request) -> Response:
         req = await self._record(request)
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
         reply = self._choose(req)
         if reply.delay:
             await asyncio.sleep(reply.delay)
