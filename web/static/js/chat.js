@@ -374,6 +374,7 @@ function createTurn(message) {
   const tools = new Map();
   let text = "";
   let frame = 0;
+  let retry = null;
 
   const render = () => {
     frame = 0;
@@ -387,6 +388,7 @@ function createTurn(message) {
       assistant.classList.toggle("streaming", on);
     },
     appendText(delta) {
+      retry = retry?.remove() ?? null; // an answer is coming: the retry is over
       text += delta;
       frame ||= requestAnimationFrame(render);
     },
@@ -420,9 +422,16 @@ function createTurn(message) {
     showMemory(notes) {
       memory.add(notes);
     },
+    retrying({ attempt, max_retries, wait_seconds, reason }) {
+      // The CLI retries a failed model request: one line, replaced by the next attempt.
+      retry ??= steps.appendChild(h("div", { class: "retrying meta", role: "status" }));
+      retry.textContent = `Retrying (${attempt}/${max_retries}) in ${Math.round(wait_seconds)} s: ${reason}`;
+      scrollToEnd();
+    },
     finish({ reply, is_error, status, cost_usd, started }) {
       cancelAnimationFrame(frame);
       frame = 0;
+      retry?.remove();
       text = reply ?? text;
       content.replaceChildren(renderMarkdown(text));
       assistant.classList.remove("streaming");
@@ -480,6 +489,9 @@ async function send() {
           break;
         case "memory":
           turn.showMemory(data.notes || []);
+          break;
+        case "retrying":
+          turn.retrying(data);
           break;
         case "result":
           turn.finish(data);
