@@ -78,7 +78,7 @@ async def running_app(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
-            transport=transport, base_url="http://testserver", timeout=120
+            transport=transport, base_url="http://127.0.0.1", timeout=120
         ) as client:
             client.app = app  # type: ignore[attr-defined]
             yield client

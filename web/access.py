@@ -17,6 +17,12 @@ A client is local when both hold:
   request forwarded for 203.0.113.7 is refused. A value that is not an address (`unknown`,
   an obfuscated `_node`) is not local either.
 
+A local client must also name a local host (`Host: 127.0.0.1:8000`, `localhost`, `[::1]`): a
+web page on another site can make the browser's own requests reach 127.0.0.1 by pointing its
+host name there (DNS rebinding), and its requests then carry that name. Without a token, open
+the page as http://127.0.0.1:8000 or http://localhost:8000. A request without a Host header
+(HTTP/1.0 tools) is judged by its address alone.
+
 This is a pure ASGI middleware, not Starlette's BaseHTTPMiddleware: it decides before the app
 runs and then passes the untouched stream through, so SSE responses are never buffered.
 """
@@ -35,6 +41,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 
+HOST_REFUSAL = (
+    "this server answers only requests for a local host name (127.0.0.1, localhost, [::1]) "
+    "because no API token is set: open it as http://127.0.0.1:<port>, or set "
+    "CLAUDE_MEMORY_API_TOKEN on the server"
+)
 REFUSAL = (
     "this server answers only local (loopback) clients because no API token is set: "
     "set CLAUDE_MEMORY_API_TOKEN on the server and send 'Authorization: Bearer <token>'"
@@ -91,6 +102,17 @@ def forwarded_addresses(headers: Iterable[tuple[bytes, bytes]]) -> list[str]:
     return found
 
 
+def is_local_host_header(value: str) -> bool:
+    """A Host header that names this machine: a loopback address or `localhost` (with a port)."""
+    text = value.strip().lower()
+    if text.startswith("["):  # [v6]:port
+        name = text[1 : text.find("]")] if "]" in text else text[1:]
+    else:
+        name = text.rsplit(":", 1)[0] if text.count(":") == 1 else text
+    name = name.rstrip(".")
+    return name == "localhost" or name.endswith(".localhost") or is_loopback(name)
+
+
 def origin(scope: Scope) -> Origin:
     """Where a request comes from, as far as the loopback rule is concerned."""
     client = scope.get("client")
@@ -100,6 +122,14 @@ def origin(scope: Scope) -> Origin:
         if not is_loopback(address):
             return Remote(address or "<empty>")
     return Local()
+
+
+def names_local_host(scope: Scope) -> bool:
+    """False when the Host header names another host (see the module doc: DNS rebinding)."""
+    for raw_name, raw_value in scope.get("headers") or []:
+        if raw_name.lower() == b"host":
+            return is_local_host_header(raw_value.decode("latin-1"))
+    return True
 
 
 class LoopbackOnly:
@@ -113,6 +143,12 @@ class LoopbackOnly:
             await self.app(scope, receive, send)
             return
         match origin(scope):
+            case Local() if not names_local_host(scope):
+                logger.info("refused a request for a non-local host name: no API token")
+                if scope["type"] == "http":
+                    await _refuse_http(send, HOST_REFUSAL)
+                else:
+                    await _refuse_websocket(receive, send)
             case Local():
                 await self.app(scope, receive, send)
             case Remote(address):
@@ -123,8 +159,8 @@ class LoopbackOnly:
                     await _refuse_websocket(receive, send)
 
 
-async def _refuse_http(send: Send) -> None:
-    body = json.dumps({"detail": REFUSAL}).encode()
+async def _refuse_http(send: Send, detail: str = REFUSAL) -> None:
+    body = json.dumps({"detail": detail}).encode()
     await send(
         {
             "type": "http.response.start",

@@ -26,6 +26,7 @@ from web.health import INDEX_ERROR, public_view
 
 REPO = Path(__file__).resolve().parents[2]
 STRANGER = ("203.0.113.7", 4321)
+LOCAL = ("127.0.0.1", 50000)
 EVERY_KIND_OF_PATH = ["/", "/health", "/api/conversations", "/api/memories", "/docs"]
 # A URL (with credentials) and absolute paths: what /health must not show without the token.
 URL_OR_ABSOLUTE_PATH = re.compile(r"[A-Za-z][\w+.-]*://|(?:^|[\s\"'=(:])/[\w.~-]+/")
@@ -43,7 +44,7 @@ async def lifespan_app(settings: Settings) -> AsyncIterator[FastAPI]:
 def client_at(app: FastAPI, address: tuple[str, int], **headers: str) -> httpx.AsyncClient:
     """A client whose requests reach the app from `address`, as a server would report it."""
     transport = httpx.ASGITransport(app=app, client=address)
-    return httpx.AsyncClient(transport=transport, base_url="http://testserver", headers=headers)
+    return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers)
 
 
 def leaky_base_url(fake_model: FakeMessagesAPI) -> str:
@@ -98,6 +99,33 @@ async def test_a_request_a_local_proxy_forwards_for_someone_else_is_refused(
     ):
         response = await proxied.get("/api/conversations")
     assert response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("host", "served"),
+    [
+        ("127.0.0.1:8000", True),
+        ("localhost:8000", True),
+        ("LOCALHOST", True),
+        ("app.localhost:8000", True),
+        ("[::1]:8000", True),
+        ("127.0.0.2", True),
+        ("evil.example:8000", False),  # a rebound name: the browser's page is on another site
+        ("127.0.0.1.evil.example", False),
+        ("192.168.1.5:8000", False),
+        ("", False),
+    ],
+)
+async def test_without_a_token_only_a_local_host_name_is_served(
+    make_settings: Callable[..., Settings], host: str, served: bool
+) -> None:
+    # DNS rebinding: a page on evil.example whose name now points at 127.0.0.1 reaches the app
+    # from a loopback address, but its requests still carry its own host name.
+    async with lifespan_app(make_settings()) as app, client_at(app, LOCAL) as local:
+        response = await local.get("/api/conversations", headers={"host": host})
+    assert (response.status_code == 200) is served, response.text
+    if not served:
+        assert "local host name" in response.json()["detail"]
 
 
 async def test_a_local_proxy_forwarding_for_localhost_is_served(
