@@ -24,7 +24,7 @@ from agent.policy import PolicyConfig
 from agent.recorder import MemoryRecorder
 from agent.sessions import SessionManager, TurnLock
 from agent.summarizer import model_summary
-from errors import ClaudeMemoryError
+from errors import ClaudeMemoryError, ConfigurationError
 from memory.api import create_memory_router
 from memory.backend import MemoryBackend
 from memory.encoder_client import EncoderClient, EncoderReady, ThreadEncoder, VectorSync
@@ -105,7 +105,17 @@ def _open_shared_state(settings: Settings) -> _SharedState:
     from bridge.state_pg import PostgresBridgeState
     from storage.postgres import PostgresDatabase
 
-    database = PostgresDatabase.from_settings(settings)
+    if settings.database_url is None:
+        raise ConfigurationError("no database configured: set CLAUDE_MEMORY_DATABASE_URL")
+    database = PostgresDatabase(
+        settings.database_url.get_secret_value(),
+        min_size=settings.database_pool_min_size,
+        max_size=settings.database_pool_max_size,
+        # Every running turn holds one connection for its conversation lock: they must never
+        # starve the transcript writes the turn itself waits for.
+        async_max_size=settings.database_pool_max_size + settings.max_concurrent_turns,
+        timeout=settings.database_pool_timeout_seconds,
+    )
     database.open()
     try:
         return _SharedState(
@@ -295,8 +305,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         encoder = container.encoder.status.to_dict()
         for part in (feishu, encoder):  # error texts may quote an endpoint
-            if isinstance(part.get("error"), str):
-                part["error"] = safe_urls_in(part["error"])
+            error = part.get("error")
+            if isinstance(error, str):
+                part["error"] = safe_urls_in(error)
         endpoint = container.sessions.endpoint.status()
         endpoint_ok = endpoint["state"] not in ("unreachable", "credentials_refused")
         report = {

@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from errors import ConfigurationError
 
@@ -34,9 +34,6 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "CLAUDE_MEMORY_DATABASE_URL needs psycopg: install the postgres extra "
         "(uv sync --extra postgres, or pip install 'claude-memory-system[postgres]')"
     ) from exc
-
-if TYPE_CHECKING:
-    from settings import Settings
 
 Connection = psycopg.Connection[DictRow]
 AsyncConnection = psycopg.AsyncConnection[DictRow]
@@ -148,20 +145,6 @@ class PostgresDatabase:
             reset=_release_session_locks,
             name="claude-memory-async",
             open=False,
-        )
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> PostgresDatabase:
-        if settings.database_url is None:
-            raise ConfigurationError("no database configured: set CLAUDE_MEMORY_DATABASE_URL")
-        return cls(
-            settings.database_url.get_secret_value(),
-            min_size=settings.database_pool_min_size,
-            max_size=settings.database_pool_max_size,
-            # Every running turn holds one connection for its conversation lock: they must
-            # never starve the transcript writes the turn itself waits for.
-            async_max_size=settings.database_pool_max_size + settings.max_concurrent_turns,
-            timeout=settings.database_pool_timeout_seconds,
         )
 
     # --- lifecycle -----------------------------------------------------------------------------
