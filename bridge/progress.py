@@ -18,7 +18,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from agent.events import TextDelta, ToolStep, TurnEvent
+from agent.events import Retrying, TextDelta, ToolStep, TurnEvent
 from bridge.render import (
     card_content,
     chunk_budget,
@@ -64,6 +64,7 @@ class TurnReply:
         self._title = title
         self._steps: dict[str, _Step] = {}
         self._writing = False
+        self._retry: Retrying | None = None  # the model request being retried, if any
         self._started = time.monotonic()
         self._last_write = 0.0
         self._card_id: str | None = None
@@ -102,8 +103,12 @@ class TurnReply:
                     summary = known.summary
                 self._steps[tid] = _Step(name, summary, status)
                 self._changed.set()
+            case Retrying():
+                self._retry = event
+                self._changed.set()
             case TextDelta() if not self._writing:
                 self._writing = True
+                self._retry = None  # an answer is coming: the retry is over
                 self._changed.set()
             case _:
                 pass
@@ -153,6 +158,12 @@ class TurnReply:
             summary = step.summary.replace("`", "'").replace("\n", " ")
             label = step.name if summary in ("", step.name) else f"{step.name} `{summary}`"
             lines.append(f"- {_ICONS.get(step.status, '•')} {escape_card_markdown(label)}")
+        if self._retry is not None:
+            r = self._retry
+            lines.append(
+                f"🔁 retrying ({r.attempt}/{r.max_retries}) in {round(r.wait_seconds)} s: "
+                + escape_card_markdown(r.reason)
+            )
         if self._writing:
             lines.append("✍️ writing the answer…")
         return "\n".join(lines)
