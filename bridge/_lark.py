@@ -6,6 +6,9 @@
   it is the app's (running) loop; with the proxy each runner thread drives its own loop.
 * `WsRunner` runs one `ws.Client` in a daemon thread with its own event loop, and stops it
   (1.7.5 has no public stop): no more reconnects, cancel the loop's tasks, close the socket.
+* `forget_tenant_token()` drops the SDK's cached tenant token. The cache is process-global,
+  keyed `self_tenant_token:<app_id>`, trusted until `expire - 600` s, and never refreshed when
+  the platform refuses the token (99991663 and kin): the next call would send it again.
 * `RawEventHandler` hands the raw event payload (bytes) to our callback, for every event type,
   so we parse once at the edge and ack types we do not handle instead of answering 500.
 """
@@ -54,6 +57,14 @@ def import_lark() -> ModuleType:
                 ws_client.loop = _ThreadLoopProxy()  # type: ignore[assignment]
             _lark = lark_oapi
         return _lark
+
+
+def forget_tenant_token(app_id: str) -> None:
+    """Make the SDK fetch a new tenant access token on its next call."""
+    from lark_oapi.core.token.manager import TokenManager
+
+    # ICache has only get/set; an entry already expired is dropped on the next get.
+    TokenManager.cache.set(f"self_tenant_token:{app_id}", "", 0)
 
 
 def raw_event_handler(callback: Callable[[bytes], None]) -> Any:

@@ -1,17 +1,22 @@
 """Feishu event payloads: raw shapes as TypedDicts, parsed once at the edge into frozen dataclasses.
 
-Only `im.message.receive_v1` (schema 2.0) becomes an `IncomingMessage`; every other event type
-becomes an `OtherEvent` (logged at debug level and acked by the bridge). Notes on the payload
+`im.message.receive_v1` (schema 2.0) becomes an `IncomingMessage`, `im.message.recalled_v1` a
+`Recalled`; every other event type becomes an `OtherEvent` (logged at debug level and acked by
+the bridge). Notes on the payload
 (docs and observation): timestamps are strings of milliseconds, `content` is a JSON string,
 mentions appear in text as placeholders (`@_user_1`) resolved through `message.mentions`, and
 `@_all` stands for "everyone".
+
+Input is never trusted to be clean text: bytes that are not UTF-8 are decoded with U+FFFD in
+their place, and lone surrogates (a `\ud800` escape in the JSON, which Python accepts but which
+no UTF-8 writer downstream does) become U+FFFD too, in every string of the payload.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, TypedDict
 
 from errors import InvalidInputError
@@ -20,6 +25,9 @@ ChatType = Literal["p2p", "group"]
 AttachmentKind = Literal["image", "file"]
 
 MESSAGE_RECEIVED = "im.message.receive_v1"
+# "撤回消息" event: https://open.feishu.cn/document/uAjLw4CM/ukTMukTMukTM/reference/im-v1/message/
+# events/recalled: `event` = {message_id, chat_id, recall_time (ms, string), recall_type}.
+MESSAGE_RECALLED = "im.message.recalled_v1"
 ALL_MENTION = "@_all"
 
 
@@ -61,6 +69,13 @@ class RawMessage(TypedDict, total=False):
 class RawMessageEvent(TypedDict, total=False):
     sender: RawSender
     message: RawMessage
+
+
+class RawRecalled(TypedDict, total=False):
+    message_id: str
+    chat_id: str
+    recall_time: str
+    recall_type: str  # message_owner / group_owner / group_manager / enterprise_manager
 
 
 class RawHeader(TypedDict, total=False):
@@ -116,6 +131,15 @@ class IncomingMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class Recalled:
+    """A message was recalled (withdrawn) by its sender or a group's owner or manager."""
+
+    event_id: str
+    message_id: str
+    chat_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class OtherEvent:
     """Any event type the bridge does not act on."""
 
@@ -123,7 +147,7 @@ class OtherEvent:
     event_id: str
 
 
-ParsedEvent = IncomingMessage | OtherEvent
+ParsedEvent = IncomingMessage | Recalled | OtherEvent
 
 
 class EventParseError(InvalidInputError):
@@ -133,9 +157,11 @@ class EventParseError(InvalidInputError):
 # --- parsing --------------------------------------------------------------------------------------
 def parse_event(payload: bytes | str, *, bot_open_id: str | None) -> ParsedEvent:
     """Parse one event payload. Raises EventParseError for malformed messages."""
+    if isinstance(payload, bytes):
+        payload = payload.decode("utf-8", errors="replace")
     try:
-        envelope: RawEnvelope = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as exc:
+        envelope: RawEnvelope = _clean(json.loads(payload))
+    except ValueError as exc:
         raise EventParseError(f"event payload is not JSON: {exc}") from exc
     if not isinstance(envelope, dict):
         raise EventParseError("event payload is not a JSON object")
@@ -144,6 +170,12 @@ def parse_event(payload: bytes | str, *, bot_open_id: str | None) -> ParsedEvent
     event_id = str(header.get("event_id") or "")
     if envelope.get("schema") != "2.0" or not event_type:
         return OtherEvent(event_type or "unknown", event_id)
+    if event_type == MESSAGE_RECALLED:
+        recalled: RawRecalled = envelope.get("event") or {}  # type: ignore[assignment]
+        message_id = str(recalled.get("message_id") or "")
+        if not message_id:
+            raise EventParseError("recall event without message_id")
+        return Recalled(event_id, message_id, str(recalled.get("chat_id") or ""))
     if event_type != MESSAGE_RECEIVED:
         return OtherEvent(event_type, event_id)
     body: RawMessageEvent = envelope.get("event") or {}  # type: ignore[assignment]
@@ -162,9 +194,9 @@ def _parse_message(
     mentions = list(message.get("mentions") or [])
     message_type = message.get("message_type") or ""
     try:
-        content = json.loads(message.get("content") or "{}")
-    except ValueError as exc:
-        raise EventParseError(f"message content is not JSON: {exc}") from exc
+        content = _clean(json.loads(message.get("content") or "{}"))
+    except (ValueError, TypeError):
+        content = {}  # read as an empty message: the sender gets a line instead of silence
     if not isinstance(content, dict):
         content = {}
     text, attachments = _content_text(message_type, content, mentions, bot_open_id)
@@ -183,6 +215,33 @@ def _parse_message(
         root_id=message.get("root_id") or None,
         parent_id=message.get("parent_id") or None,
     )
+
+
+def _clean(value: Any) -> Any:
+    """Every string of a decoded JSON value with lone surrogates replaced by U+FFFD."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            # Pairs written as two escapes join up; what stays alone becomes U+FFFD.
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def message_to_json(msg: IncomingMessage) -> str:
+    """The message as JSON, to keep it across a restart (`message_from_json` reads it back)."""
+    return json.dumps(asdict(msg), ensure_ascii=False)
+
+
+def message_from_json(text: str) -> IncomingMessage:
+    data = json.loads(text)
+    data["attachments"] = tuple(Attachment(**a) for a in data.get("attachments") or ())
+    return IncomingMessage(**data)
 
 
 def _is_bot(mention: RawMention, bot_open_id: str | None) -> bool:

@@ -2,10 +2,19 @@
 
 * Calls run in a worker thread (`asyncio.to_thread`): the SDK's sync path also fetches the tenant
   token synchronously, which must not block the app's event loop.
-* The SDK has no retry: throttling (HTTP 429, code 99991400 or 230020) waits for
-  `x-ogw-ratelimit-reset` seconds (capped) and tries again; network errors are retried too. A
-  retried send is safe because every reply/create carries an idempotency `uuid` (Feishu keeps
-  one message per uuid for an hour).
+* The SDK has no retry. Here every call is retried with backoff within a window (default 5
+  minutes for sends, `QUICK_WINDOW` for progress updates, bot info and group owners, which all
+  have a fallback): network errors, HTTP 5xx, a body that is not JSON (a gateway's error page),
+  and throttling. Throttling (HTTP 429, or code 99991400 / 230020 on an older API's 400) waits
+  the `x-ogw-ratelimit-reset` seconds the platform asks for ("频控策略", https://open.feishu.cn/
+  document/server-docs/api-call-guide/frequency-control: wait the header's seconds, retry,
+  repeat); other failures wait 1, 2, 4 … s, capped at 30 s, with ±20 % jitter.
+* A response is a success only with HTTP 2xx **and** `code` 0 (a 5xx whose body says `code: 0`
+  is a failure), and a send's response must carry the new message's id.
+* A refused tenant token (99991661, 99991663, 99991664, 99991668) makes the SDK forget its
+  cached token (`_lark.forget_tenant_token`) and the call is tried again once at once.
+* A retried send is safe because every reply/create carries an idempotency `uuid` ("发送消息":
+  requests with the same uuid send at most one message within 1 hour).
 * A request body over Feishu's limit is refused here, before it leaves.
 """
 
@@ -14,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import re
+import time
 import uuid as uuid_mod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -22,13 +33,18 @@ from typing import Any
 
 import requests
 
+from bridge._lark import forget_tenant_token
 from bridge.render import BODY_LIMITS, MsgType, request_body_size
 from errors import ClaudeMemoryError
 
 logger = logging.getLogger("bridge.feishu.sender")
 
 THROTTLED_CODES = frozenset({99991400, 230020})
+# Token refused: 99991663 invalid, 99991668 expired (also in lark-oapi's own list), 99991661 and
+# 99991664 (missing / invalid tenant token; third-party sources only).
+TOKEN_CODES = frozenset({99991661, 99991663, 99991664, 99991668})
 RESET_HEADER = "x-ogw-ratelimit-reset"
+QUICK_WINDOW = 15.0  # seconds: progress updates, bot info, group owners (each has a fallback)
 _UUID_NAMESPACE = uuid_mod.UUID("8f0c7a52-2b7e-4d55-9a39-3f1f6d1e5c21")
 
 
@@ -38,18 +54,38 @@ class FeishuAPIError(ClaudeMemoryError):
     status_code = 502
 
     def __init__(
-        self, operation: str, *, code: int, msg: str, status: int | None, log_id: str | None
+        self,
+        operation: str,
+        *,
+        code: int,
+        msg: str,
+        status: int | None,
+        log_id: str | None,
+        transient: bool = False,
+        reset: float | None = None,
     ) -> None:
         hint = f" (log id {log_id})" if log_id else ""
-        super().__init__(f"Feishu {operation} failed: code {code}, {msg}{hint}")
+        shown = f"HTTP {status}, code {code}" if status and status >= 400 else f"code {code}"
+        super().__init__(f"Feishu {operation} failed: {shown}, {msg}{hint}")
         self.operation = operation
         self.code = code
         self.status = status
         self.log_id = log_id
+        self.reset = reset  # seconds the platform asked us to wait (x-ogw-ratelimit-reset)
+        self._transient = transient
 
     @property
     def throttled(self) -> bool:
         return self.status == 429 or self.code in THROTTLED_CODES
+
+    @property
+    def token_refused(self) -> bool:
+        return self.code in TOKEN_CODES
+
+    @property
+    def transient(self) -> bool:
+        """Worth trying again later: network, 5xx, throttling, a garbled success."""
+        return self._transient or self.throttled or (self.status or 0) >= 500
 
 
 def send_uuid(*parts: object) -> str:
@@ -66,6 +102,16 @@ class Download:
 Sleep = Callable[[float], Awaitable[None]]
 
 
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How long a call is retried, and how far apart."""
+
+    window: float = 300.0  # seconds from the first attempt; then the caller's fallback/outbox
+    base: float = 1.0  # the first wait
+    cap: float = 30.0  # the longest wait between attempts (a rate-limit reset may be longer)
+    jitter: float = 0.2  # each wait is spread by ± this fraction
+
+
 class Sender:
     """Feishu IM calls with retries; one per bridge."""
 
@@ -73,9 +119,10 @@ class Sender:
         self,
         client: Any,
         *,
-        attempts: int = 4,
-        max_wait: float = 30.0,
+        policy: RetryPolicy | None = None,
         sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         from lark_oapi.api.im.v1 import (
             CreateMessageRequest,
@@ -89,9 +136,11 @@ class Sender:
         )
 
         self._client = client
-        self._attempts = attempts
-        self._max_wait = max_wait
+        self._app_id = str(getattr(getattr(client, "config", None), "app_id", "") or "")
+        self.policy = policy or RetryPolicy()
         self._sleep = sleep
+        self._clock = clock
+        self._rand = rand
         self._create_req = CreateMessageRequest
         self._create_body = CreateMessageRequestBody
         self._reply_req = ReplyMessageRequest
@@ -103,18 +152,33 @@ class Sender:
 
     # --- messages --------------------------------------------------------------------------------
     async def reply(
-        self, message_id: str, msg_type: MsgType, content: dict[str, Any], *, uuid: str
+        self,
+        message_id: str,
+        msg_type: MsgType,
+        content: dict[str, Any],
+        *,
+        uuid: str,
+        window: float | None = None,
     ) -> str:
-        """Reply to a message; returns the new message's id."""
+        """Reply to a message; returns the new message's id. `window`: seconds to keep trying
+        (default: the policy's window)."""
         text = json.dumps(content, ensure_ascii=False)
         _check_size(msg_type, {"content": text, "msg_type": msg_type, "uuid": uuid})
         body = self._reply_body.builder().content(text).msg_type(msg_type).uuid(uuid).build()
         request = self._reply_req.builder().message_id(message_id).request_body(body).build()
-        resp = await self._call("reply", self._client.im.v1.message.reply, request)
+        resp = await self._call(
+            "reply", self._client.im.v1.message.reply, request, window=window, sends=True
+        )
         return str(resp.data.message_id)
 
     async def create(
-        self, chat_id: str, msg_type: MsgType, content: dict[str, Any], *, uuid: str
+        self,
+        chat_id: str,
+        msg_type: MsgType,
+        content: dict[str, Any],
+        *,
+        uuid: str,
+        window: float | None = None,
     ) -> str:
         """Send a new message to a chat; returns its id."""
         text = json.dumps(content, ensure_ascii=False)
@@ -130,16 +194,21 @@ class Sender:
             .build()
         )
         request = self._create_req.builder().receive_id_type("chat_id").request_body(body).build()
-        resp = await self._call("create", self._client.im.v1.message.create, request)
+        resp = await self._call(
+            "create", self._client.im.v1.message.create, request, window=window, sends=True
+        )
         return str(resp.data.message_id)
 
-    async def patch(self, message_id: str, content: dict[str, Any]) -> None:
-        """Replace a card's content (cards only; 5 updates/s per message at most)."""
+    async def patch(
+        self, message_id: str, content: dict[str, Any], *, window: float = QUICK_WINDOW
+    ) -> None:
+        """Replace a card's content (cards only; 5 updates/s per message at most). Tried for
+        `QUICK_WINDOW` s by default: every patch has a fallback (a new reply, the outbox)."""
         text = json.dumps(content, ensure_ascii=False)
         _check_size("interactive", {"content": text})
         body = self._patch_body.builder().content(text).build()
         request = self._patch_req.builder().message_id(message_id).request_body(body).build()
-        await self._call("patch", self._client.im.v1.message.patch, request)
+        await self._call("patch", self._client.im.v1.message.patch, request, window=window)
 
     async def download(self, message_id: str, file_key: str, kind: str) -> Download:
         """Fetch an image or file a user sent (`kind`: image or file)."""
@@ -159,7 +228,9 @@ class Sender:
         """A group's owner and managers (open_ids), from "获取群信息" (GET /im/v1/chats/:chat_id,
         `owner_id` and `user_manager_id_list`; needs im:chat:readonly, im:chat:read or im:chat)."""
         request = self._chat_req.builder().chat_id(chat_id).user_id_type("open_id").build()
-        resp = await self._call("chat info", self._client.im.v1.chat.get, request)
+        resp = await self._call(
+            "chat info", self._client.im.v1.chat.get, request, window=QUICK_WINDOW
+        )
         data = resp.data
         if data is None:
             return frozenset()
@@ -178,7 +249,7 @@ class Sender:
             .token_types({lark.AccessTokenType.TENANT})
             .build()
         )
-        resp = await self._call("bot info", self._client.request, request)
+        resp = await self._call("bot info", self._client.request, request, window=QUICK_WINDOW)
         try:
             payload = json.loads(resp.raw.content)
         except (ValueError, AttributeError):
@@ -187,42 +258,84 @@ class Sender:
         return bot.get("open_id") or None
 
     # --- plumbing --------------------------------------------------------------------------------
-    async def _call(self, operation: str, fn: Callable[[Any], Any], request: Any) -> Any:
-        last: FeishuAPIError | None = None
-        for attempt in range(1, self._attempts + 1):
-            try:
-                resp = await asyncio.to_thread(fn, request)
-            except requests.RequestException as exc:  # connection lost, timeout: try again
-                last = FeishuAPIError(
-                    operation, code=0, msg=f"{type(exc).__name__}: {exc}", status=None, log_id=None
-                )
-                wait = min(2.0 ** (attempt - 1), self._max_wait)
-            except Exception as exc:  # token refused, a body that is not JSON: not transient
-                raise FeishuAPIError(
-                    operation, code=0, msg=f"{type(exc).__name__}: {exc}", status=None, log_id=None
-                ) from exc
+    async def _call(
+        self,
+        operation: str,
+        fn: Callable[[Any], Any],
+        request: Any,
+        *,
+        window: float | None = None,
+        sends: bool = False,
+    ) -> Any:
+        """Call `fn(request)` in a thread until it succeeds, fails for good or the window ends."""
+        policy = self.policy
+        deadline = self._clock() + (policy.window if window is None else window)
+        refreshed = False
+        attempt = 0
+        while True:
+            attempt += 1
+            failure = await self._attempt(operation, fn, request, sends=sends)
+            if not isinstance(failure, FeishuAPIError):
+                return failure
+            if failure.token_refused and not refreshed and self._app_id:
+                refreshed = True
+                logger.warning("%s; fetching a new tenant token", failure.message)
+                forget_tenant_token(self._app_id)
+                continue
+            if not failure.transient:
+                raise failure
+            if failure.throttled and failure.reset is not None:
+                wait = failure.reset  # the platform said when; the cap does not apply
             else:
-                if resp.success():
-                    return resp
-                raw = getattr(resp, "raw", None)
-                status = getattr(raw, "status_code", None)
-                headers = getattr(raw, "headers", None) or {}
-                last = FeishuAPIError(
-                    operation,
-                    code=int(resp.code or 0),
-                    msg=str(resp.msg or ""),
-                    status=status,
-                    log_id=resp.get_log_id(),
-                )
-                if not last.throttled:
-                    raise last
-                wait = _reset_seconds(headers, default=2.0 ** (attempt - 1), cap=self._max_wait)
-            if attempt == self._attempts:
-                break
-            logger.warning("%s; retrying in %.1f s (attempt %d)", last.message, wait, attempt)
+                wait = min(policy.base * 2 ** (attempt - 1), policy.cap)
+                wait *= 1 + policy.jitter * (2 * self._rand() - 1)
+            if self._clock() + wait > deadline:
+                logger.warning("%s; giving up after %d attempts", failure.message, attempt)
+                raise failure
+            logger.warning("%s; retrying in %.1f s (attempt %d)", failure.message, wait, attempt)
             await self._sleep(wait)
-        assert last is not None
-        raise last
+
+    async def _attempt(
+        self, operation: str, fn: Callable[[Any], Any], request: Any, *, sends: bool
+    ) -> Any:
+        """One call: the response on success, else the failure as a FeishuAPIError."""
+        try:
+            resp = await asyncio.to_thread(fn, request)
+        except requests.RequestException as exc:  # connection lost, timeout
+            return _failure(operation, f"{type(exc).__name__}: {exc}", transient=True)
+        except ValueError as exc:  # a body that is not JSON: a gateway's error page
+            return _failure(operation, f"response is not JSON ({exc})", transient=True)
+        except Exception as exc:  # the SDK refused (e.g. credentials for the token): final
+            raise FeishuAPIError(
+                operation, code=0, msg=f"{type(exc).__name__}: {exc}", status=None, log_id=None
+            ) from exc
+        raw = getattr(resp, "raw", None)
+        status = getattr(raw, "status_code", None)
+        headers = getattr(raw, "headers", None) or {}
+        code = int(resp.code or 0)
+        if code != 0 or (status is not None and status >= 300):
+            return FeishuAPIError(
+                operation,
+                code=code,
+                msg=str(resp.msg or "") or "no message",
+                status=status,
+                log_id=resp.get_log_id(),
+                reset=_reset_seconds(headers),
+            )
+        if sends and not getattr(getattr(resp, "data", None), "message_id", None):
+            return FeishuAPIError(
+                operation,
+                code=code,
+                msg="success without a message id",
+                status=status,
+                log_id=resp.get_log_id(),
+                transient=True,
+            )
+        return resp
+
+
+def _failure(operation: str, msg: str, *, transient: bool) -> FeishuAPIError:
+    return FeishuAPIError(operation, code=0, msg=msg, status=None, log_id=None, transient=transient)
 
 
 def _check_size(msg_type: MsgType, body: dict[str, Any]) -> None:
@@ -246,11 +359,12 @@ def _disposition_name(headers: dict[str, str]) -> str:
     return ""
 
 
-def _reset_seconds(headers: dict[str, str], *, default: float, cap: float) -> float:
+def _reset_seconds(headers: dict[str, str]) -> float | None:
+    """The `x-ogw-ratelimit-reset` header (seconds until the limit resets), whatever its case."""
     for key, value in headers.items():
         if key.lower() == RESET_HEADER:
             try:
-                return max(0.0, min(float(value), cap))
+                return max(0.0, float(value))
             except ValueError:
-                break
-    return min(default, cap)
+                return None
+    return None

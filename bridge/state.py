@@ -1,10 +1,16 @@
-"""The bridge's own SQLite file (`<home>/feishu.db`): dedup, chat generations, owner.
+"""The bridge's own SQLite file (`<home>/feishu.db`): dedup, chat generations, owner, the turns
+in flight and the outbox.
 
 * Dedup keys on the event id **and** the message id: Feishu re-pushes with the same event id,
   and a reconnect backfill can deliver the same message under a new event id. Rows are kept
   48 h (Feishu retries for at most ~7 h), so a restart never answers a message twice.
 * A chat's generation N names its conversation `feishu:{chat_id}:v{N}`; `/clear` bumps it.
 * The owner is the first user who sent the right `/pair <code>` when no allowlist is set.
+* A turn in flight has a row from the moment it is queued (`accepted`) through the model being
+  asked (`started`, plus its progress card once shown) until it is answered; the rows left at
+  start are what a crash interrupted (`FeishuBridge` recovers them).
+* The outbox holds sends not yet delivered, keyed by their idempotency `uuid`; a row goes when
+  the platform has accepted it.
 
 The websocket thread claims events while the app loop reads generations: one `SQLiteDB`
 connection (WAL, busy timeout, a writer lock). Every call is a single short statement.
@@ -13,8 +19,9 @@ connection (WAL, busy timeout, a writer lock). Every call is a single short stat
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from memory.sqlite import SQLiteDB
 
@@ -39,7 +46,58 @@ MIGRATIONS: tuple[str, ...] = (
         paired_at REAL NOT NULL
     );
     """,
+    """
+    CREATE TABLE turns (
+        message_id TEXT PRIMARY KEY,
+        chat_id TEXT NOT NULL,
+        message TEXT NOT NULL,
+        stage TEXT NOT NULL,
+        card_id TEXT,
+        accepted_at REAL NOT NULL
+    );
+    CREATE TABLE outbox (
+        key TEXT PRIMARY KEY,
+        op TEXT NOT NULL,
+        target TEXT NOT NULL,
+        msg_type TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        attempts INTEGER NOT NULL,
+        next_at REAL NOT NULL
+    );
+    CREATE INDEX outbox_by_due ON outbox(next_at);
+    """,
 )
+
+TurnStage = Literal["accepted", "started"]
+OutboxOp = Literal["reply", "patch"]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTurn:
+    """A user's message taken for a turn and not answered yet."""
+
+    message_id: str
+    chat_id: str
+    message: str  # the parsed message as JSON (bridge.events.message_to_json)
+    stage: TurnStage  # accepted: nothing reached the model yet; started: the model was asked
+    card_id: str | None  # the progress card, once shown
+    accepted_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    """One send the platform has not accepted yet: a reply to `target`, or a PATCH of card
+    `target`. `key` is the send's idempotency uuid (Feishu keeps one message per uuid for 1 h)."""
+
+    key: str
+    op: OutboxOp
+    target: str
+    msg_type: str
+    content: str  # JSON, as sent
+    created_at: float
+    attempts: int = 0
+    next_at: float = 0.0
 
 
 class BridgeStateBackend(Protocol):
@@ -74,6 +132,44 @@ class BridgeStateBackend(Protocol):
 
     def set_owner(self, open_id: str) -> bool:
         """Make `open_id` the owner unless there already is one; True if it became the owner."""
+        ...
+
+    def turn_accepted(
+        self, message_id: str, chat_id: str, message: str, *, now: float | None = None
+    ) -> None:
+        """A message was queued for a turn (stage `accepted`)."""
+        ...
+
+    def turn_started(self, message_id: str) -> None:
+        """The message is on its way to the model (stage `started`)."""
+        ...
+
+    def turn_card(self, message_id: str, card_id: str) -> None:
+        """The turn's progress card was shown."""
+        ...
+
+    def turn_finished(self, message_id: str) -> None:
+        """The message got its answer (or a notice); forget it."""
+        ...
+
+    def unfinished_turns(self) -> list[PendingTurn]:
+        """Turns accepted and never finished, oldest first."""
+        ...
+
+    def outbox_put(self, item: OutboxItem) -> None:
+        """Keep a send for later; a second put with the same key changes nothing."""
+        ...
+
+    def outbox_due(self, *, now: float | None = None, limit: int = 20) -> list[OutboxItem]:
+        """Sends whose next attempt is due, oldest first."""
+        ...
+
+    def outbox_retry(self, key: str, next_at: float) -> None:
+        """Count a failed attempt and schedule the next one."""
+        ...
+
+    def outbox_done(self, key: str) -> None:
+        """The send was delivered (or given up); forget it."""
         ...
 
 
@@ -157,3 +253,83 @@ class BridgeState:
                 (open_id, time.time()),
             )
             return cursor.rowcount == 1
+
+    # --- turns in flight -------------------------------------------------------------------------
+    def turn_accepted(
+        self, message_id: str, chat_id: str, message: str, *, now: float | None = None
+    ) -> None:
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO turns(message_id, chat_id, message, stage, accepted_at) "
+                "VALUES (?, ?, ?, 'accepted', ?)",
+                (message_id, chat_id, message, time.time() if now is None else now),
+            )
+
+    def turn_started(self, message_id: str) -> None:
+        with self._db.write() as conn:
+            conn.execute("UPDATE turns SET stage = 'started' WHERE message_id = ?", (message_id,))
+
+    def turn_card(self, message_id: str, card_id: str) -> None:
+        with self._db.write() as conn:
+            conn.execute("UPDATE turns SET card_id = ? WHERE message_id = ?", (card_id, message_id))
+
+    def turn_finished(self, message_id: str) -> None:
+        with self._db.write() as conn:
+            conn.execute("DELETE FROM turns WHERE message_id = ?", (message_id,))
+
+    def unfinished_turns(self) -> list[PendingTurn]:
+        rows = self._db.read(
+            "SELECT message_id, chat_id, message, stage, card_id, accepted_at FROM turns "
+            "ORDER BY accepted_at, rowid"
+        )
+        return [PendingTurn(str(r[0]), str(r[1]), str(r[2]), r[3], r[4], float(r[5])) for r in rows]
+
+    # --- outbox ----------------------------------------------------------------------------------
+    def outbox_put(self, item: OutboxItem) -> None:
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO outbox(key, op, target, msg_type, content, created_at, "
+                "attempts, next_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    item.key,
+                    item.op,
+                    item.target,
+                    item.msg_type,
+                    item.content,
+                    item.created_at,
+                    item.attempts,
+                    item.next_at,
+                ),
+            )
+
+    def outbox_due(self, *, now: float | None = None, limit: int = 20) -> list[OutboxItem]:
+        now = time.time() if now is None else now
+        rows = self._db.read(
+            "SELECT key, op, target, msg_type, content, created_at, attempts, next_at FROM outbox "
+            "WHERE next_at <= ? ORDER BY created_at, rowid LIMIT ?",
+            (now, limit),
+        )
+        return [
+            OutboxItem(
+                str(r[0]),
+                r[1],
+                str(r[2]),
+                str(r[3]),
+                str(r[4]),
+                float(r[5]),
+                int(r[6]),
+                float(r[7]),
+            )
+            for r in rows
+        ]
+
+    def outbox_retry(self, key: str, next_at: float) -> None:
+        with self._db.write() as conn:
+            conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1, next_at = ? WHERE key = ?",
+                (next_at, key),
+            )
+
+    def outbox_done(self, key: str) -> None:
+        with self._db.write() as conn:
+            conn.execute("DELETE FROM outbox WHERE key = ?", (key,))

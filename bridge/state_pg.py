@@ -1,5 +1,6 @@
-"""The Feishu bridge's state in PostgreSQL: dedup, chat generations and owner, shared by every
-app instance, so the same event delivered to two instances is answered once.
+"""The Feishu bridge's state in PostgreSQL: dedup, chat generations, owner, turns in flight and
+the outbox, shared by every app instance, so the same event delivered to two instances is
+answered once.
 
 Same contract as the SQLite `BridgeState` (`tests/storage` runs one suite against both). Each
 call is one statement, atomic on its own:
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from bridge.state import DEDUP_KEEP_SECONDS
+from bridge.state import DEDUP_KEEP_SECONDS, OutboxItem, PendingTurn
 from storage.postgres import PostgresDatabase
 
 COMPONENT = "feishu"
@@ -37,6 +38,29 @@ MIGRATIONS: tuple[str, ...] = (
         open_id TEXT NOT NULL,
         paired_at DOUBLE PRECISION NOT NULL
     );
+    """,
+    """
+    CREATE TABLE feishu_turns (
+        message_id TEXT PRIMARY KEY,
+        chat_id TEXT NOT NULL,
+        message TEXT NOT NULL,
+        stage TEXT NOT NULL,
+        card_id TEXT,
+        accepted_at DOUBLE PRECISION NOT NULL,
+        seq BIGSERIAL
+    );
+    CREATE TABLE feishu_outbox (
+        key TEXT PRIMARY KEY,
+        op TEXT NOT NULL,
+        target TEXT NOT NULL,
+        msg_type TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        attempts INTEGER NOT NULL,
+        next_at DOUBLE PRECISION NOT NULL,
+        seq BIGSERIAL
+    );
+    CREATE INDEX feishu_outbox_by_due ON feishu_outbox(next_at);
     """,
 )
 
@@ -112,3 +136,98 @@ class PostgresBridgeState:
                 (open_id, time.time()),
             )
             return cursor.rowcount == 1
+
+    # --- turns in flight -------------------------------------------------------------------------
+    def turn_accepted(
+        self, message_id: str, chat_id: str, message: str, *, now: float | None = None
+    ) -> None:
+        with self._db.connection() as conn:
+            conn.execute(
+                "INSERT INTO feishu_turns(message_id, chat_id, message, stage, accepted_at)"
+                " VALUES (%s, %s, %s, 'accepted', %s) ON CONFLICT (message_id) DO NOTHING",
+                (message_id, chat_id, message, time.time() if now is None else now),
+            )
+
+    def turn_started(self, message_id: str) -> None:
+        with self._db.connection() as conn:
+            conn.execute(
+                "UPDATE feishu_turns SET stage = 'started' WHERE message_id = %s", (message_id,)
+            )
+
+    def turn_card(self, message_id: str, card_id: str) -> None:
+        with self._db.connection() as conn:
+            conn.execute(
+                "UPDATE feishu_turns SET card_id = %s WHERE message_id = %s", (card_id, message_id)
+            )
+
+    def turn_finished(self, message_id: str) -> None:
+        with self._db.connection() as conn:
+            conn.execute("DELETE FROM feishu_turns WHERE message_id = %s", (message_id,))
+
+    def unfinished_turns(self) -> list[PendingTurn]:
+        rows = self._db.fetch(
+            "SELECT message_id, chat_id, message, stage, card_id, accepted_at FROM feishu_turns"
+            " ORDER BY accepted_at, seq"
+        )
+        return [
+            PendingTurn(
+                str(r["message_id"]),
+                str(r["chat_id"]),
+                str(r["message"]),
+                r["stage"],
+                r["card_id"],
+                float(r["accepted_at"]),
+            )
+            for r in rows
+        ]
+
+    # --- outbox ----------------------------------------------------------------------------------
+    def outbox_put(self, item: OutboxItem) -> None:
+        with self._db.connection() as conn:
+            conn.execute(
+                "INSERT INTO feishu_outbox(key, op, target, msg_type, content, created_at,"
+                " attempts, next_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (key) DO NOTHING",
+                (
+                    item.key,
+                    item.op,
+                    item.target,
+                    item.msg_type,
+                    item.content,
+                    item.created_at,
+                    item.attempts,
+                    item.next_at,
+                ),
+            )
+
+    def outbox_due(self, *, now: float | None = None, limit: int = 20) -> list[OutboxItem]:
+        now = time.time() if now is None else now
+        rows = self._db.fetch(
+            "SELECT key, op, target, msg_type, content, created_at, attempts, next_at"
+            " FROM feishu_outbox WHERE next_at <= %s ORDER BY created_at, seq LIMIT %s",
+            (now, limit),
+        )
+        return [
+            OutboxItem(
+                str(r["key"]),
+                r["op"],
+                str(r["target"]),
+                str(r["msg_type"]),
+                str(r["content"]),
+                float(r["created_at"]),
+                int(r["attempts"]),
+                float(r["next_at"]),
+            )
+            for r in rows
+        ]
+
+    def outbox_retry(self, key: str, next_at: float) -> None:
+        with self._db.connection() as conn:
+            conn.execute(
+                "UPDATE feishu_outbox SET attempts = attempts + 1, next_at = %s WHERE key = %s",
+                (next_at, key),
+            )
+
+    def outbox_done(self, key: str) -> None:
+        with self._db.connection() as conn:
+            conn.execute("DELETE FROM feishu_outbox WHERE key = %s", (key,))

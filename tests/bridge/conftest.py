@@ -11,7 +11,7 @@ import pytest
 
 from bridge._lark import import_lark
 from bridge.feishu import FeishuBridge
-from bridge.sender import Sender
+from bridge.sender import RetryPolicy, Sender
 from settings import Settings
 from tests.conftest import running_app
 from tests.fakes.feishu_platform import OWNER_OPEN_ID, FakeFeishu
@@ -74,7 +74,7 @@ def sender(fake_feishu: FakeFeishu) -> Sender:
         .domain(fake_feishu.url)
         .build()
     )
-    return Sender(client, max_wait=5)
+    return Sender(client, policy=RetryPolicy(window=5))
 
 
 def answered(fake: FakeFeishu, message_id: str) -> bool:

@@ -12,6 +12,9 @@ from bridge.events import (
     EventParseError,
     IncomingMessage,
     OtherEvent,
+    Recalled,
+    message_from_json,
+    message_to_json,
     parse_event,
 )
 from tests.fakes.feishu_platform import BOT_OPEN_ID, FakeFeishu
@@ -181,8 +184,41 @@ def test_malformed_payloads_raise(raw: bytes) -> None:
         parse_event(raw, bot_open_id=None)
 
 
-def test_content_that_is_not_json_raises() -> None:
+def test_content_that_is_not_json_reads_as_an_empty_message() -> None:
     payload = fake.text_event("x")
     payload["event"]["message"]["content"] = "{broken"
-    with pytest.raises(EventParseError):
-        parse_event(json.dumps(payload), bot_open_id=None)
+    event = parse(payload)
+    assert event.text == "" and event.attachments == ()  # the sender gets a line, not silence
+
+
+def test_lone_surrogates_become_replacement_characters_and_pairs_join() -> None:
+    payload = fake.text_event("placeholder")
+    raw = json.dumps(payload).replace("placeholder", "a\\ud800b \\ud83d\\ude00 c")
+    event = parse_event(raw.encode(), bot_open_id=None)
+    assert isinstance(event, IncomingMessage)
+    assert event.text == "a\ufffdb \U0001f600 c"
+    event.text.encode("utf-8")  # what every writer downstream does
+
+
+def test_bytes_that_are_not_utf8_are_read_with_replacement_characters() -> None:
+    raw = json.dumps(fake.text_event("café"), ensure_ascii=False).encode("utf-8")
+    raw = raw.replace("café".encode(), b"caf\xe9")
+    event = parse_event(raw, bot_open_id=None)
+    assert isinstance(event, IncomingMessage)
+    assert event.text == "caf\ufffd"
+
+
+def test_unknown_message_types_parse_without_text() -> None:
+    event = parse(fake.message_event({"whatever": 1}, message_type="hologram"))
+    assert event.message_type == "hologram" and event.text == ""
+
+
+def test_a_recall_event_names_the_message() -> None:
+    event = parse_event(json.dumps(fake.recall_event("om_9", chat_id="oc_1")), bot_open_id=None)
+    assert isinstance(event, Recalled)
+    assert (event.message_id, event.chat_id) == ("om_9", "oc_1")
+
+
+def test_a_message_survives_the_trip_through_the_state() -> None:
+    event = parse(fake.post_event("t", [[{"tag": "img", "image_key": "img_1"}]]))
+    assert message_from_json(message_to_json(event)) == event

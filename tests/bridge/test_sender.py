@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from bridge._lark import import_lark
 from bridge.render import text_content
-from bridge.sender import FeishuAPIError, Sender, send_uuid
+from bridge.sender import FeishuAPIError, RetryPolicy, Sender, send_uuid
 from tests.fakes.feishu_platform import BOT_OPEN_ID, FakeFeishu
 
 
-class RecordingSleep:
+class FakeClock:
+    """The sender's clock and sleep: sleeping moves the clock, nothing waits."""
+
     def __init__(self) -> None:
+        self.now = 1000.0
         self.waits: list[float] = []
 
-    async def __call__(self, seconds: float) -> None:
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
         self.waits.append(seconds)
+        self.now += seconds
 
 
-def sender_with(fake: FakeFeishu, sleep: RecordingSleep) -> Sender:
+def sender_with(fake: FakeFeishu, clock: FakeClock, *, window: float = 300) -> Sender:
     lark = import_lark()
     client = (
         lark.Client.builder()
@@ -27,7 +36,13 @@ def sender_with(fake: FakeFeishu, sleep: RecordingSleep) -> Sender:
         .domain(fake.url)
         .build()
     )
-    return Sender(client, sleep=sleep, max_wait=30)
+    return Sender(
+        client,
+        policy=RetryPolicy(window=window),
+        sleep=clock.sleep,
+        clock=clock,
+        rand=lambda: 0.5,  # no jitter
+    )
 
 
 async def test_reply_carries_token_uuid_and_json_content(
@@ -54,47 +69,105 @@ async def test_create_and_patch(sender: Sender, fake_feishu: FakeFeishu) -> None
 async def test_throttled_send_waits_for_the_reset_header_then_succeeds(
     fake_feishu: FakeFeishu,
 ) -> None:
-    sleep = RecordingSleep()
-    sender = sender_with(fake_feishu, sleep)
+    clock = FakeClock()
+    sender = sender_with(fake_feishu, clock)
     fake_feishu.fail_next("reply", times=2, status=429, code=99991400, reset="3")
     new_id = await sender.reply("om_user", "text", text_content("x"), uuid="u-3")
     calls = fake_feishu.calls("reply")
     assert [c.status for c in calls] == [429, 429, 200]
     assert {c.body["uuid"] for c in calls} == {"u-3"}  # retries are idempotent
-    assert sleep.waits == [3.0, 3.0]
+    assert clock.waits == [3.0, 3.0]
     assert len(fake_feishu.replies_to("om_user")) == 1
     assert new_id
 
 
+async def test_a_long_rate_limit_is_waited_out_as_the_header_says(fake_feishu: FakeFeishu) -> None:
+    clock = FakeClock()
+    sender = sender_with(fake_feishu, clock)
+    fake_feishu.fail_next("reply", times=1, status=429, reset="45")  # longer than the 30 s cap
+    await sender.reply("om_user", "text", text_content("x"), uuid="u-3b")
+    assert clock.waits == [45.0]
+
+
 async def test_im_rate_limit_code_without_http_429_is_retried(fake_feishu: FakeFeishu) -> None:
-    sleep = RecordingSleep()
-    sender = sender_with(fake_feishu, sleep)
+    clock = FakeClock()
+    sender = sender_with(fake_feishu, clock)
     fake_feishu.fail_next("patch", status=400, code=230020, reset=None)
     new_id = await sender.reply("om_user", "interactive", {"body": {}}, uuid="u-4")
     await sender.patch(new_id, {"body": {"elements": []}})
-    assert sleep.waits == [1.0]  # no reset header: backoff starts at 1 s
+    assert clock.waits == [1.0]  # no reset header: backoff starts at 1 s
 
 
-async def test_persistent_throttling_gives_up_with_a_clear_error(fake_feishu: FakeFeishu) -> None:
-    sleep = RecordingSleep()
-    sender = sender_with(fake_feishu, sleep)
-    fake_feishu.fail_next("reply", times=10, reset="1")
+async def test_server_errors_back_off_exponentially_up_to_the_cap_within_the_window(
+    fake_feishu: FakeFeishu,
+) -> None:
+    clock = FakeClock()
+    sender = sender_with(fake_feishu, clock, window=200)
+    fake_feishu.fail_next("reply", times=100, status=503, code=1500, reset=None)
     with pytest.raises(FeishuAPIError) as caught:
         await sender.reply("om_user", "text", text_content("x"), uuid="u-5")
-    assert caught.value.throttled
-    assert "99991400" in caught.value.message
-    assert len(fake_feishu.calls("reply")) == 4
+    assert caught.value.transient
+    assert "HTTP 503" in caught.value.message
+    assert clock.waits[:7] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    assert sum(clock.waits) <= 200 < sum(clock.waits) + 30  # the window, not a count, ends it
+    assert fake_feishu.replies_to("om_user") == []
+
+
+async def test_a_server_error_whose_body_says_success_is_a_failure(fake_feishu: FakeFeishu) -> None:
+    clock = FakeClock()
+    sender = sender_with(fake_feishu, clock)
+    fake_feishu.outage(3600, kind="reply", status=500, body="code0")
+    with pytest.raises(FeishuAPIError) as caught:
+        await sender.reply("om_user", "text", text_content("x"), uuid="u-5b")
+    assert caught.value.status == 500 and caught.value.transient
+
+
+async def test_a_gateway_error_page_is_retried(fake_feishu: FakeFeishu) -> None:
+    clock = FakeClock()
+    sender = sender_with(fake_feishu, clock)
+    fake_feishu.outage(3600, kind="reply", status=502, body="html")
+    with pytest.raises(FeishuAPIError) as caught:
+        await sender.reply("om_user", "text", text_content("x"), uuid="u-5c", window=10)
+    assert caught.value.transient
+    assert len(fake_feishu.calls("reply")) > 2
+
+
+async def test_a_send_whose_answer_was_lost_is_not_doubled(fake_feishu: FakeFeishu) -> None:
+    clock = FakeClock()
+    sender = sender_with(fake_feishu, clock)
+    fake_feishu.outage(0.5, kind="reply", status=504, commits=True)
+    await asyncio.sleep(0.6)  # the outage is over before the retry (the fake runs on real time)
+    first = await sender.reply("om_user", "text", text_content("x"), uuid="u-5d")
+    assert len(fake_feishu.replies_to("om_user")) == 1
+    again = await sender.reply("om_user", "text", text_content("x"), uuid="u-5d")
+    assert again == first
+
+
+async def test_a_revoked_token_is_fetched_anew_and_the_call_retried_once(
+    fake_feishu: FakeFeishu,
+) -> None:
+    clock = FakeClock()
+    sender = sender_with(fake_feishu, clock)
+    await sender.reply("om_user", "text", text_content("before"), uuid="u-t1")
+    tokens = fake_feishu.token_calls
+    fake_feishu.invalidate_token()
+    await sender.reply("om_user", "text", text_content("after"), uuid="u-t2")
+    calls = fake_feishu.calls("reply")
+    assert [c.status for c in calls][-1] == 200
+    assert calls[-1].headers["authorization"] == f"Bearer {fake_feishu.tenant_token}"
+    assert fake_feishu.token_calls == tokens + 1
+    assert clock.waits == []  # at once, no backoff
 
 
 async def test_other_errors_are_not_retried(fake_feishu: FakeFeishu) -> None:
-    sleep = RecordingSleep()
-    sender = sender_with(fake_feishu, sleep)
+    clock = FakeClock()
+    sender = sender_with(fake_feishu, clock)
     fake_feishu.fail_next("reply", status=400, code=230002, msg="bot not in chat", reset=None)
     with pytest.raises(FeishuAPIError) as caught:
         await sender.reply("om_user", "text", text_content("x"), uuid="u-6")
     assert caught.value.code == 230002
     assert "bot not in chat" in caught.value.message
-    assert sleep.waits == []
+    assert clock.waits == []
 
 
 async def test_bodies_over_the_limit_are_refused_before_sending(

@@ -129,3 +129,44 @@ def test_concurrent_clears_from_two_instances_each_get_a_new_generation(open_sta
         results = [g for gens in pool.map(bump, range(4)) for g in gens]
     assert sorted(results) == list(range(2, 22))
     assert states[0].generation("chat") == 21
+
+
+def test_a_turn_in_flight_is_remembered_until_it_is_finished(open_state: Open) -> None:
+    first = open_state()
+    first.turn_accepted("m1", "chat", '{"message_id": "m1"}', now=100)
+    first.turn_accepted("m2", "chat", '{"message_id": "m2"}', now=101)
+    first.turn_accepted("m1", "chat", "ignored: already accepted", now=102)
+    first.turn_started("m1")
+    first.turn_card("m1", "om_card")
+    first.close()
+    again = open_state()  # a restart finds what the crash interrupted
+    turns = again.unfinished_turns()
+    assert [(t.message_id, t.stage, t.card_id) for t in turns] == [
+        ("m1", "started", "om_card"),
+        ("m2", "accepted", None),
+    ]
+    assert turns[0].message == '{"message_id": "m1"}'
+    assert turns[0].chat_id == "chat" and turns[0].accepted_at == 100
+    again.turn_finished("m1")
+    again.turn_finished("m2")
+    assert again.unfinished_turns() == []
+
+
+def test_the_outbox_keeps_a_send_once_until_it_is_delivered(open_state: Open) -> None:
+    from bridge.state import OutboxItem
+
+    first = open_state()
+    item = OutboxItem("uuid-1", "reply", "om_user", "interactive", '{"a": 1}', created_at=50)
+    first.outbox_put(item)
+    first.outbox_put(OutboxItem("uuid-1", "reply", "om_other", "text", "{}", created_at=60))
+    first.outbox_put(OutboxItem("patch-1", "patch", "om_card", "interactive", "{}", 70, 0, 500))
+    assert [i.key for i in first.outbox_due(now=100)] == ["uuid-1"]  # the patch is not due yet
+    first.outbox_retry("uuid-1", next_at=200)
+    first.close()
+    again = open_state()
+    assert again.outbox_due(now=150) == []
+    due = again.outbox_due(now=1000)
+    assert [i.key for i in due] == ["uuid-1", "patch-1"]
+    assert due[0] == OutboxItem("uuid-1", "reply", "om_user", "interactive", '{"a": 1}', 50, 1, 200)
+    again.outbox_done("uuid-1")
+    assert [i.key for i in again.outbox_due(now=1000)] == ["patch-1"]
