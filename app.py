@@ -1,4 +1,5 @@
 """Composition root: `create_app(settings)` builds everything; the lifespan owns it.
+`run_bridge_alone(settings)` runs the Feishu bridge over the same container, without HTTP.
 
 `uvicorn app:app` works too: the module-level `app` is created on first access, never at import.
 """
@@ -357,6 +358,63 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     mount_page(app)
     return app
+
+
+_BRIDGE_WATCH_SECONDS = 1.0
+"""How often `run_bridge_alone` looks whether the websocket client died."""
+
+
+async def run_bridge_alone(settings: Settings, *, stop: asyncio.Event | None = None) -> int:
+    """`claude-memory feishu`: the bridge alone, over the same container as the web app, no HTTP.
+
+    Runs until SIGINT/SIGTERM (or `stop`), then closes the bridge before the container, each
+    within its time limit. Returns 1 when the websocket client dies for good (e.g. the app
+    credentials are rejected), else 0.
+    """
+    import signal
+
+    from bridge.feishu import FeishuBridge, memory_search
+
+    bridge_log = logging.getLogger("bridge.feishu")  # the bridge's own log file
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # Windows, non-main thread
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+    container = await asyncio.to_thread(build_container, settings)
+    code = 0
+    try:
+        await container.start()
+        bridge = FeishuBridge(
+            settings,
+            container.sessions,
+            search=memory_search(container.memory),
+            state=container.feishu_state,
+        )
+        try:
+            await bridge.start()
+            if await bridge.wait_connected(30):
+                bridge_log.info("Feishu bridge connected; press Ctrl+C to stop")
+            else:
+                bridge_log.warning("Feishu bridge not connected yet; it keeps retrying")
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(_BRIDGE_WATCH_SECONDS):
+                        await stop.wait()
+                error = bridge.status()["error"]
+                if error:
+                    bridge_log.error("Feishu websocket client stopped: %s", error)
+                    code = 1
+                    break
+        finally:
+            await bridge.aclose()
+    finally:
+        await container.aclose()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+    return code
 
 
 def __getattr__(name: str) -> Any:

@@ -102,7 +102,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_feishu(args: argparse.Namespace) -> int:
     import asyncio
 
-    from bridge.standalone import run_bridge
+    from app import run_bridge_alone
     from errors import ConfigurationError
     from storage.private import tighten_home
 
@@ -111,7 +111,7 @@ def cmd_feishu(args: argparse.Namespace) -> int:
         raise ConfigurationError("the Feishu bridge needs FEISHU_APP_ID and FEISHU_APP_SECRET")
     tighten_home(settings.home_dir)  # the home may come from .env, which `run` does not read
     configure_logging(args.log_level)  # the bridge also writes logs/feishu_ws_bridge.log
-    return asyncio.run(run_bridge(settings))
+    return asyncio.run(run_bridge_alone(settings))
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
