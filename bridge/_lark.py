@@ -54,7 +54,7 @@ def import_lark() -> ModuleType:
             if not isinstance(ws_client.loop, _ThreadLoopProxy):
                 global _import_time_loop
                 _import_time_loop = ws_client.loop
-                ws_client.loop = _ThreadLoopProxy()  # type: ignore[assignment]
+                ws_client.loop = _ThreadLoopProxy()
             _lark = lark_oapi
         return _lark
 
@@ -74,7 +74,8 @@ def raw_event_handler(callback: Callable[[bytes], None]) -> Any:
     """
     lark = import_lark()
 
-    class RawEventHandler(lark.EventDispatcherHandler):  # type: ignore[misc, name-defined]
+    # lark is imported lazily (a module object here): mypy cannot see its classes.
+    class RawEventHandler(lark.EventDispatcherHandler):  # type: ignore[name-defined]
         def _do_without_validation(self, payload: bytes) -> None:
             callback(payload)
 

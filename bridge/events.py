@@ -293,7 +293,8 @@ def _resolve_mentions(text: str, mentions: list[RawMention], bot_open_id: str | 
             text = re.sub(pattern + r"[ \t]?", "", text)
         else:
             name = mention.get("name") or key.lstrip("@")
-            text = re.sub(pattern, lambda _m, n=name: f"@{n}", text)
+            literal = ("@" + name).replace("\\", "\\\\")  # a name's backslashes stay as they are
+            text = re.sub(pattern, literal, text)
     text = re.sub(re.escape(ALL_MENTION) + r"(?!\w)", "@all", text)
     return text.strip()
 
