@@ -298,22 +298,3 @@ def test_light_events_do_not_even_load_the_store(
         check=False,
     )
     assert proc.stderr.decode() == ""
-
-
-def test_memory_package_imports_nothing_from_the_app_layers() -> None:
-    import ast
-
-    root = Path(__file__).resolve().parents[2] / "memory"
-    for path in sorted(root.rglob("*.py")):
-        name = path.relative_to(root).as_posix()
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            modules = []
-            if isinstance(node, ast.Import):
-                modules = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                modules = [node.module]
-            for module in modules:
-                assert module.split(".")[0] not in {"agent", "bridge", "web", "settings", "app"}, (
-                    f"{name} imports {module}"
-                )
