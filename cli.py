@@ -229,9 +229,7 @@ def _encoder_checks(settings: Any) -> list[Check]:
     try:
         spec = settings.encoder_spec()
     except ConfigurationError as exc:
-        return [
-            (False, f"encoder {settings.encoder!r}: {exc.message}", "fix CLAUDE_MEMORY_ENCODER")
-        ]
+        return [(False, f"encoder: {exc.message}", "fix CLAUDE_MEMORY_ENCODER")]
     if spec is None:
         return [(True, "encoder: none (keyword search only)", "")]
     label = f"{spec.kind}:{spec.model}" if spec.model else spec.kind
@@ -528,6 +526,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.command == "memory":
+            _settings(args)  # a bad env value: one line and exit 2 here, as for every command
         return int(args.func(args) or 0)
     except ClaudeMemoryError as exc:
         print(f"claude-memory: {exc.message}", file=sys.stderr)
