@@ -201,7 +201,10 @@ def memory_extras(
         prompt = str(hook_input.get("prompt") or "")
         try:
             injection = await injector.for_prompt(
-                conversation_id, prompt, resumed=is_resumed(conversation_id)
+                conversation_id,
+                prompt,
+                # a state.db read: off the loop, as every store call from here
+                resumed=await asyncio.to_thread(is_resumed, conversation_id),
             )
         except Exception:  # memory must never block a turn
             logger.exception("memory injection failed for %s", conversation_id)

@@ -226,7 +226,7 @@ class _Actor:
 
     async def _connect(self, state: TurnState) -> None:
         manager = self.manager
-        known = manager.store.get(self.conversation_id)
+        known = await asyncio.to_thread(manager.store.get, self.conversation_id)
         resume = known.session_id if known else None
         self.turns_seen = known.turns if known else 0
         if resume:
@@ -296,7 +296,7 @@ class _Actor:
                     await self._run_turn(turn, state)
                 finally:
                     self.current = None
-                result = self._finish(turn, state)
+                result = await self._finish(turn, state)
             except Exception as exc:
                 logger.exception("turn of %s failed", self.conversation_id)
                 log.write("error", {"stage": "turn", "error": exc})
@@ -311,7 +311,7 @@ class _Actor:
             log.write("response", result.to_public())
             log.close()
             if turn.kind == "chat":
-                self._record(turn, state, result, started)
+                await self._record(turn, state, result, started)
         if turn.kind == "chat":
             # Recorded before the caller sees the reply, so its next message finds it.
             await manager._notify_turn(
@@ -320,11 +320,12 @@ class _Actor:
         if not turn.future.done():
             turn.future.set_result(result)
 
-    def _record(
+    async def _record(
         self, turn: _TurnRequest, state: TurnState, result: TurnResult, started: float
     ) -> None:
         try:
-            self.manager.store.record_turn(
+            await asyncio.to_thread(
+                self.manager.store.record_turn,
                 self.conversation_id,
                 started=started,
                 message=turn.message,
@@ -348,7 +349,7 @@ class _Actor:
         the session from the shared store."""
         if self.client is None:
             return
-        known = self.manager.store.get(self.conversation_id)
+        known = await asyncio.to_thread(self.manager.store.get, self.conversation_id)
         if (known.turns if known else 0) != self.turns_seen:
             logger.info("conversation %s moved on elsewhere; resuming it", self.conversation_id)
             await self._disconnect()
@@ -397,14 +398,16 @@ class _Actor:
             state.log.write("error", {"stage": "drain", "error": exc})
             await self._disconnect()
 
-    def _finish(self, turn: _TurnRequest, state: TurnState) -> TurnResult:
+    async def _finish(self, turn: _TurnRequest, state: TurnState) -> TurnResult:
         settings = self.manager.settings
         if state.crashed is not None:
             # The next turn must reconnect (and resume) rather than reuse a dead client.
             self.client = None
         if state.session_id and state.result is not None:
             self.session_id = state.session_id
-            self.manager.store.set_session(self.conversation_id, state.session_id)
+            await asyncio.to_thread(
+                self.manager.store.set_session, self.conversation_id, state.session_id
+            )
         outcome = state.outcome(timeout_seconds=settings.turn_timeout_seconds)
         if turn.kind == "compact":
             reply = self._compact_reply(state, outcome)
@@ -549,7 +552,9 @@ class SessionManager:
         """Run one turn and return its honest result. The single entry for every front door."""
         self.validate_message(message)
         conversation_id = await self.resolve_conversation(conversation_id, new_conversation)
-        self.store.ensure(conversation_id, title=_title(message), source=source)
+        await asyncio.to_thread(
+            self.store.ensure, conversation_id, title=_title(message), source=source
+        )
         return await self._submit(conversation_id, message, "chat", on_event)
 
     def validate_message(self, message: str) -> None:
@@ -574,7 +579,7 @@ class SessionManager:
 
     async def compact(self, conversation_id: str) -> TurnResult:
         """Compact a conversation's session (Claude Code's /compact)."""
-        known = self.store.get(conversation_id)
+        known = await asyncio.to_thread(self.store.get, conversation_id)
         if known is None or not known.session_id:
             return TurnResult(
                 reply="Nothing to compact yet.",
@@ -606,12 +611,13 @@ class SessionManager:
             actor.request_stop()
             await actor.done.wait()
         await self._notify_close(conversation_id, "deleted")
-        known = self.store.get(conversation_id)
+        known = await asyncio.to_thread(self.store.get, conversation_id)
         if known is None:
             return False
         # Deleting a conversation forgets it: its transcripts (the CLI's verbatim record of every
         # message) go too, on disk and in a shared session store.
-        sessions = {t.session_id for t in self.store.turns(conversation_id)} | {known.session_id}
+        turns = await asyncio.to_thread(self.store.turns, conversation_id)
+        sessions = {t.session_id for t in turns} | {known.session_id}
         sessions.discard(None)
         await asyncio.to_thread(
             delete_transcripts,
@@ -626,7 +632,7 @@ class SessionManager:
                     "session_id": session_id,
                 }
                 await self.session_store.delete(key)
-        return self.store.delete(conversation_id)
+        return await asyncio.to_thread(self.store.delete, conversation_id)
 
     def live(self) -> list[LiveStatus]:
         return [
