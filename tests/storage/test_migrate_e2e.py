@@ -113,8 +113,8 @@ async def test_a_sqlite_home_moves_to_postgresql_and_goes_on_there(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     home = tmp_path / "home"
+    _use_config_dir(tmp_path / "config-local", monkeypatch)  # read by Settings: first
     local = make_settings(home=home)
-    _use_config_dir(tmp_path / "config-local", monkeypatch)
     async with running_app(local) as client:
         first = await _chat(client, "my locker code is 4711")
     ids = _fill_memory(local)
@@ -170,9 +170,9 @@ async def test_a_sqlite_home_moves_to_postgresql_and_goes_on_there(
         database.close()
 
     # An instance on the database, with no home and no transcript of its own, continues.
-    shared = make_settings(home=tmp_path / "elsewhere", database_url=database_url)
     config = tmp_path / "config-shared"
     _use_config_dir(config, monkeypatch)
+    shared = make_settings(home=tmp_path / "elsewhere", database_url=database_url)
     async with running_app(shared) as client:
         second = await _chat(client, "which locker code did I give you?")
         assert second["session_id"] == first["session_id"]

@@ -26,13 +26,15 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Path]:
-    """Point the CLIs started from now on at a new, empty config dir."""
+def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """Point the CLIs an instance starts from now on at a new, empty config dir."""
 
-    def use(name: str) -> Path:
+    def use(name: str, *instances: Settings) -> Path:
         path = tmp_path / f"claude-config-{name}"
         path.mkdir()
         monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(path))
+        for settings in instances:  # read once by Settings (CLAUDE_CONFIG_DIR), passed on
+            settings.claude_config_dir = path
         return path
 
     return use
@@ -64,15 +66,15 @@ async def test_a_conversation_moves_between_instances_with_its_history(
     fake_model: FakeMessagesAPI,
     database_url: str,
     tmp_path: Path,
-    config_dir: Callable[[str], Path],
+    config_dir: Callable[..., Path],
 ) -> None:
     a = make_settings(home=tmp_path / "home-a", database_url=database_url)
     b = make_settings(home=tmp_path / "home-b", database_url=database_url)
     async with running_app(a) as client_a, running_app(b) as client_b:
-        config_a = config_dir("a")
+        config_a = config_dir("a", a)
         first = await _chat(client_a, "my locker code is 4711")
         assert _transcripts(config_a)  # A's CLI wrote its transcript locally...
-        config_b = config_dir("b")
+        config_b = config_dir("b", b)
         second = await _chat(client_b, "which locker code did I give you?")
         # ...B resumed the same session with A's turn in the request, from the database alone.
         assert second["session_id"] == first["session_id"]
@@ -86,7 +88,7 @@ async def test_a_conversation_moves_between_instances_with_its_history(
         assert transcript and len(transcript) >= 4
 
         # A's client is still connected but behind: its next turn resumes from the database.
-        config_dir("a-again")
+        config_dir("a-again", a)
         await _chat(client_a, "and what did I just ask?")
         [request_a] = fake_model.requests_for("what did I just ask")
         assert "which locker code did I give you?" in request_a.all_text()

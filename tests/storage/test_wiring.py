@@ -112,7 +112,8 @@ def test_doctor_reports_an_unreachable_database(
     code = cli_main(["--home", str(tmp_path / "home"), "doctor"])
     out = capsys.readouterr().out
     assert code == 1
-    assert "[!!] database: postgresql://postgres@" in out and "unreachable" in out
+    assert "[!!] database: postgresql://" in out and "unreachable" in out
+    assert "secret" not in out and "postgres@" not in out  # no credentials, no user name
     assert "secret" not in out
 
 
