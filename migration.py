@@ -129,7 +129,7 @@ _CONVERSATION_COLUMNS: tuple[str, ...] = (
 )
 _TURN_COLUMNS: tuple[str, ...] = (
     *("conversation_id", "started", "message", "reply", "is_error", "log_file"),
-    *("session_id", "cost_usd", "injected"),
+    *("session_id", "cost_usd", "injected", "tools", "status"),
 )
 
 
@@ -137,10 +137,12 @@ def _values(
     row: sqlite3.Row, columns: Sequence[str], convert: dict[str, Callable[[Any], Any]]
 ) -> tuple[Any, ...]:
     """The row's values for `columns`; text without NUL (PostgreSQL text cannot hold it; the
-    live stores replace it the same way), `convert` for columns whose types differ."""
+    live stores replace it the same way), `convert` for columns whose types differ. A column
+    the home's older schema lacks is None (its converter supplies the default)."""
     out = []
+    present = set(row.keys())
     for column in columns:
-        value = row[column]
+        value = row[column] if column in present else None
         if column in convert:
             value = convert[column](value)
         elif isinstance(value, str):
@@ -170,6 +172,7 @@ def _copy_conversations(db: PostgresDatabase, state: sqlite3.Connection | None) 
     convert: dict[str, Callable[[Any], Any]] = {
         "is_error": bool,
         "injected": lambda v: Json(_json(v)),
+        "tools": lambda v: Json(_json(v) if v is not None else []),
     }
     _insert_rows(
         db,

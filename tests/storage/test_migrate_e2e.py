@@ -158,6 +158,8 @@ async def test_a_sqlite_home_moves_to_postgresql_and_goes_on_there(
                 moved.body == before.get(ids["e01"]).body
                 and moved.created == before.get(ids["e01"]).created
             )
+        [turn] = database.fetch("SELECT tools, status FROM conversation_turns")
+        assert (turn["tools"], turn["status"]) == ([], "completed")  # as the home has them
         generation = database.fetch(
             "SELECT generation FROM feishu_chats WHERE chat_id = 'oc_chat_1'"
         )
