@@ -35,6 +35,7 @@ from claude_agent_sdk import (
     SessionStore,
     ToolPermissionContext,
 )
+from claude_agent_sdk.types import HookEvent
 
 from agent.policy import Allowed, Decision, Denied, PolicyConfig, evaluate_tool_call
 from memory.clients import claude_project_dirs
@@ -80,7 +81,7 @@ class SessionStart:
 class OptionsExtras:
     """What other layers (memory) add to every client: hooks and in-process MCP servers."""
 
-    hooks: dict[str, list[HookMatcher]] = field(default_factory=dict)
+    hooks: dict[HookEvent, list[HookMatcher]] = field(default_factory=dict)
     mcp_servers: dict[str, Any] = field(default_factory=dict)
     system_prompt: str = ""
 
@@ -274,7 +275,7 @@ def build_options(
     """`session_store`: mirror transcripts there and resume from there (several instances)."""
     extras = extras or OptionsExtras()
     pre_tool_hook, can_use_tool = gates
-    hooks: dict[str, list[HookMatcher]] = {"PreToolUse": [pre_tool_hook]}
+    hooks: dict[HookEvent, list[HookMatcher]] = {"PreToolUse": [pre_tool_hook]}
     for event, matchers in extras.hooks.items():
         hooks.setdefault(event, []).extend(matchers)
     append = "\n\n".join(
@@ -291,7 +292,7 @@ def build_options(
         strict_mcp_config=True,
         plugins=[{"type": "local", "path": str(AGENT_PLUGIN)}],
         skills=list(agent_skills()),
-        hooks=hooks,  # type: ignore[arg-type]
+        hooks=hooks,
         can_use_tool=can_use_tool,
         mcp_servers=extras.mcp_servers,
         include_partial_messages=True,

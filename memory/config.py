@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ class MemoryConfig:
     instead of in `root` (memory.opening chooses). None: files and SQLite in the home."""
 
     @classmethod
-    def for_home(cls, home: Path, **overrides: object) -> MemoryConfig:
+    def for_home(cls, home: Path, **overrides: Any) -> MemoryConfig:
         """The standard layout: `<home>/memory` for notes and `<home>/index.db` for the index."""
         home = Path(home).expanduser()
-        return cls(root=home / "memory", index_path=home / "index.db", **overrides)  # type: ignore[arg-type]
+        return cls(root=home / "memory", index_path=home / "index.db", **overrides)

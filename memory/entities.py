@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from errors import NotFoundError
+from errors import InvalidInputError, NotFoundError
 from memory import _text
 from memory.capture import clean_message
 from memory.model import NoteDraft
@@ -30,6 +30,16 @@ MAX_SCAN_CHARS = 4000
 
 EntityType = Literal["decision", "preference", "architecture"]
 PendingStatus = Literal["pending", "confirmed", "rejected"]
+
+
+def pending_filter(status: str) -> PendingStatus | None:
+    """A listing's status filter from outside: `all` -> None (InvalidInputError if unknown)."""
+    match status:
+        case "pending" | "confirmed" | "rejected":
+            return status
+        case "all":
+            return None
+    raise InvalidInputError("status must be pending, confirmed, rejected or all")
 
 
 @dataclass(frozen=True, slots=True)

@@ -543,8 +543,10 @@ class HookService:
         if not isinstance(text, str) or not text.strip():
             transcript = payload.get("transcript_path")
             # only a CLI transcript: the path may come over HTTP from another process
-            usable = isinstance(transcript, str) and transcript.endswith(".jsonl")
-            text = last_assistant_reply(transcript) if usable else ""  # type: ignore[arg-type]
+            if isinstance(transcript, str) and transcript.endswith(".jsonl"):
+                text = last_assistant_reply(transcript)
+            else:
+                text = ""
         if not text.strip():
             return
         now = self.clock()

@@ -38,8 +38,8 @@ from errors import ClaudeMemoryError, InvalidInputError
 from memory.backend import MemoryBackend
 from memory.clients import SERVER_NAME
 from memory.config import MemoryConfig
-from memory.entities import PendingStore
-from memory.episodes import Episode, EpisodeStore, should_summarize
+from memory.entities import PendingStore, pending_filter
+from memory.episodes import Episode, EpisodeStatus, EpisodeStore, Role, should_summarize
 from memory.hooks import clear_window, session_summary
 from memory.model import ENTITY_TYPE_MAP, NoteDraft, normalize_type
 from memory.opening import database_url, open_database, open_memory, open_state
@@ -406,10 +406,7 @@ def build_server(home: Path, *, cwd: str | None = None) -> tuple[FastMCP, Memory
     )
     async def memory_get_pending(status: str = "pending", limit: int = 50) -> str:
         def work() -> str:
-            wanted = None if status == "all" else status
-            if wanted not in (None, "pending", "confirmed", "rejected"):
-                raise InvalidInputError("status must be pending, confirmed, rejected or all")
-            items = res.pending.list(wanted, max(1, min(limit, 200)))  # type: ignore[arg-type]
+            items = res.pending.list(pending_filter(status), max(1, min(limit, 200)))
             if not items:
                 return "Nothing pending."
             return "\n".join(
@@ -494,9 +491,13 @@ def build_server(home: Path, *, cwd: str | None = None) -> tuple[FastMCP, Memory
     @server.tool(description="All episodes, newest first (optionally only active or completed).")
     async def memory_list_episodes(limit: int = 50, status: str | None = None) -> str:
         def work() -> str:
-            if status not in (None, "active", "completed"):
-                raise InvalidInputError("status must be active or completed")
-            found = res.episodes.list(limit=max(1, min(limit, 500)), status=status)  # type: ignore[arg-type]
+            wanted: EpisodeStatus | None
+            match status:
+                case None | "active" | "completed":
+                    wanted = status
+                case _:
+                    raise InvalidInputError("status must be active or completed")
+            found = res.episodes.list(limit=max(1, min(limit, 500)), status=wanted)
             return "\n".join(_episode_line(e) for e in found) or "No episodes yet."
 
         return await run(work)
@@ -524,11 +525,15 @@ def build_server(home: Path, *, cwd: str | None = None) -> tuple[FastMCP, Memory
         role: Annotated[str, Field(description="user or assistant")] = "user",
     ) -> str:
         def work() -> str:
-            if role not in ("user", "assistant"):
-                raise InvalidInputError("role must be user or assistant")
+            said: Role
+            match role:
+                case "user" | "assistant":
+                    said = role
+                case _:
+                    raise InvalidInputError("role must be user or assistant")
             episode = current(True)
             assert episode is not None
-            res.episodes.record(episode.id, role, content, turn=role == "user")  # type: ignore[arg-type]
+            res.episodes.record(episode.id, said, content, turn=said == "user")
             return f"Cached in {episode.id}."
 
         return await run(work)

@@ -132,8 +132,9 @@ def normalize_scope(value: object) -> str:
 def normalize_status(value: object) -> NoteStatus:
     if value is None or value == "":
         return "active"
-    if isinstance(value, str) and value.strip().lower() in NOTE_STATUSES:
-        return value.strip().lower()  # type: ignore[return-value]
+    status = value.strip().lower() if isinstance(value, str) else None
+    if status in NOTE_STATUSES:
+        return status
     raise InvalidInputError(f"invalid status {value!r}: use one of {', '.join(NOTE_STATUSES)}")
 
 
@@ -151,7 +152,7 @@ def normalize_importance(value: object) -> float:
     if isinstance(value, bool):
         raise InvalidInputError("importance must be a number between 0 and 1")
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(value)  # type: ignore[arg-type]  # any object: what float() refuses is caught
     except (TypeError, ValueError):
         raise InvalidInputError(
             f"importance must be a number between 0 and 1, got {value!r}"

@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from memory.backend import MemoryBackend
-from memory.entities import PendingStore
+from memory.entities import PendingStore, pending_filter
 
 
 def create_pending_router(
@@ -22,8 +22,8 @@ def create_pending_router(
 
     @router.get("")
     async def list_pending(status: str = "pending", limit: int = 100) -> dict[str, Any]:
-        wanted = None if status == "all" else status
-        items = await asyncio.to_thread(get_pending().list, wanted, limit)  # type: ignore[arg-type]
+        wanted = pending_filter(status)  # an unknown status: 422 saying which ones exist
+        items = await asyncio.to_thread(get_pending().list, wanted, limit)
         return {"pending": [p.to_dict() for p in items]}
 
     @router.post("/{pending_id}/confirm")
