@@ -171,6 +171,7 @@ def parse_event(payload: bytes | str, *, bot_open_id: str | None) -> ParsedEvent
     if envelope.get("schema") != "2.0" or not event_type:
         return OtherEvent(event_type or "unknown", event_id)
     if event_type == MESSAGE_RECALLED:
+        # Untrusted JSON typed as what Feishu documents; every field is checked as it is read.
         recalled: RawRecalled = envelope.get("event") or {}  # type: ignore[assignment]
         message_id = str(recalled.get("message_id") or "")
         if not message_id:
@@ -178,7 +179,7 @@ def parse_event(payload: bytes | str, *, bot_open_id: str | None) -> ParsedEvent
         return Recalled(event_id, message_id, str(recalled.get("chat_id") or ""))
     if event_type != MESSAGE_RECEIVED:
         return OtherEvent(event_type, event_id)
-    body: RawMessageEvent = envelope.get("event") or {}  # type: ignore[assignment]
+    body: RawMessageEvent = envelope.get("event") or {}  # type: ignore[assignment]  # as above
     return _parse_message(event_id, body, bot_open_id)
 
 
