@@ -261,6 +261,21 @@ class Settings(BaseSettings):
         description="Show the progress card after this long (or at the first tool call); "
         "quicker answers arrive as a single message.",
     )
+    feishu_delivery_window_seconds: float = Field(
+        default=300.0,
+        ge=1.0,
+        validation_alias=AliasChoices("FEISHU_DELIVERY_WINDOW_SECONDS"),
+        description="How long one send to Feishu is retried (5xx, 429, network errors) with "
+        "backoff before the answer is left in the outbox, which retries it later (also after "
+        "a restart) for up to an hour.",
+    )
+    feishu_push_after_seconds: float = Field(
+        default=60.0,
+        ge=0.0,
+        validation_alias=AliasChoices("FEISHU_PUSH_AFTER_SECONDS"),
+        description="An answer that took longer than this and arrived by updating the progress "
+        "card (which notifies nobody) is followed by a short reply, so the user gets a push.",
+    )
 
     @field_validator(
         "bash_allowlist",

@@ -14,17 +14,32 @@ Flow of one message:
 
 The bridge owns its tasks; `aclose()` stops the websocket, interrupts running turns, tells
 queued senders to try again, and cancels what is left after the time limit.
+
+Delivery and recovery (docs/feishu.md, "Delivery and recovery"):
+
+* Each queued message has a row in the state (`accepted`, then `started` when the model is
+  asked, plus its progress card) until it is answered. At start, rows left by a crash are
+  recovered: a message that never reached the model runs again; one that did gets a plain notice
+  that a restart interrupted it; every progress card left "working" is closed.
+* What the platform would not take within the retry window goes to the outbox (the state) and is
+  retried by a background task, also after a restart, under the same idempotency uuid.
+* `im.message.recalled_v1`: a recalled message is dropped if queued, its turn interrupted if
+  running; nothing is sent for it (a progress card already shown is closed).
+* An answer that took longer than `FEISHU_PUSH_AFTER_SECONDS` and arrived by PATCH (which
+  notifies nobody) is followed by a short reply so the user's phone rings.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import logging.handlers
 import re
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -51,13 +66,24 @@ from bridge.events import (
     EventParseError,
     IncomingMessage,
     OtherEvent,
+    Recalled,
+    message_from_json,
+    message_to_json,
     parse_event,
 )
 from bridge.progress import TurnReply
-from bridge.render import MsgType, card_content, escape_card_markdown, plain_text, text_content
+from bridge.render import (
+    MsgType,
+    card_content,
+    chunk_budget,
+    escape_card_markdown,
+    plain_text,
+    split_markdown,
+    text_content,
+)
 from bridge.rights import Action, Denied, Right, command_right
-from bridge.sender import FeishuAPIError, Sender, send_uuid
-from bridge.state import BridgeState, BridgeStateBackend
+from bridge.sender import QUICK_WINDOW, FeishuAPIError, RetryPolicy, Sender, send_uuid
+from bridge.state import BridgeState, BridgeStateBackend, OutboxItem
 from errors import ClaudeMemoryError, ConfigurationError
 from memory.capture import RedactingFilter
 from settings import Settings
@@ -74,6 +100,19 @@ MEMORY_RESULTS = 5
 CHAT_ADMINS_TTL_SECONDS = 300.0  # how long a group's owner and managers are trusted as read
 _INTERRUPT_RESERVE = 5.0  # seconds kept at shutdown to interrupt turns and write final cards
 _SAFE_NAME = re.compile(r"[^\w.\-]+")
+# The outbox keeps a send for at most this long: inside Feishu's 1 h uuid window, so a send that
+# did arrive unseen is never doubled.
+OUTBOX_KEEP_SECONDS = 3300.0
+OUTBOX_POLL_SECONDS = 5.0
+OUTBOX_MAX_DELAY_SECONDS = 300.0
+RECALLED_KEPT = 1000  # recalled message ids remembered (a recall may come before its message)
+RESTART_NOTICE = (
+    "The app restarted while I was answering this message, so the answer was interrupted. "
+    "Please send it again."
+)
+RECALLED_CARD = "You recalled this message, so I stopped and did not answer it."
+READY_PUSH = "✅ 答案已完成 ↑ (the answer is ready above)"
+ANSWER_BELOW = "The answer is in the message below ↓"
 
 
 # Commands that act on a turn or a conversation: in groups they need the right (bridge/rights.py).
@@ -102,11 +141,18 @@ class _Notice:
 
 
 @dataclass(frozen=True, slots=True)
+class _Withdraw:
+    """A running turn's message was recalled: interrupt it."""
+
+    msg: IncomingMessage
+
+
+@dataclass(frozen=True, slots=True)
 class _Close:
     """Queue sentinel: the bridge is stopping; finish and exit."""
 
 
-_Work = _Turn | _Run | _Notice | _Close
+_Work = _Turn | _Run | _Notice | _Withdraw | _Close
 
 
 @dataclass(slots=True)
@@ -158,6 +204,9 @@ class FeishuBridge:
         self._closing = False
         self._log_handler: logging.Handler | None = None
         self._chat_admins: dict[str, tuple[float, frozenset[str]]] = {}
+        self._recalled: OrderedDict[str, None] = OrderedDict()
+        self._outbox_task: asyncio.Task[None] | None = None
+        self._outbox_wake: asyncio.Event | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> FeishuBridge:
@@ -191,7 +240,9 @@ class FeishuBridge:
                 f"FEISHU_DOMAIN {settings.feishu_domain!r} is not usable ({exc}); use "
                 "https://open.feishu.cn, https://open.larksuite.com or an https origin"
             ) from exc
-        self._sender = Sender(client)
+        self._sender = Sender(
+            client, policy=RetryPolicy(window=settings.feishu_delivery_window_seconds)
+        )
         try:
             self._bot_open_id = await self._sender.bot_open_id()
         except FeishuAPIError as exc:
@@ -200,6 +251,9 @@ class FeishuBridge:
                 exc.message,
             )
         self._control_task = self._loop.create_task(self._control_worker(), name="feishu-control")
+        self._recover()
+        self._outbox_wake = asyncio.Event()
+        self._outbox_task = self._loop.create_task(self._outbox_worker(), name="feishu-outbox")
         self._announce_pairing()
         self._runner = WsRunner(
             app_id=app_id,
@@ -272,6 +326,9 @@ class FeishuBridge:
             task.cancel()
         if pending:
             await asyncio.wait(pending, timeout=5)
+        if self._outbox_task is not None:  # what it holds stays in the state for the next start
+            self._outbox_task.cancel()
+            await asyncio.wait({self._outbox_task}, timeout=5)
         self._lanes.clear()
         self.state.close()
         logger.info("Feishu bridge stopped")
@@ -289,6 +346,10 @@ class FeishuBridge:
             return
         if isinstance(event, OtherEvent):
             logger.debug("ignoring Feishu event %s (%s)", event.event_type, event.event_id)
+            return
+        if isinstance(event, Recalled):
+            if self._loop is not None and not self._closing:
+                self._loop.call_soon_threadsafe(self._recall, event)
             return
         msg = event
         if not msg.from_user:
@@ -361,6 +422,7 @@ class FeishuBridge:
                     )
                 )
             else:
+                self.state.turn_accepted(msg.message_id, msg.chat_id, message_to_json(msg))
                 self._lane(msg.chat_id).queue.put_nowait(_Turn(msg))
         elif command.ordered:
             self._lane(msg.chat_id).queue.put_nowait(_Run(msg, command))
@@ -428,8 +490,11 @@ class FeishuBridge:
             except Exception:
                 logger.exception("handling %s failed", work.msg.message_id)
 
-    async def _do(self, work: _Turn | _Run | _Notice) -> None:
+    async def _do(self, work: _Turn | _Run | _Notice | _Withdraw) -> None:
         match work:
+            case _Turn(msg=msg) if msg.message_id in self._recalled:
+                logger.info("%s was recalled while queued; not run", msg.message_id)
+                self.state.turn_finished(msg.message_id)
             case _Turn(msg=msg):
                 if self._closing:
                     # Queued behind a turn at shutdown: a line instead of silence.
@@ -437,8 +502,11 @@ class FeishuBridge:
                         msg,
                         "The server restarted before I got to this message; please send it again.",
                     )
+                    self.state.turn_finished(msg.message_id)
                 else:
                     await self._run_turn(msg)
+            case _Withdraw(msg=msg):
+                await self.sessions.interrupt(self._conversation_id(msg.chat_id))
             case _Notice(msg=msg, text=text):
                 await self._notify(msg, text)
             case _Run(msg=msg, command=command):
@@ -457,9 +525,21 @@ class FeishuBridge:
             key=msg.message_id,
             interval=self.settings.feishu_card_update_interval_seconds,
             open_delay=self.settings.feishu_progress_delay_seconds,
+            on_card=lambda card_id: self.state.turn_card(msg.message_id, card_id),
         )
+        started = time.monotonic()
+        try:
+            await self._answer(msg, conversation_id, reply)
+        finally:
+            await self._settle(msg, reply, time.monotonic() - started)
+
+    async def _answer(self, msg: IncomingMessage, conversation_id: str, reply: TurnReply) -> None:
         async with reply:
             prompt = await self._prompt(msg)
+            if msg.message_id in self._recalled:
+                await reply.withdraw(RECALLED_CARD)
+                return
+            self.state.turn_started(msg.message_id)  # from here a crash cannot simply re-run it
             try:
                 result = await self.sessions.run_agent(
                     prompt,
@@ -477,7 +557,178 @@ class FeishuBridge:
                     is_error=True,
                 )
                 return
+            if msg.message_id in self._recalled:
+                await reply.withdraw(RECALLED_CARD)
+                return
             await reply.finish(result.reply, is_error=result.is_error)
+
+    # --- delivery and recovery -------------------------------------------------------------------
+    async def _settle(self, msg: IncomingMessage, reply: TurnReply, elapsed: float) -> None:
+        """After a turn: hand what did not arrive to the outbox, close a card left "working",
+        push a slow answer that came by PATCH, and forget the turn."""
+        if not reply.finished:
+            return  # cancelled before any final state: the next start recovers it
+        try:
+            key = msg.message_id
+            if key in self._recalled:
+                pass
+            elif not reply.delivered and reply.final is not None:
+                markdown, is_error = reply.final
+                logger.warning("answer to %s goes to the outbox", key)
+                self._defer_answer(msg, markdown, is_error=is_error, card_id=reply.card_id)
+            elif reply.card_left_open is not None:
+                card = card_content(escape_card_markdown(ANSWER_BELOW))
+                self._outbox_put("patch", reply.card_left_open, card, key=send_uuid(key, "close"))
+            elif (
+                reply.card_id is not None
+                and reply.delivered
+                and elapsed >= self.settings.feishu_push_after_seconds
+            ):
+                await self._send(msg, "text", text_content(READY_PUSH), part="ready")
+            self.state.turn_finished(key)
+        except Exception:  # bookkeeping must not take the chat's worker down
+            logger.exception("settling the turn of %s failed", msg.message_id)
+
+    def _defer_answer(
+        self, msg: IncomingMessage, markdown: str, *, is_error: bool, card_id: str | None
+    ) -> None:
+        """Put the answer in the outbox: into the progress card if there is one, else as replies
+        under the uuids the turn used, so a send that did arrive unseen is not doubled."""
+        chunks = split_markdown(escape_card_markdown(markdown), chunk_budget("interactive"))
+        chunks = chunks or ["(no text)"]
+        for index, chunk in enumerate(chunks):
+            note = f"part {index + 1}/{len(chunks)}" if len(chunks) > 1 else None
+            title = "Error" if is_error and index == 0 else None
+            card = card_content(chunk, title=title, template="red", note=note)
+            if index == 0 and card_id is not None:
+                self._outbox_put("patch", card_id, card, key=send_uuid(msg.message_id, "close"))
+            else:
+                key = send_uuid(msg.message_id, "answer", index)
+                self._outbox_put("reply", msg.message_id, card, key=key)
+
+    def _outbox_put(
+        self,
+        op: str,
+        target: str,
+        content: dict[str, Any],
+        *,
+        key: str,
+        msg_type: MsgType = "interactive",
+    ) -> None:
+        item = OutboxItem(
+            key,
+            "patch" if op == "patch" else "reply",
+            target,
+            msg_type,
+            json.dumps(content, ensure_ascii=False),
+            created_at=time.time(),
+        )
+        self.state.outbox_put(item)
+        if self._outbox_wake is not None:
+            self._outbox_wake.set()
+
+    async def _outbox_worker(self) -> None:
+        assert self._outbox_wake is not None
+        while True:
+            try:
+                await self._outbox_round()
+            except Exception:  # a state or network surprise; the next round tries again
+                logger.exception("outbox round failed")
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(OUTBOX_POLL_SECONDS):
+                    await self._outbox_wake.wait()
+            self._outbox_wake.clear()
+
+    async def _outbox_round(self) -> None:
+        """Try every due send once; stop at the first transient failure (the platform is down)."""
+        assert self._sender is not None
+        now = time.time()
+        for item in self.state.outbox_due(now=now):
+            if now - item.created_at > OUTBOX_KEEP_SECONDS:
+                logger.error(
+                    "gave up delivering %s %s: undelivered for %d s",
+                    item.op,
+                    item.target,
+                    now - item.created_at,
+                )
+                self.state.outbox_done(item.key)
+                continue
+            content = json.loads(item.content)
+            try:
+                if item.op == "patch":
+                    await self._sender.patch(item.target, content, window=QUICK_WINDOW)
+                else:
+                    await self._sender.reply(
+                        item.target,
+                        item.msg_type,  # type: ignore[arg-type]
+                        content,
+                        uuid=item.key,
+                        window=QUICK_WINDOW,
+                    )
+            except FeishuAPIError as exc:
+                if not exc.transient:
+                    logger.error("outbox %s to %s dropped: %s", item.op, item.target, exc.message)
+                    self.state.outbox_done(item.key)
+                    continue
+                base = max(self.settings.feishu_delivery_window_seconds, OUTBOX_POLL_SECONDS)
+                delay = min(OUTBOX_MAX_DELAY_SECONDS, base * 2**item.attempts)
+                logger.warning(
+                    "outbox %s to %s not delivered (%s); next try in %.0f s",
+                    item.op,
+                    item.target,
+                    exc.message,
+                    delay,
+                )
+                self.state.outbox_retry(item.key, time.time() + delay)
+                return
+            logger.info("outbox %s to %s delivered", item.op, item.target)
+            self.state.outbox_done(item.key)
+
+    def _recover(self) -> None:
+        """At start: answer or re-run what a crash left, and close its "working" cards."""
+        now = time.time()
+        for turn in self.state.unfinished_turns():
+            try:
+                msg = message_from_json(turn.message)
+            except (ValueError, TypeError, KeyError) as exc:
+                logger.warning("unreadable unfinished turn %s dropped: %s", turn.message_id, exc)
+                self.state.turn_finished(turn.message_id)
+                continue
+            if turn.card_id is not None:
+                card = card_content(
+                    escape_card_markdown(RESTART_NOTICE),
+                    title="Interrupted by a restart",
+                    template="red",
+                )
+                self._outbox_put(
+                    "patch", turn.card_id, card, key=send_uuid(msg.message_id, "close")
+                )
+            if turn.stage == "accepted" and now - turn.accepted_at < OUTBOX_KEEP_SECONDS:
+                logger.warning(
+                    "running %s again: the app stopped before it reached the model", msg.message_id
+                )
+                self._lane(msg.chat_id).queue.put_nowait(_Turn(msg))
+                continue
+            logger.warning("%s was interrupted by a restart; telling the sender", msg.message_id)
+            self._outbox_put(
+                "reply",
+                msg.message_id,
+                text_content(RESTART_NOTICE),
+                key=send_uuid(msg.message_id, "restart"),
+                msg_type="text",
+            )
+            self.state.turn_finished(msg.message_id)
+
+    def _recall(self, event: Recalled) -> None:
+        """A message was recalled: remember it (queued work skips it) and stop its turn."""
+        self._recalled[event.message_id] = None
+        while len(self._recalled) > RECALLED_KEPT:
+            self._recalled.popitem(last=False)
+        for lane in self._lanes.values():
+            current = lane.current
+            if lane.busy and current is not None and current.message_id == event.message_id:
+                logger.info("%s recalled while running; stopping its turn", event.message_id)
+                self._control.put_nowait(_Withdraw(current))
 
     async def _prompt(self, msg: IncomingMessage) -> str:
         if not msg.attachments:
@@ -733,11 +984,14 @@ class FeishuBridge:
         part: str = "notice",
     ) -> bool:
         assert self._sender is not None
+        key = send_uuid(msg.message_id, part)
         try:
-            await self._sender.reply(
-                msg.message_id, msg_type, content, uuid=send_uuid(msg.message_id, part)
-            )
+            await self._sender.reply(msg.message_id, msg_type, content, uuid=key)
         except FeishuAPIError as exc:
+            if exc.transient:  # the platform is down: the outbox delivers it later
+                logger.warning("answer to %s goes to the outbox: %s", msg.message_id, exc.message)
+                self._outbox_put("reply", msg.message_id, content, key=key, msg_type=msg_type)
+                return True
             logger.error("could not answer %s: %s", msg.message_id, exc.message)
             return False
         return True

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.events import Retrying, TextDelta, ToolStep, TurnEvent
@@ -27,7 +28,7 @@ from bridge.render import (
     split_markdown,
     text_content,
 )
-from bridge.sender import FeishuAPIError, Sender, send_uuid
+from bridge.sender import QUICK_WINDOW, FeishuAPIError, Sender, send_uuid
 
 logger = logging.getLogger("bridge.feishu.progress")
 
@@ -55,8 +56,12 @@ class TurnReply:
         interval: float = 0.5,
         open_delay: float = 1.0,
         title: str = "Working…",
+        on_card: Callable[[str], None] | None = None,
     ) -> None:
+        """`on_card(message_id)`: told when the progress card is shown (the bridge records it,
+        so a restart after a crash can close it)."""
         self._sender = sender
+        self._on_card = on_card
         self._reply_to = reply_to
         self._key = key
         self._interval = max(interval, 0.2)  # never above 5 updates per second
@@ -73,6 +78,11 @@ class TurnReply:
         self._painter: asyncio.Task[None] | None = None
         self.finished = False
         self.sent_ids: list[str] = []
+        # Delivery, read by the bridge after finish(): did the answer's first part arrive, and
+        # is there a progress card whose final PATCH failed (still "working")?
+        self.delivered = False
+        self.card_left_open: str | None = None
+        self.final: tuple[str, bool] | None = None  # what finish() was asked to write
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> TurnReply:
@@ -140,9 +150,15 @@ class TurnReply:
         card = card_content(self._progress_markdown(), title=self._title, template="wathet")
         if self._card_id is None:
             self._card_id = await self._sender.reply(
-                self._reply_to, "interactive", card, uuid=send_uuid(self._key, "progress")
+                self._reply_to,
+                "interactive",
+                card,
+                uuid=send_uuid(self._key, "progress"),
+                window=QUICK_WINDOW,  # progress is a nicety: never hold the answer back long
             )
             self.sent_ids.append(self._card_id)
+            if self._on_card is not None:
+                self._on_card(self._card_id)
         else:
             await self._sender.patch(self._card_id, card)
         self._last_write = time.monotonic()
@@ -186,10 +202,25 @@ class TurnReply:
             raise
 
     # --- the final state --------------------------------------------------------------------------
+    @property
+    def card_id(self) -> str | None:
+        """The progress card, once shown."""
+        return self._card_id
+
+    async def withdraw(self, markdown: str) -> None:
+        """End without an answer (the user recalled the message): a card already shown gets
+        `markdown` as its final state; without a card nothing is sent."""
+        await self._stop_painter()
+        if self._card_id is None:
+            self.finished = True
+            return
+        await self.finish(markdown)
+
     async def finish(self, markdown: str, *, is_error: bool = False) -> None:
         """Write the answer (or error) into the card and any further parts as replies."""
         await self._stop_painter()
         self.finished = True
+        self.final = (markdown, is_error)
         chunks = split_markdown(escape_card_markdown(markdown), chunk_budget("interactive"))
         if not chunks:
             chunks = ["(no text)"]
@@ -204,6 +235,9 @@ class TurnReply:
                 else:
                     await self._reply_card(card, index)
             except FeishuAPIError as exc:
+                if exc.transient:  # the platform is down, not the card: the bridge's outbox
+                    logger.warning("answer to %s not delivered yet: %s", self._key, exc.message)
+                    return
                 logger.warning("card send failed (%s); falling back to text", exc.message)
                 await self._send_as_text(markdown if index == 0 else "\n\n".join(chunks[index:]))
                 return
@@ -215,10 +249,12 @@ class TurnReply:
             await asyncio.sleep(gap)
         try:
             await self._sender.patch(self._card_id, card)
+            self.delivered = True
         except FeishuAPIError as exc:
             logger.warning(
                 "final patch of %s failed (%s); replying anew", self._card_id, exc.message
             )
+            self.card_left_open = self._card_id
             await self._reply_card(card, 0)
         self._last_write = time.monotonic()
 
@@ -227,6 +263,7 @@ class TurnReply:
             self._reply_to, "interactive", card, uuid=send_uuid(self._key, "answer", index)
         )
         self.sent_ids.append(message_id)
+        self.delivered = self.delivered or index == 0
 
     async def _send_as_text(self, markdown: str) -> None:
         for index, chunk in enumerate(split_markdown(plain_text(markdown), chunk_budget("text"))):
@@ -238,6 +275,7 @@ class TurnReply:
                     uuid=send_uuid(self._key, "text", index),
                 )
                 self.sent_ids.append(message_id)
+                self.delivered = self.delivered or index == 0
             except FeishuAPIError as exc:
                 logger.error("could not deliver the answer to %s: %s", self._reply_to, exc.message)
                 return

@@ -29,6 +29,7 @@ import contextlib
 import html
 import itertools
 import json
+import math
 import re
 import threading
 import time
@@ -278,6 +279,47 @@ def visible_text(msg_type: str, content: dict[str, Any]) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
+# --- faults the platform injects (delivery tests) ----------------------------------------------
+# Each behaves as the documentation says the server does (pages under https://open.feishu.cn/
+# document/, mirrored in wxkingstar/doc-hub-mcp):
+# * rate limit, "频控策略" (server-docs/api-call-guide/frequency-control): HTTP 429, body
+#   {"code": 99991400, "msg": "request trigger frequency limit"}, headers `x-ogw-ratelimit-limit`
+#   (the window's limit) and `x-ogw-ratelimit-reset` (seconds until the limit resets); "wait the
+#   header's seconds and retry until it succeeds". `rate_limit(seconds)`.
+# * server errors: "服务端错误码说明" (server-docs/api-call-guide/generic-error-code) lists 1500
+#   "internal error: retry later". The status and body of a gateway failure are not documented:
+#   `outage(seconds, body=...)` answers a 5xx with that JSON, with `{"code": 0}` (issue 17 saw a
+#   5xx whose body said success), or with an HTML page (lark-oapi then cannot parse it).
+#   `commits=True`: the send is carried out and only the answer is lost (an ambiguous failure).
+# * tenant token, "自建应用获取 tenant_access_token" (server-docs/authentication-management/
+#   access-token/tenant_access_token_internal): valid for at most 2 h, the endpoint hands out a
+#   new one when less than 30 min remain. `invalidate_token()` revokes the current one: calls
+#   with it get HTTP 400 and 99991663 (invalid access token; 99991668 "expired" with
+#   `invalidate_token(code=99991668)`, codes from lark-oapi's list: the error-code page was not
+#   reachable offline), and the endpoint hands out a new one.
+# * idempotency, "发送消息" (server-docs/im-v1/message/create, `uuid`): requests with the same uuid
+#   send at most one message within 1 hour (`UUID_WINDOW_SECONDS`, on `fake.clock`). What a
+#   repeated uuid answers is not documented; the fake answers success with the first message.
+# * recall, "撤回消息" event (uAjLw4CM/ukTMukTMukTM/reference/im-v1/message/events/recalled):
+#   `im.message.recalled_v1`, event {message_id, chat_id, recall_time (ms string),
+#   recall_type: message_owner / group_owner / group_manager / enterprise_manager}. `recall(...)`.
+UUID_WINDOW_SECONDS = 3600.0
+
+
+@dataclass
+class Fault:
+    """Calls of `kind` (create/reply/patch/any) fail until `until` (on `fake.clock`)."""
+
+    kind: str
+    until: float
+    status: int
+    code: int
+    msg: str
+    body: str = "json"  # json / code0 / html
+    rate_limited: bool = False
+    commits: bool = False
+
+
 class FakeFeishu:
     """Serve the fake platform on a free loopback port in a background thread."""
 
@@ -298,6 +340,12 @@ class FakeFeishu:
         self.chats: dict[str, dict[str, Any]] = {}  # chat_id -> GET /im/v1/chats/{id} data
         self.chat_lookups = 0
         self._failures: list[Failure] = []
+        # fault injection (see "faults the platform injects")
+        self.clock = time.monotonic  # patchable: fault windows and the uuid window
+        self._faults: list[Fault] = []
+        self._uuid_at: dict[str, float] = {}
+        self._refused_tokens: dict[str, int] = {}  # revoked token -> the code it gets
+        self.faulted: list[SentCall] = []  # calls answered by an injected fault
         self._sockets: list[WebSocket] = []
         self._pushed: dict[str, tuple[float, str | None]] = {}
         self._uuids: dict[str, str] = {}
@@ -460,6 +508,114 @@ class FakeFeishu:
             return
         asyncio.run_coroutine_threadsafe(self._close_all(), self._loop).result(timeout=5)
 
+    # --- fault injection -------------------------------------------------------------------------
+    def outage(
+        self,
+        seconds: float,
+        *,
+        kind: str = "any",
+        status: int = 503,
+        body: str = "json",
+        commits: bool = False,
+    ) -> None:
+        """IM calls of `kind` answer HTTP `status` for `seconds` (see "server errors")."""
+        with self._lock:
+            self._faults.append(
+                Fault(
+                    kind,
+                    self.clock() + seconds,
+                    status,
+                    1500,
+                    "internal error",
+                    body,
+                    False,
+                    commits,
+                )
+            )
+
+    def rate_limit(self, seconds: float, *, kind: str = "any") -> None:
+        """IM calls of `kind` are throttled for `seconds` (HTTP 429, 99991400, reset header)."""
+        with self._lock:
+            self._faults.append(
+                Fault(
+                    kind,
+                    self.clock() + seconds,
+                    429,
+                    99991400,
+                    "request trigger frequency limit",
+                    rate_limited=True,
+                )
+            )
+
+    def invalidate_token(self, *, code: int = 99991663) -> None:
+        """Revoke the current tenant token; the token endpoint hands out a new one."""
+        with self._lock:
+            self._refused_tokens[self.tenant_token] = code
+            self.tenant_token = f"t-{uuid.uuid4().hex}"
+
+    def recall_event(self, message_id: str, *, chat_id: str = "oc_p2pchat") -> dict[str, Any]:
+        now_ms = int(time.time() * 1000)
+        return {
+            "schema": "2.0",
+            "header": {
+                "event_id": uuid.uuid4().hex,
+                "event_type": "im.message.recalled_v1",
+                "create_time": str(now_ms),
+                "token": "",
+                "app_id": self.app_id,
+                "tenant_key": "tenant_fake",
+            },
+            "event": {
+                "message_id": message_id,
+                "chat_id": chat_id,
+                "recall_time": str(now_ms),
+                "recall_type": "message_owner",
+            },
+        }
+
+    def recall(self, message_id: str, *, chat_id: str = "oc_p2pchat") -> str:
+        """The user recalls a message: push `im.message.recalled_v1`; returns the frame id."""
+        return self.push_event(self.recall_event(message_id, chat_id=chat_id))
+
+    def _token_refused(self, request: Request) -> Response:
+        presented = (request.headers.get("authorization") or "").removeprefix("Bearer ")
+        with self._lock:
+            code = self._refused_tokens.get(presented, 99991663)
+        return JSONResponse(
+            {"code": code, "msg": "Invalid access token for authorization"}, status_code=400
+        )
+
+    def _fault_for(self, call: SentCall) -> Response | None:
+        now = self.clock()
+        with self._lock:
+            fault = next(
+                (f for f in self._faults if f.until > now and f.kind in ("any", call.kind)), None
+            )
+            if fault is None:
+                return None
+            call.status = fault.status
+            self.faulted.append(call)
+        if fault.commits and call.kind in ("create", "reply"):
+            self._new_message(call, call.message_id, call.body.get("receive_id"))
+        if fault.rate_limited:
+            return JSONResponse(
+                {"code": fault.code, "msg": fault.msg},
+                status_code=fault.status,
+                headers={
+                    "x-ogw-ratelimit-limit": "50",
+                    "x-ogw-ratelimit-reset": str(max(1, math.ceil(fault.until - now))),
+                },
+            )
+        if fault.body == "html":
+            return Response(
+                "<html><body><h1>502 Bad Gateway</h1></body></html>",
+                status_code=fault.status,
+                media_type="text/html",
+            )
+        code = 0 if fault.body == "code0" else fault.code
+        msg = "success" if fault.body == "code0" else fault.msg
+        return JSONResponse({"code": code, "msg": msg, "data": {}}, status_code=fault.status)
+
     # --- event builders --------------------------------------------------------------------------
     def message_event(
         self,
@@ -605,7 +761,7 @@ class FakeFeishu:
 
     async def _bot_info(self, request: Request) -> Response:
         if not self._authorized(request):
-            return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
+            return self._token_refused(request)
         return JSONResponse(
             {
                 "code": 0,
@@ -637,6 +793,8 @@ class FakeFeishu:
         return call
 
     def _failure_for(self, call: SentCall) -> Response | None:
+        if (fault := self._fault_for(call)) is not None:
+            return fault
         with self._lock:
             for failure in self._failures:
                 if failure.remaining > 0 and failure.kind in ("any", call.kind):
@@ -655,6 +813,8 @@ class FakeFeishu:
         key = body.get("uuid")
         with self._lock:
             known = self._uuids.get(key) if key else None
+            if known is not None and self.clock() - self._uuid_at[key] > UUID_WINDOW_SECONDS:
+                known = None  # the uuid's hour is over: a new message
             if known is not None:
                 # Feishu deduplicates sends with the same uuid (1 h): same message, no new one.
                 message = self.messages[known]
@@ -670,6 +830,7 @@ class FakeFeishu:
                 self.messages[message.message_id] = message
                 if key:
                     self._uuids[key] = message.message_id
+                    self._uuid_at[key] = self.clock()
                 self._read_markup(message.message_id, message.msg_type, call.content)
             call.message_id = message.message_id
         return JSONResponse(
@@ -690,7 +851,7 @@ class FakeFeishu:
     async def _create(self, request: Request) -> Response:
         call = await self._record(request)
         if not self._authorized(request):
-            return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
+            return self._token_refused(request)
         if (failed := self._failure_for(call)) is not None:
             return failed
         return self._new_message(call, None, call.body.get("receive_id"))
@@ -699,7 +860,7 @@ class FakeFeishu:
         target = request.path_params["message_id"]
         call = await self._record(request, target)
         if not self._authorized(request):
-            return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
+            return self._token_refused(request)
         if (failed := self._failure_for(call)) is not None:
             return failed
         return self._new_message(call, target, None)
@@ -708,7 +869,7 @@ class FakeFeishu:
         target = request.path_params["message_id"]
         call = await self._record(request, target)
         if not self._authorized(request):
-            return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
+            return self._token_refused(request)
         if (failed := self._failure_for(call)) is not None:
             return failed
         with self._lock:
@@ -732,7 +893,7 @@ class FakeFeishu:
         # im:chat:readonly (https://open.feishu.cn/document/uAjLw4CM/ukTMukTMukTM/reference/
         # im-v1/chat/get). The error code for an unknown chat is unconfirmed.
         if not self._authorized(request):
-            return JSONResponse({"code": 99991663, "msg": "invalid token"}, status_code=400)
+            return self._token_refused(request)
         chat_id = request.path_params["chat_id"]
         with self._lock:
             self.chat_lookups += 1

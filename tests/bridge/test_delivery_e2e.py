@@ -1,0 +1,231 @@
+"""Delivery and recovery as a Feishu user meets them: the platform failing, the token revoked, the
+app killed, messages recalled. Real lark clients against the fake platform (which fails the way
+the documentation says), the real Claude CLI against the fake model."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from settings import Settings
+from tests.bridge.conftest import feishu_app, message_id, wait_answer
+from tests.fakes.anthropic_api import FakeMessagesAPI, text
+from tests.fakes.feishu_platform import OWNER_OPEN_ID, FakeFeishu
+from tests.helpers import assert_private_tree, wait_until
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def working(fake: FakeFeishu) -> list[str]:
+    """Bot messages still showing "Working…"."""
+    with fake._lock:
+        return [m.message_id for m in fake.messages.values() if m.text.startswith("Working…")]
+
+
+async def test_answer_arrives_once_after_thirty_seconds_of_5xx_and_twenty_of_429(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("outage", text("Here despite the outage."))
+    async with feishu_app(feishu_settings(feishu_delivery_window_seconds=120)):
+        t0 = time.monotonic()
+        fake_feishu.outage(30, status=503)  # first 30 s: 5xx
+        fake_feishu.rate_limit(50)  # then until 50 s: 429 with x-ogw-ratelimit-reset
+        event = fake_feishu.push_text("answer me through the outage")
+        answer = await wait_answer(fake_feishu, message_id(event), timeout=110)
+        arrived = time.monotonic() - t0
+    statuses = {c.status for c in fake_feishu.faulted}
+    assert {503, 429} <= statuses
+    assert arrived >= 50
+    assert answer.startswith("Here despite the outage.")
+    [reply] = fake_feishu.replies_to(message_id(event))  # once: no double, no text fallback
+    assert reply.msg_type == "interactive"
+    # while throttled it waited as told instead of hammering: few calls in the 429 phase
+    throttled = [c for c in fake_feishu.faulted if c.status == 429]
+    assert len(throttled) <= 6
+
+
+async def test_a_token_revoked_mid_turn_is_fetched_anew_and_the_answer_arrives(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("token", text("Answered with a fresh token.", delay=3))
+    async with feishu_app(feishu_settings()):
+        event = fake_feishu.push_text("token test")
+        await wait_until(lambda: bool(fake_feishu.replies_to(message_id(event))), timeout=30)
+        tokens = fake_feishu.token_calls
+        fake_feishu.invalidate_token()
+        answer = await wait_answer(fake_feishu, message_id(event), timeout=60)
+    assert answer.startswith("Answered with a fresh token.")
+    assert fake_feishu.token_calls > tokens
+    refused = [c for c in fake_feishu.calls() if c.status == 400]
+    assert refused == [] or all(c.kind in ("patch", "reply") for c in refused)
+    assert working(fake_feishu) == []
+
+
+async def test_a_slow_answer_that_arrives_by_patch_is_followed_by_a_push(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("slow", text("Took a while.", delay=2))
+    fake_model.on("quick", text("At once."))
+    async with feishu_app(feishu_settings(feishu_push_after_seconds=1.5)):
+        slow = fake_feishu.push_text("slow question")
+        await wait_until(lambda: len(fake_feishu.replies_to(message_id(slow))) == 2, timeout=60)
+        quick = fake_feishu.push_text("quick question")
+        await wait_answer(fake_feishu, message_id(quick))
+        await asyncio.sleep(0.5)
+    card, push = fake_feishu.replies_to(message_id(slow))
+    assert card.text.startswith("Took a while.") and card.msg_type == "interactive"
+    assert push.msg_type == "text" and "答案已完成" in push.text
+    assert len(fake_feishu.replies_to(message_id(quick))) == 1  # quick: no push
+
+
+async def test_a_recalled_queued_message_is_never_answered(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("first", text("First done.", delay=4))
+    async with feishu_app(feishu_settings()):
+        first = fake_feishu.push_text("first question")
+        await wait_until(lambda: bool(fake_model.requests_for("first question")), timeout=30)
+        second = fake_feishu.push_text("second question, recalled")
+        await asyncio.sleep(0.3)
+        fake_feishu.recall(message_id(second))
+        await wait_answer(fake_feishu, message_id(first))
+        probe = fake_feishu.push_text("third question")
+        await wait_answer(fake_feishu, message_id(probe))
+    assert fake_feishu.replies_to(message_id(second)) == []
+    assert fake_model.requests_for("second question") == []
+
+
+async def test_a_recalled_running_turn_stops_and_nothing_is_sent_for_it(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("long", text("never delivered", delay=60))
+    async with feishu_app(feishu_settings()):
+        event = fake_feishu.push_text("long job")
+        await wait_until(lambda: bool(fake_model.requests_for("long job")), timeout=30)
+        await wait_until(lambda: bool(fake_feishu.replies_to(message_id(event))), timeout=10)
+        t0 = time.monotonic()
+        fake_feishu.recall(message_id(event))
+        await wait_until(lambda: working(fake_feishu) == [], timeout=20)
+        stopped_in = time.monotonic() - t0
+        probe = fake_feishu.push_text("still there?")
+        await wait_answer(fake_feishu, message_id(probe))
+    assert stopped_in < 15
+    [card] = fake_feishu.replies_to(message_id(event))  # the progress card, closed; nothing else
+    assert "recalled" in card.text
+    assert "never delivered" not in card.text
+
+
+async def test_a_lone_surrogate_in_a_message_does_not_crash_the_turn(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    async with feishu_app(feishu_settings()):
+        event = fake_feishu.push_text("broken \ud800 text")
+        answer = await wait_answer(fake_feishu, message_id(event))
+    assert answer.startswith("echo: broken \ufffd text")
+
+
+async def test_home_stays_private_after_a_chat_turn_and_a_feishu_message(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    settings = feishu_settings()
+    async with feishu_app(settings) as (client, _):
+        resp = await client.post("/api/chat", json={"message": "hello from the web"})
+        assert resp.status_code == 200
+        event = fake_feishu.push_text("hello from the phone")
+        await wait_answer(fake_feishu, message_id(event))
+    assert_private_tree(settings.home_dir)
+
+
+# --- the app killed mid-turn ---------------------------------------------------------------------
+def _bridge_env(home: Path, fake_feishu: FakeFeishu, fake_model: FakeMessagesAPI) -> dict[str, str]:
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("FEISHU_", "CLAUDE_MEMORY_"))},
+        "CLAUDE_MEMORY_HOME": str(home),
+        "ANTHROPIC_BASE_URL": fake_model.url,
+        "ANTHROPIC_API_KEY": "dummy",
+        "FEISHU_APP_ID": fake_feishu.app_id,
+        "FEISHU_APP_SECRET": fake_feishu.app_secret,
+        "FEISHU_DOMAIN": fake_feishu.url,
+        "FEISHU_ALLOWED_USERS": OWNER_OPEN_ID,
+        "FEISHU_PROGRESS_DELAY_SECONDS": "0.3",
+        "FEISHU_CARD_UPDATE_INTERVAL_SECONDS": "0.2",
+    }
+
+
+async def _start_bridge(env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
+    with log.open("ab") as sink:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "cli",
+            "feishu",
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,  # its own group: SIGKILL takes the Claude CLI along
+        )
+
+
+async def test_killed_mid_turn_the_restart_answers_or_says_so_and_closes_every_card(
+    tmp_path: Path, fake_feishu: FakeFeishu, fake_model: FakeMessagesAPI
+) -> None:
+    fake_model.on("slow job", text("never delivered", delay=120))
+    env = _bridge_env(tmp_path / "home", fake_feishu, fake_model)
+    output = tmp_path / "bridge.txt"
+    proc = await _start_bridge(env, output)
+    try:
+        await wait_until(lambda: fake_feishu.connected or proc.returncode is not None, timeout=45)
+        assert proc.returncode is None, output.read_text()
+        running = fake_feishu.push_text("slow job please")
+        await wait_until(lambda: bool(fake_model.requests_for("slow job")), timeout=45)
+        await wait_until(lambda: bool(working(fake_feishu)), timeout=15)
+        queued = fake_feishu.push_text("the queued question")
+        await wait_until(lambda: len(fake_feishu.acks) >= 2, timeout=10)
+        await asyncio.sleep(0.5)  # handed to the app loop and recorded
+        os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        assert working(fake_feishu)  # the crash left the card "working"
+        assert fake_model.requests_for("the queued question") == []
+
+        proc = await _start_bridge(env, output)
+        answer = await wait_answer(fake_feishu, message_id(queued), timeout=60)
+        await wait_until(lambda: working(fake_feishu) == [], timeout=30)
+        await wait_until(lambda: len(fake_feishu.replies_to(message_id(running))) == 2, timeout=30)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=30)
+            except TimeoutError:
+                os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+    assert answer.startswith("echo: the queued question")  # nothing had reached the model: run again
+    assert len(fake_model.requests_for("the queued question")) == 1
+    card, notice = fake_feishu.replies_to(message_id(running))
+    assert "restart" in card.text and "never delivered" not in card.text
+    assert notice.msg_type == "text" and "restart" in notice.text
