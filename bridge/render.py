@@ -5,13 +5,17 @@ Feishu limits the *request body* of a send: 150 KB for text, 30 KB for post and 
 escaped twice; `body_cost` measures exactly that, and `split_markdown` packs whole paragraphs
 into chunks under a budget. A code fence is never broken: a fence too big for one chunk is
 closed at the end of a chunk and reopened (same info string) at the start of the next.
+
+Cards have more limits than bytes (tables per markdown element and per card, components per
+card, nesting, image keys): `answer_cards` packs an answer into as many cards as they need and
+`card_breaches` checks a card against them before it is sent ("documented card limits" below).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
@@ -279,17 +283,19 @@ def _neutralise_code(code: str) -> str:
     return _MENTION_TAG.sub("<" + ZWJ, code)
 
 
-def _escape_prose(markdown: str, prose: Callable[[str], str]) -> str:
+def _escape_prose(
+    markdown: str, prose: Callable[[str], str], code: Callable[[str], str] = _neutralise_code
+) -> str:
     out: list[str] = []
     for block_text, is_code in _code_and_prose(markdown):
         if is_code:
-            out.append(_neutralise_code(block_text))
+            out.append(code(block_text))
             continue
         pos = 0
         parts: list[str] = []
         for m in _INLINE_CODE.finditer(block_text):
             parts.append(prose(block_text[pos : m.start()]))
-            parts.append(_neutralise_code(m.group(0)))
+            parts.append(code(m.group(0)))
             pos = m.end()
         parts.append(prose(block_text[pos:]))
         out.append("".join(parts))
@@ -362,8 +368,11 @@ def post_content(markdown: str, *, title: str = "") -> dict[str, Any]:
     """A post: one `md` paragraph per markdown block, fenced code as `code_block`.
 
     Model text is escaped here: `md` prose with `escape_text`, code with mention tags broken.
+    A post's `md` reads no tables, headings or images ("发送消息内容结构", 富文本 post, the `md`
+    syntax table): tables become aligned text in a code block, headings bold lines, images links.
     """
     paragraphs: list[list[dict[str, Any]]] = []
+    markdown = _tables_as_code(_escape_prose(images_as_links(markdown), _bold_headings, str))
     for block in _blocks(markdown):
         if block.fence is not None:
             info = block.fence.strip().lstrip("`~").strip()
@@ -390,8 +399,515 @@ def plain_text(markdown: str) -> str:
         if is_code:
             out.append(run)
             continue
+        run = _tables_as_lines(run)
         run = _HEADING.sub("", run)
         run = _EMPHASIS.sub(r"\2", run)
+        run = _IMAGE.sub(_image_as_text, run)
+        run = _IMAGE_REF.sub(r"\1", run)
         run = _LINK.sub(r"\1 (\2)", run)
         out.append(run)
     return "\n".join(out)
+
+
+# --- tables and images in text ----------------------------------------------------------------
+# A GFM table: a header row and a delimiter row (`| --- | :-: |`), then body rows; all with pipes.
+_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
+# `![alt](url "title")` and `![alt][ref]`: an image in CommonMark.
+_IMAGE = re.compile(r"!\[([^\]\n]*)\]\(\s*<?([^)\s>]*)>?(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)")
+_IMAGE_REF = re.compile(r"!(\[[^\]\n]*\]\[[^\]\n]*\])")
+_HEADING_LINE = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
+
+
+def _is_delimiter(line: str) -> bool:
+    return "|" in line and "-" in line and _TABLE_DELIMITER.match(line) is not None
+
+
+def _table_spans(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """(start, end) line ranges of the tables in prose lines: header, delimiter, pipe rows."""
+    spans: list[tuple[int, int]] = []
+    i = 1
+    while i < len(lines):
+        if _is_delimiter(lines[i]) and "|" in lines[i - 1] and not _is_delimiter(lines[i - 1]):
+            end = i + 1
+            while end < len(lines) and "|" in lines[end] and lines[end].strip():
+                end += 1
+            spans.append((i - 1, end))
+            i = end + 1
+        else:
+            i += 1
+    return spans
+
+
+def count_tables(markdown: str) -> int:
+    """How many tables a markdown text shows (tables in fenced code are code)."""
+    return sum(
+        len(_table_spans(run.split("\n")))
+        for run, is_code in _code_and_prose(markdown)
+        if not is_code
+    )
+
+
+def _cells(row: str) -> list[str]:
+    row = row.strip()
+    row = row.removeprefix("|")
+    if row.endswith("|") and not row.endswith("\\|"):
+        row = row[:-1]
+    return [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", row)]
+
+
+def _rewrite_tables(prose: str, table: Callable[[list[list[str]]], str]) -> str:
+    lines = prose.split("\n")
+    spans = _table_spans(lines)
+    if not spans:
+        return prose
+    out: list[str] = []
+    pos = 0
+    for start, end in spans:
+        out.extend(lines[pos:start])
+        rows = [_cells(lines[start]), *(_cells(line) for line in lines[start + 2 : end])]
+        out.append(table(rows))
+        pos = end
+    out.extend(lines[pos:])
+    return "\n".join(out)
+
+
+def _aligned(rows: list[list[str]]) -> str:
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    sizes = [max(len(r[c]) for r in rows) for c in range(width)]
+    lines = [" | ".join(cell.ljust(sizes[c]) for c, cell in enumerate(r)).rstrip() for r in rows]
+    lines.insert(1, "-+-".join("-" * size for size in sizes))
+    return "```\n" + "\n".join(lines) + "\n```"
+
+
+def _as_lines(rows: list[list[str]]) -> str:
+    header, body = rows[0], rows[1:]
+    out: list[str] = []
+    for row in body:
+        if len(header) == 1:
+            out.append(f"• {row[0] if row else ''}")
+            continue
+        pairs = [
+            f"{name}: {value}" if name else value
+            for name, value in zip(header, row, strict=False)
+            if value
+        ]
+        out.append("• " + "; ".join(pairs))
+    return "\n".join(out) if out else " | ".join(header)
+
+
+def _tables_as_code(markdown: str) -> str:
+    """Tables as aligned text in code blocks (for posts, which read no tables)."""
+    return "\n".join(
+        run if is_code else _rewrite_tables(run, _aligned)
+        for run, is_code in _code_and_prose(markdown)
+    )
+
+
+def _tables_as_lines(prose: str) -> str:
+    """Each table row as one readable line, `• Header: value; Header: value`."""
+    return _rewrite_tables(prose, _as_lines)
+
+
+def _bold_headings(prose: str) -> str:
+    return _HEADING_LINE.sub(r"**\1**", prose)
+
+
+def _image_as_link(m: re.Match[str]) -> str:
+    alt, url = m.group(1).strip(), m.group(2)
+    if url.startswith(("https://", "http://")):
+        return f"[{alt or 'image'}]({url})"
+    return alt or url  # an image key or a relative path: nothing a reader could open
+
+
+def _image_as_text(m: re.Match[str]) -> str:
+    alt, url = m.group(1).strip(), m.group(2)
+    return f"{alt} ({url})" if alt and url else alt or url
+
+
+def images_as_links(markdown: str) -> str:
+    """Markdown images as links: `![alt](https://x)` -> `[alt](https://x)`, no stray `!`.
+
+    A card image needs an `image_key` from the image upload API, and a URL in its place is
+    refused (230099 / 200570, see the limits below). The bridge uploads nothing (a model's
+    image URL may be private, huge or slow; an upload per answer costs a call and a quota),
+    so an image reads as a link the user can open. Code is left as written.
+    """
+
+    def prose(text: str) -> str:
+        return _IMAGE_REF.sub(r"\1", _IMAGE.sub(_image_as_link, text))
+
+    return _escape_prose(markdown, prose, str)
+
+
+# --- documented card limits --------------------------------------------------------------------
+# Every rule is checked before a card is sent (`card_breaches`) and respected when an answer is
+# packed into cards (`answer_cards`). Pages under https://open.feishu.cn/document/ (mirrored in
+# wxkingstar/doc-hub-mcp, feishu/):
+# * body_bytes: "发送消息" (server-docs/im-v1/message/create), `content`: a card or post request
+#   body is at most 30 KB, a text 150 KB (error 230025); the same 30 KB for "更新已发送的消息卡片"
+#   (server-docs/im-v1/message-card/patch). Both add: style tags make the real body larger than
+#   the one sent, so cards are packed `margin` bytes under the limit.
+# * tables_per_element: "富文本（Markdown）" JSON 2.0 (feishu-cards/card-json-v2-components/
+#   content-components/rich-text), the table syntax: "单个富文本组件中，最多可放置四个表格".
+# * tables_per_card: "表格" JSON 2.0 (feishu-cards/card-json-v2-components/content-components/
+#   table): "单张卡片最多支持放置五个表格组件". The page does not say whether markdown tables count;
+#   we count them with table components (issue 17 saw 230099 / 11310 for an answer with more).
+# * elements_per_card: "卡片 JSON 2.0 结构" (feishu-cards/card-json-v2-structure): "一张卡片最多
+#   支持 200 个元素（如 tag 为 plain_text 的文本元素）或组件"; the create page's "230099 子错误码"
+#   lists 11310 "element exceeds the limit". Counted here: every object with a `tag`, at any depth.
+# * depth: "折叠面板" JSON 2.0 (feishu-cards/card-json-v2-components/containers/
+#   collapsible-panel): "容器类组件最多支持嵌套五层组件".
+# * image: rich-text page, image syntax `![hover_text](image_key)` with a key from "上传图片"
+#   (server-docs/im-v1/image/create); anything else is refused with 230099 / 200570 "card
+#   contains invalid image keys" (create page). The bridge sends no images (`images_as_links`).
+BreachRule = Literal[
+    "body_bytes", "tables_per_element", "tables_per_card", "elements_per_card", "depth", "image"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CardLimits:
+    body_bytes: int = 30_000
+    tables_per_element: int = 4
+    tables_per_card: int = 5
+    elements_per_card: int = 200
+    depth: int = 5
+    margin: int = 1_500
+    """Bytes kept free under `body_bytes` when packing (style tags grow the real body)."""
+
+
+CARD_LIMITS = CardLimits()
+# After a refusal the answer is packed again well inside every limit: if the server counts
+# differently than its pages say, a smaller card, fewer tables and fewer components still pass.
+STRICT_CARD_LIMITS = CardLimits(
+    tables_per_element=1, tables_per_card=2, elements_per_card=50, margin=12_000
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Breach:
+    """One documented limit a card exceeds: `found` against `limit`."""
+
+    rule: BreachRule
+    found: int
+    limit: int
+
+
+def card_body_size(card: Mapping[str, Any]) -> int:
+    """The largest request body that carries `card` (a create, with receive_id and uuid)."""
+    return request_body_size(
+        {
+            "receive_id": "x" * 64,
+            "msg_type": "interactive",
+            "content": json.dumps(card, ensure_ascii=False),
+            "uuid": "x" * 50,
+        }
+    )
+
+
+def _count_tags(value: Any) -> int:
+    if isinstance(value, dict):
+        own = 1 if "tag" in value else 0
+        return own + sum(_count_tags(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_count_tags(v) for v in value)
+    return 0
+
+
+def _components(elements: Sequence[Any], depth: int = 1) -> list[tuple[dict[str, Any], int]]:
+    """Every component under `elements` with its nesting depth (top level is 1)."""
+    found: list[tuple[dict[str, Any], int]] = []
+    for element in elements:
+        if not isinstance(element, dict):
+            continue
+        found.append((element, depth))
+        found.extend(_components(element.get("elements") or [], depth + 1))
+        for column in element.get("columns") or []:
+            if isinstance(column, dict):
+                found.extend(_components(column.get("elements") or [], depth + 1))
+    return found
+
+
+def _markdown_images(markdown: str) -> int:
+    count = 0
+    for run, is_code in _code_and_prose(markdown):
+        if not is_code:
+            prose = _INLINE_CODE.sub("", run)
+            count += len(_IMAGE.findall(prose)) + len(_IMAGE_REF.findall(prose))
+    return count
+
+
+def card_breaches(card: Mapping[str, Any], limits: CardLimits = CARD_LIMITS) -> tuple[Breach, ...]:
+    """The documented limits `card` exceeds (none: it may be sent)."""
+    found: list[Breach] = []
+    size = card_body_size(card)
+    if size > limits.body_bytes:
+        found.append(Breach("body_bytes", size, limits.body_bytes))
+    body = card.get("body") or {}
+    components = _components(body.get("elements") or card.get("elements") or [])
+    markdowns = [str(c.get("content", "")) for c, _ in components if c.get("tag") == "markdown"]
+    tables = [count_tables(m) for m in markdowns]
+    if max(tables, default=0) > limits.tables_per_element:
+        found.append(Breach("tables_per_element", max(tables), limits.tables_per_element))
+    in_card = sum(tables) + sum(1 for c, _ in components if c.get("tag") == "table")
+    if in_card > limits.tables_per_card:
+        found.append(Breach("tables_per_card", in_card, limits.tables_per_card))
+    tags = _count_tags(dict(card))
+    if tags > limits.elements_per_card:
+        found.append(Breach("elements_per_card", tags, limits.elements_per_card))
+    depth = max((d for _, d in components), default=0)
+    if depth > limits.depth:
+        found.append(Breach("depth", depth, limits.depth))
+    images = sum(_markdown_images(m) for m in markdowns)
+    if images:
+        found.append(Breach("image", images, 0))
+    return tuple(found)
+
+
+# --- an answer in as many cards as the limits need ------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class AnswerCard:
+    card: dict[str, Any]
+    source: str
+    """The markdown this card shows, as written (to render it again if the card is refused)."""
+
+
+def _split_tables(block: _Block) -> list[tuple[str, bool]]:
+    """A paragraph block as text and table parts, in order: (text, is_table)."""
+    lines = list(block.lines)
+    parts: list[tuple[str, bool]] = []
+    pos = 0
+    for start, end in _table_spans(lines):
+        if start > pos:
+            parts.append(("\n".join(lines[pos:start]), False))
+        parts.append(("\n".join(lines[start:end]), True))
+        pos = end
+    if pos < len(lines):
+        parts.append(("\n".join(lines[pos:]), False))
+    return parts
+
+
+def _fit_table(table: str, budget: int, measure: Callable[[str], int]) -> list[str]:
+    """A table too big for one piece as several tables, each repeating the header rows."""
+    if measure(table) <= budget:
+        return [table]
+    header, rows = table.split("\n")[:2], table.split("\n")[2:]
+    room = budget - measure("\n".join(header)) - measure("\n")
+    if room < 64:  # a header this wide cannot carry rows: show the table as lines of text
+        return _split_lines(table.split("\n"), budget, measure)
+    out: list[str] = []
+    current: list[str] = []
+    size = 0
+    newline = measure("\n")
+    for row in rows:
+        for piece in _cut_line(row, room, measure) if measure(row) > room else [row]:
+            cost = measure(piece)
+            if current and size + newline + cost > room:
+                out.append("\n".join([*header, *current]))
+                current, size = [], 0
+            size += (newline if current else 0) + cost
+            current.append(piece)
+    if current or not out:
+        out.append("\n".join([*header, *current]))
+    return out
+
+
+def _escaped_cost(text: str) -> int:
+    """Bytes of `text` once escaped for a card, reading all of it as prose (never less)."""
+    return body_cost(_card_prose(text))
+
+
+def _answer_pieces(markdown: str, budget: int) -> list[str]:
+    """Paragraphs, code blocks and tables, each small enough for one card on its own."""
+    pieces: list[str] = []
+    for block in _blocks(markdown):
+        if block.fence is not None:
+            pieces.extend(_fit_block(block, budget, _escaped_cost))
+            continue
+        for text, is_table in _split_tables(block):
+            if is_table:
+                pieces.extend(_fit_table(text, budget, _escaped_cost))
+            else:
+                part = _Block(tuple(text.split("\n")))
+                pieces.extend(_fit_block(part, budget, _escaped_cost))
+    return pieces
+
+
+def _answer_card(
+    contents: Sequence[str],
+    *,
+    title: str | None,
+    template: str,
+    tail: Sequence[Mapping[str, Any]],
+    note: str | None,
+) -> dict[str, Any]:
+    elements: list[dict[str, Any]] = [{"tag": "markdown", "content": c} for c in contents]
+    elements.extend(dict(e) for e in tail)
+    if note:
+        elements.append({"tag": "markdown", "content": note, "text_size": "notation"})
+    card: dict[str, Any] = {
+        "schema": "2.0",
+        "config": {"update_multi": True},
+        "body": {"elements": elements},
+    }
+    if title:
+        card["header"] = {"title": {"tag": "plain_text", "content": title}, "template": template}
+    return card
+
+
+def answer_cards(
+    markdown: str,
+    *,
+    title: str | None = None,
+    template: str = "blue",
+    tail: Sequence[Mapping[str, Any]] = (),
+    limits: CardLimits = CARD_LIMITS,
+) -> list[AnswerCard]:
+    """An answer as cards within `limits`: markdown elements of at most `tables_per_element`
+    tables, cards of at most `tables_per_card` tables, `elements_per_card` components and
+    `body_bytes - margin` bytes. `title` heads the first card, `tail` (the bridge's own elements:
+    the tool trace, the footer) ends the last; "part i/n" notes mark a split answer.
+
+    `markdown` is model text, escaped here (`escape_card_markdown`), images shown as links.
+    """
+    text = images_as_links(markdown)
+
+    def skeleton(contents: Sequence[str]) -> dict[str, Any]:
+        return _answer_card(contents, title=title, template=template, tail=tail, note="part 99/99")
+
+    base = card_body_size(skeleton([]))
+    element_cost = card_body_size(skeleton(["", ""])) - card_body_size(skeleton([""]))
+    room = limits.body_bytes - limits.margin - base
+    element_room = limits.elements_per_card - _count_tags(skeleton([]))
+    if room - element_cost < 256 or element_room < 1:
+        raise ValueError("the card's own elements leave no room for the answer")
+    separator = body_cost("\n\n")
+
+    raw = _answer_pieces(text, room - element_cost) or ["(no text)"]
+    cards: list[list[list[tuple[str, str]]]] = [[]]  # card -> element -> (raw, escaped) pieces
+    used = card_tables = element_tables = 0
+    for piece in raw:
+        escaped = escape_card_markdown(piece)
+        cost, tables = body_cost(escaped), count_tables(piece)
+        card = cards[-1]
+        joins = bool(card) and element_tables + tables <= limits.tables_per_element
+        grow = separator + cost if joins else element_cost + cost
+        full = (
+            used + grow > room
+            or card_tables + tables > limits.tables_per_card
+            or (not joins and len(card) + 1 > element_room)
+        )
+        if card and full:
+            cards.append([])
+            card, used, card_tables, joins, grow = cards[-1], 0, 0, False, element_cost + cost
+        if joins:
+            card[-1].append((piece, escaped))
+            element_tables += tables
+        else:
+            card.append([(piece, escaped)])
+            element_tables = tables
+        used += grow
+        card_tables += tables
+
+    out: list[AnswerCard] = []
+    for index, elements in enumerate(cards):
+        last = index == len(cards) - 1
+        card = _answer_card(
+            ["\n\n".join(e for _, e in element) for element in elements],
+            title=title if index == 0 else None,
+            template=template,
+            tail=tail if last else (),
+            note=f"part {index + 1}/{len(cards)}" if len(cards) > 1 else None,
+        )
+        source = "\n\n".join(r for element in elements for r, _ in element)
+        out.append(AnswerCard(card, source))
+    return out
+
+
+def post_contents(markdown: str, *, title: str = "") -> list[dict[str, Any]]:
+    """An answer as posts (rich text), each request body within the documented 30 KB."""
+    budget = chunk_budget("post")
+    posts: list[dict[str, Any]] = []
+    pending = split_markdown(markdown, budget)
+    while pending:
+        chunk = pending.pop(0)
+        post = post_content(chunk, title=title if not posts else "")
+        size = request_body_size(
+            {
+                "receive_id": "x" * 64,
+                "msg_type": "post",
+                "content": json.dumps(post, ensure_ascii=False),
+                "uuid": "x" * 50,
+            }
+        )
+        if size > BODY_LIMITS["post"] - 500 and len(chunk) > 256:
+            # Paragraph overhead (one element per block) made it too big: halve and try again.
+            pending[:0] = split_markdown(chunk, max(budget // 2, 64))
+            budget = max(budget // 2, 64)
+            continue
+        posts.append(post)
+    return posts
+
+
+# --- the bridge's own card parts: the tool trace and the footer ---------------------------------
+STEP_ICONS = {"started": "⏳", "ok": "✅", "error": "❌", "denied": "🚫"}
+TRACE_STEPS_SHOWN = 20
+
+
+def step_label(name: str, summary: str, *, limit: int = 120) -> str:
+    """`Name `summary`` for one tool step, on one line (escaped for a card)."""
+    summary = " ".join(summary.replace("`", "'").split())
+    if len(summary) > limit:
+        summary = summary[: limit - 1] + "…"
+    label = name if summary in ("", name) else f"{name} `{summary}`"
+    return escape_card_markdown(label)
+
+
+def trace_panel(steps: Sequence[Mapping[str, str]]) -> dict[str, Any] | None:
+    """The turn's tool steps in a collapsible panel ("折叠面板", JSON 2.0), refused and failed
+    steps marked with their reason; open when one was refused or failed. None without steps.
+
+    `steps` are `{name, summary, status, detail}` (agent TurnResult.steps). The reason is the
+    policy's or the tool's text: server paths are cut by the caller's `without_paths`.
+    """
+    if not steps:
+        return None
+    refused = sum(1 for s in steps if s.get("status") == "denied")
+    failed = sum(1 for s in steps if s.get("status") == "error")
+    title = f"Tool steps: {len(steps)}"
+    title += f" · {refused} refused" if refused else ""
+    title += f" · {failed} failed" if failed else ""
+    lines: list[str] = []
+    shown = list(steps)[-TRACE_STEPS_SHOWN:]
+    if len(steps) > len(shown):
+        lines.append(f"… {len(steps) - len(shown)} earlier steps")
+    for s in shown:
+        status = s.get("status", "")
+        label = step_label(s.get("name", ""), s.get("summary", ""))
+        line = f"- {STEP_ICONS.get(status, '•')} {label}"
+        detail = " ".join(str(s.get("detail", "")).split())[:160]
+        if status == "denied":
+            line += " — refused" + (f": {escape_card_markdown(detail)}" if detail else "")
+        elif status == "error":
+            line += " — failed" + (f": {escape_card_markdown(detail)}" if detail else "")
+        lines.append(line)
+    return {
+        "tag": "collapsible_panel",
+        "expanded": bool(refused or failed),
+        "header": {"title": {"tag": "plain_text", "content": title}},
+        "elements": [{"tag": "markdown", "content": "\n".join(lines)}],
+    }
+
+
+def footer_element(seconds: float, cost_usd: float | None) -> dict[str, Any]:
+    """A grey line under the answer: time taken and this turn's cost."""
+    if seconds < 60:
+        took = f"{seconds:.1f} s"
+    else:
+        minutes, rest = divmod(round(seconds), 60)
+        took = f"{minutes} min {rest:02d} s"
+    parts = [f"⏱ {took}"]
+    if cost_usd is not None:
+        parts.append(f"${cost_usd:.4f}")
+    return {"tag": "markdown", "content": " · ".join(parts), "text_size": "notation"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -84,9 +85,23 @@ def answered(fake: FakeFeishu, message_id: str) -> bool:
 
 
 async def wait_answer(fake: FakeFeishu, message_id: str, timeout: float = 60) -> str:
+    """Wait for the final answer to a user's message; returns all reply texts joined, without
+    the final card's tool trace and footer (`wait_reply_text` keeps them)."""
+    return answer_only(await wait_reply_text(fake, message_id, timeout))
+
+
+async def wait_reply_text(fake: FakeFeishu, message_id: str, timeout: float = 60) -> str:
     """Wait for the final answer to a user's message; returns all reply texts joined."""
     await wait_until(lambda: answered(fake, message_id), timeout=timeout)
     return "\n".join(m.text for m in fake.replies_to(message_id))
+
+
+_CARD_CHROME = re.compile(r"\n(?:Tool steps: \d+[^\n]*|⏱ [^\n]*)(?:\n.*)?$", re.DOTALL)
+
+
+def answer_only(text: str) -> str:
+    """Reply text up to the final card's tool trace ("Tool steps: N") or footer ("⏱ …")."""
+    return _CARD_CHROME.sub("", text)
 
 
 def message_id(event: dict[str, Any]) -> str:

@@ -76,7 +76,10 @@ async def test_the_plain_text_fallback_mentions_nobody_and_reads_as_written(
     fake_model.on("everyone", text(ANSWER))
     # No progress card: the answer card is the first reply, and the platform refuses it.
     async with feishu_app(_settings(feishu_settings, feishu_progress_delay_seconds=60)):
-        fake_feishu.fail_next("reply", status=400, code=11310, msg="card invalid", reset=None)
+        # Refused as a card, as a stricter card and as a post: the last resort is text.
+        fake_feishu.fail_next(
+            "reply", times=3, status=400, code=230099, msg="card invalid", reset=None
+        )
         event = fake_feishu.group_text_event(
             "tell everyone", mention_bot=True, chat_id=GROUP, sender=OWNER_OPEN_ID
         )

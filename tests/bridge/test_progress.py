@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 
 import pytest
 
-from agent.events import TextDelta, ToolStep
+from agent.events import TextDelta, ToolStep, TurnResult
 from bridge.progress import TurnReply
 from bridge.render import BODY_LIMITS
 from bridge.sender import Sender
 from tests.bridge.test_render import fences_balanced
-from tests.fakes.feishu_platform import FakeFeishu
+from tests.fakes.feishu_platform import BotMessage, FakeFeishu, markdown_tables
 from tests.helpers import wait_until
 
 USER_MESSAGE = "om_user_message"
@@ -52,7 +53,9 @@ async def test_progress_card_shows_steps_and_ends_with_the_answer(
         await reply.on_event(step("a", "ok"))
         await wait_until(lambda: "✅" in card.text, timeout=5)
         await reply.finish("All **done**")
-    assert card.text == "All **done**"
+    # the answer replaces the progress, and the card keeps the steps it showed
+    assert card.text == "All **done**\nTool steps: 1\n- ✅ Bash `ls a`"
+    assert card.content["body"]["elements"][1]["tag"] == "collapsible_panel"
     assert len(fake_feishu.replies_to(USER_MESSAGE)) == 1
 
 
@@ -70,7 +73,7 @@ async def test_updates_never_exceed_five_per_second_and_the_final_state_is_writt
     assert len(writes) >= 3
     assert min(gaps) >= 0.19
     [card] = fake_feishu.replies_to(USER_MESSAGE)
-    assert card.text == "final words"
+    assert card.text.startswith("final words\nTool steps: 40\n… 20 earlier steps")
 
 
 async def test_error_is_shown_plainly_with_a_red_header(
@@ -120,15 +123,150 @@ async def test_failed_final_patch_sends_the_answer_as_a_new_reply(
     assert answer.text == "the answer"
 
 
-async def test_when_cards_fail_the_answer_arrives_as_text(
+REFUSED = {"status": 400, "code": 230099, "msg": "Failed to create card content", "reset": None}
+TABLED = "# Title\n\nplain **answer**\n\n| fruit | qty |\n|---|---|\n| apple | 3 |\n\n![chart](https://x.y/c.png)"
+
+
+async def test_a_refused_card_is_sent_again_within_stricter_limits(
     sender: Sender, fake_feishu: FakeFeishu
 ) -> None:
-    fake_feishu.fail_next("reply", times=1, status=400, code=11310, msg="card invalid", reset=None)
+    fake_feishu.fail_next("reply", times=1, **REFUSED)
     async with turn_reply(sender) as reply:
-        await reply.finish("# Title\n\nplain **answer**")
+        await reply.finish(TABLED)
+    [message] = fake_feishu.replies_to(USER_MESSAGE)
+    assert message.msg_type == "interactive"
+    assert "| apple | 3 |" in message.text
+
+
+async def test_when_cards_are_refused_the_answer_arrives_as_a_post_with_readable_tables(
+    sender: Sender, fake_feishu: FakeFeishu
+) -> None:
+    fake_feishu.fail_next("reply", times=2, **REFUSED)
+    async with turn_reply(sender) as reply:
+        await reply.finish(TABLED)
+    [message] = fake_feishu.replies_to(USER_MESSAGE)
+    assert message.msg_type == "post"
+    paragraphs = message.content["zh_cn"]["content"]
+    assert [{"tag": "md", "text": "**Title**"}] in paragraphs
+    assert [
+        {
+            "tag": "code_block",
+            "language": "PLAIN_TEXT",
+            "text": "fruit | qty\n------+----\napple | 3",
+        }
+    ] in paragraphs
+    assert "!" not in message.text
+
+
+async def test_when_cards_and_posts_are_refused_the_answer_arrives_as_readable_text(
+    sender: Sender, fake_feishu: FakeFeishu
+) -> None:
+    fake_feishu.fail_next("reply", times=3, **REFUSED)
+    async with turn_reply(sender) as reply:
+        await reply.finish(TABLED)
     [message] = fake_feishu.replies_to(USER_MESSAGE)
     assert message.msg_type == "text"
-    assert message.text == "Title\n\nplain answer"
+    assert message.text == (
+        "Title\n\nplain answer\n\n• fruit: apple; qty: 3\n\nchart (https://x.y/c.png)"
+    )
+
+
+async def test_a_progress_card_whose_answer_went_as_text_does_not_stay_working(
+    sender: Sender, fake_feishu: FakeFeishu
+) -> None:
+    async with turn_reply(sender, open_delay=0) as reply:
+        await wait_until(lambda: len(fake_feishu.replies_to(USER_MESSAGE)) == 1, timeout=5)
+        fake_feishu.fail_next("patch", times=2, **REFUSED)
+        fake_feishu.fail_next("reply", times=1, **REFUSED)
+        await reply.finish(TABLED)
+    card, message = fake_feishu.replies_to(USER_MESSAGE)
+    assert "Working" not in card.text
+    assert message.msg_type == "text"
+
+
+EIGHT_TABLES = "\n\n".join(
+    [
+        *(f"## Table {i}\n\n| name | value |\n|---|---:|\n| row {i} | {i * 7} |" for i in range(8)),
+        *(f"```python\nprint({i})  # <at id=all></at>\n```" for i in range(9)),
+        "A chart: ![sales](https://example.com/sales.png) and ![](https://example.com/b.png).",
+    ]
+)
+
+
+async def test_eight_tables_nine_code_blocks_and_two_images_arrive_as_cards_the_platform_accepts(
+    sender: Sender, fake_feishu: FakeFeishu
+) -> None:
+    async with turn_reply(sender, open_delay=0) as reply:
+        await reply.on_event(step("a"))
+        await wait_until(lambda: len(fake_feishu.replies_to(USER_MESSAGE)) == 1, timeout=5)
+        await reply.finish(EIGHT_TABLES)
+    messages = fake_feishu.replies_to(USER_MESSAGE)
+    assert fake_feishu.refused == []
+    assert {m.msg_type for m in messages} == {"interactive"}
+    assert len(messages) >= 2  # five tables per card at most
+    text = "\n".join(m.text for m in messages)
+    assert "Working" not in text
+    assert sum(markdown_tables(t) for t in _markdowns(messages)) == 8
+    assert text.count("```python") == 9
+    assert "[sales](https://example.com/sales.png)" in text
+    assert "[image](https://example.com/b.png)" in text
+    assert "![" not in text
+    assert fake_feishu.mentions == []
+
+
+def _markdowns(messages: list[BotMessage]) -> list[str]:
+    return [
+        e["content"]
+        for m in messages
+        for e in m.content["body"]["elements"]
+        if e["tag"] == "markdown"
+    ]
+
+
+async def test_a_stopped_turn_reads_stopped_under_a_neutral_header(
+    sender: Sender, fake_feishu: FakeFeishu
+) -> None:
+    async with turn_reply(sender, open_delay=0) as reply:
+        await wait_until(lambda: len(fake_feishu.replies_to(USER_MESSAGE)) == 1, timeout=5)
+        await reply.finish("Partial answer.\n\nStopped.", is_error=True, status="stopped")
+    [card] = fake_feishu.replies_to(USER_MESSAGE)
+    assert card.content["header"]["title"]["content"] == "Stopped"
+    assert card.content["header"]["template"] == "grey"
+
+
+async def test_the_final_card_keeps_the_trace_with_the_refused_step_and_a_footer(
+    sender: Sender, fake_feishu: FakeFeishu
+) -> None:
+    result = TurnResult(
+        reply="All clean!\n\nRefused (not run):\n- Bash `rm -rf /`: outside the workspace.",
+        conversation_id="c",
+        session_id="s",
+        is_error=False,
+        log_file="/home/someone/.claude-memory/logs/x.jsonl",
+        cost_usd=0.0123,
+        steps=(
+            {"name": "Bash", "summary": "ls", "status": "ok", "detail": "a b"},
+            {
+                "name": "Bash",
+                "summary": "rm -rf /",
+                "status": "denied",
+                "detail": "outside the workspace /home/someone/.claude-memory/workspace",
+            },
+        ),
+    )
+    async with turn_reply(sender, open_delay=0) as reply:
+        await reply.on_event(step("a"))
+        await wait_until(lambda: len(fake_feishu.replies_to(USER_MESSAGE)) == 1, timeout=5)
+        await reply.finish_turn(result)
+    [card] = fake_feishu.replies_to(USER_MESSAGE)
+    panel = card.content["body"]["elements"][1]
+    assert panel["tag"] == "collapsible_panel"
+    assert panel["expanded"] is True  # a refused step is shown without a tap
+    assert panel["header"]["title"]["content"] == "Tool steps: 2 · 1 refused"
+    assert "🚫 Bash `rm -rf /` — refused: outside the workspace …/workspace" in card.text
+    assert re.search(r"⏱ \d+\.\d s · \$0\.0123$", card.text)
+    assert "/home/someone" not in json.dumps(card.content)
+    assert "header" not in card.content  # completed: no error header
 
 
 async def test_a_cancelled_turn_never_leaves_the_card_working(
@@ -146,3 +284,4 @@ async def test_a_cancelled_turn_never_leaves_the_card_working(
     [card] = fake_feishu.replies_to(USER_MESSAGE)
     assert "Working" not in card.text
     assert "shutting down" in card.text
+    assert card.content["header"]["template"] != "red"

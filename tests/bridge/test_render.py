@@ -11,15 +11,25 @@ from hypothesis import strategies as st
 
 from bridge.render import (
     BODY_LIMITS,
+    CARD_LIMITS,
+    STRICT_CARD_LIMITS,
+    CardLimits,
+    answer_cards,
     body_cost,
+    card_breaches,
     card_content,
     chunk_budget,
+    count_tables,
     escape_card_markdown,
+    footer_element,
+    images_as_links,
     plain_text,
     post_content,
+    post_contents,
     request_body_size,
     split_markdown,
     text_content,
+    trace_panel,
 )
 
 FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -218,3 +228,212 @@ def test_card_content_shape() -> None:
     assert card["header"]["template"] == "red"
     assert [e["content"] for e in card["body"]["elements"]] == ["body", "part 1/2"]
     assert "header" not in card_content("body")
+
+
+# --- cards within the documented limits ---------------------------------------------------------
+def _table(i: int, rows: int = 1) -> str:
+    body = "\n".join(f"| r{i}.{j} | {j} |" for j in range(rows))
+    return f"| name | n |\n|---|--:|\n{body}"
+
+
+def _md(content: str) -> dict[str, object]:
+    return {"tag": "markdown", "content": content}
+
+
+def _card(*elements: dict[str, object]) -> dict[str, object]:
+    return {"schema": "2.0", "config": {"update_multi": True}, "body": {"elements": list(elements)}}
+
+
+def _nest(depth: int) -> dict[str, object]:
+    element: dict[str, object] = _md("deep")
+    for _ in range(depth - 1):
+        element = {"tag": "collapsible_panel", "header": {}, "elements": [element]}
+    return element
+
+
+@pytest.mark.parametrize(
+    ("card", "rules"),
+    [
+        (_card(_md("plain")), []),
+        (_card(_md("\n\n".join(_table(i) for i in range(4)))), []),
+        (_card(_md("\n\n".join(_table(i) for i in range(5)))), ["tables_per_element"]),
+        (
+            _card(_md("\n\n".join(_table(i) for i in range(4))), _md(_table(9)), _md(_table(8))),
+            ["tables_per_card"],
+        ),
+        (_card(_md("```\n" + _table(1) + "\n```")), []),  # a table in code is code
+        (_card(*[_md("x")] * 200), []),
+        (_card(*[_md("x")] * 201), ["elements_per_card"]),
+        (_card(_md("see ![x](https://a.b/c.png)")), ["image"]),
+        (_card(_md("code `![x](https://a.b/c.png)` stays")), []),
+        (_card(_md("x" * 31_000)), ["body_bytes"]),
+        (_card(_nest(5)), []),
+        (_card(_nest(6)), ["depth"]),
+    ],
+)
+def test_card_breaches(card: dict[str, object], rules: list[str]) -> None:
+    assert [b.rule for b in card_breaches(card)] == rules
+
+
+@pytest.mark.parametrize(
+    ("markdown", "tables"),
+    [
+        ("no table | here", 0),
+        (_table(1), 1),
+        ("text\n" + _table(1) + "\n\n" + _table(2, rows=30), 2),
+        ("```\n" + _table(1) + "\n```", 0),
+        ("a | b\n--- | ---\n1 | 2", 1),
+        ("---\n\ntitle\n---", 0),
+    ],
+)
+def test_count_tables(markdown: str, tables: int) -> None:
+    assert count_tables(markdown) == tables
+
+
+@pytest.mark.parametrize(
+    ("markdown", "expected"),
+    [
+        ("![chart](https://x.y/c.png)", "[chart](https://x.y/c.png)"),
+        ('![](https://x.y/c.png "t")', "[image](https://x.y/c.png)"),
+        ("![logo](img_v2_abc)", "logo"),
+        ("![a][ref]", "[a][ref]"),
+        ("wow! [link](https://x)", "wow! [link](https://x)"),
+        ("```\n![kept](https://x)\n```", "```\n![kept](https://x)\n```"),
+        ("`![kept](https://x)`", "`![kept](https://x)`"),
+    ],
+)
+def test_images_as_links(markdown: str, expected: str) -> None:
+    assert images_as_links(markdown) == expected
+
+
+@pytest.mark.parametrize(
+    ("markdown", "expected"),
+    [
+        ("![chart](https://x.y/c.png)", "chart (https://x.y/c.png)"),
+        ("| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | |", "• a: 1; b: 2\n• a: 3"),
+        ("| only |\n|---|\n| x |", "• x"),
+        ("## Heading\n\n| k | v |\n|:-|-:|\n| `c` | **d** |", "Heading\n\n• k: `c`; v: d"),
+    ],
+)
+def test_plain_text_reads_tables_and_images(markdown: str, expected: str) -> None:
+    assert plain_text(markdown) == expected
+
+
+ANSWER_CASES = {
+    "eight tables, nine code blocks, two images": "\n\n".join(
+        [
+            *(f"### T{i}\n\n{_table(i, rows=3)}" for i in range(8)),
+            *(f"```sh\necho {i} <at id=all></at>\n```" for i in range(9)),
+            "![a](https://x.y/a.png) ![](https://x.y/b.png)",
+        ]
+    ),
+    "one table of 2000 rows": _table(0, rows=2000),
+    "many small paragraphs": "\n\n".join(f"para {i} {'中' * 30}" for i in range(3000)),
+    "a huge code block": "```\n" + "\n".join(f"x{i} < y & z" for i in range(6000)) + "\n```",
+    "twelve tables in one paragraph": "\n".join(_table(i) for i in range(12)),
+}
+
+
+@pytest.mark.parametrize("limits", [CARD_LIMITS, STRICT_CARD_LIMITS], ids=["default", "strict"])
+@pytest.mark.parametrize("markdown", ANSWER_CASES.values(), ids=ANSWER_CASES.keys())
+def test_answer_cards_stay_within_every_limit_and_keep_every_table(
+    markdown: str, limits: CardLimits
+) -> None:
+    tail = [
+        trace_panel([{"name": "Bash", "summary": "ls", "status": "ok"}] * 30),
+        footer_element(12.3, 0.5),
+    ]
+    cards = answer_cards(markdown, title="Stopped", template="grey", tail=tail, limits=limits)
+    for item in cards:
+        assert card_breaches(item.card, limits) == ()
+        assert card_breaches(item.card) == ()
+    sources = "\n\n".join(c.source for c in cards)
+    assert count_tables(sources) >= count_tables(markdown)  # a split table repeats its header
+    shown = [
+        e["content"] for c in cards for e in c.card["body"]["elements"] if e["tag"] == "markdown"
+    ]
+    assert sum(count_tables(m) for m in shown) == count_tables(sources)
+    assert all(fences_balanced(m) for m in shown)
+    assert "![" not in json.dumps([c.card for c in cards], ensure_ascii=False)
+    assert cards[0].card["header"]["title"]["content"] == "Stopped"
+    assert all("header" not in c.card for c in cards[1:])
+    assert (
+        cards[-1]
+        .card["body"]["elements"][-1]["content"]
+        .startswith("part" if len(cards) > 1 else "⏱")
+    )
+
+
+def test_answer_cards_keep_every_line_of_a_split_table() -> None:
+    cards = answer_cards(_table(0, rows=2000))
+    assert len(cards) > 1
+    text = "\n".join(c.source for c in cards)
+    assert all(f"| r0.{j} | {j} |" in text for j in range(2000))
+
+
+def test_a_short_answer_is_one_card_with_trace_and_footer_last() -> None:
+    panel = trace_panel([{"name": "Read", "summary": "a.md", "status": "ok"}])
+    [item] = answer_cards("Hi **there**", tail=[panel, footer_element(1.25, None)])
+    assert item.card["body"]["elements"] == [
+        {"tag": "markdown", "content": "Hi **there**"},
+        panel,
+        {"tag": "markdown", "content": "⏱ 1.2 s", "text_size": "notation"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("steps", "title", "expanded", "lines"),
+    [
+        ([], None, None, None),
+        (
+            [{"name": "Bash", "summary": "ls -la", "status": "ok"}],
+            "Tool steps: 1",
+            False,
+            ["- ✅ Bash `ls -la`"],
+        ),
+        (
+            [
+                {"name": "Bash", "summary": "rm -rf /", "status": "denied", "detail": "outside"},
+                {"name": "Read", "summary": "x`y\nz", "status": "error", "detail": "<at id=all>"},
+            ],
+            "Tool steps: 2 · 1 refused · 1 failed",
+            True,
+            [
+                "- 🚫 Bash `rm -rf /` — refused: outside",
+                "- ❌ Read `x'y z` — failed: &#60;at id=all>",
+            ],
+        ),
+    ],
+)
+def test_trace_panel(
+    steps: list[dict[str, str]], title: str | None, expanded: bool | None, lines: list[str] | None
+) -> None:
+    panel = trace_panel(steps)
+    if title is None:
+        assert panel is None
+        return
+    assert panel is not None
+    assert panel["header"]["title"] == {"tag": "plain_text", "content": title}
+    assert panel["expanded"] is expanded
+    assert panel["elements"][0]["content"].split("\n") == lines
+
+
+@pytest.mark.parametrize(
+    ("seconds", "cost", "expected"),
+    [
+        (3.21, 0.01234, "⏱ 3.2 s · $0.0123"),
+        (125, None, "⏱ 2 min 05 s"),
+        (0, 0.0, "⏱ 0.0 s · $0.0000"),
+    ],
+)
+def test_footer_element(seconds: float, cost: float | None, expected: str) -> None:
+    assert footer_element(seconds, cost)["content"] == expected
+
+
+def test_post_contents_stay_within_the_body_limit() -> None:
+    markdown = "\n\n".join(f"para {i}" for i in range(6000))
+    posts = post_contents(markdown)
+    assert len(posts) > 1
+    for post in posts:
+        body = {"msg_type": "post", "content": json.dumps(post, ensure_ascii=False), "uuid": "u"}
+        assert request_body_size(body) <= BODY_LIMITS["post"]
