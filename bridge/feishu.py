@@ -74,6 +74,7 @@ from bridge.events import (
 from bridge.progress import TurnReply
 from bridge.render import (
     MsgType,
+    answer_cards,
     card_content,
     chunk_budget,
     escape_card_markdown,
@@ -560,7 +561,7 @@ class FeishuBridge:
             if msg.message_id in self._recalled:
                 await reply.withdraw(RECALLED_CARD)
                 return
-            await reply.finish(result.reply, is_error=result.is_error)
+            await reply.finish_turn(result)
 
     # --- delivery and recovery -------------------------------------------------------------------
     async def _settle(self, msg: IncomingMessage, reply: TurnReply, elapsed: float) -> None:
@@ -970,9 +971,10 @@ class FeishuBridge:
         await self._send(msg, "text", text_content(text))
 
     async def _notify_markdown(self, msg: IncomingMessage, markdown: str) -> None:
-        """A short markdown answer as a card; as plain text if the card is refused."""
-        card = card_content(escape_card_markdown(markdown))
-        if not await self._send(msg, "interactive", card):
+        """A short markdown answer as a card within the documented limits (`answer_cards`); as
+        plain text if it needs more than one card or the card is refused."""
+        cards = answer_cards(markdown)
+        if len(cards) > 1 or not await self._send(msg, "interactive", cards[0].card):
             await self._send(msg, "text", text_content(plain_text(markdown)), part="text")
 
     async def _send(

@@ -5,9 +5,14 @@
 * Updates are throttled: at least `interval` seconds apart (Feishu allows 5 PATCHes per second
   per message), plus a slow heartbeat so the elapsed time moves.
 * `finish()` always writes the final state: the answer (or the error, plainly) goes into the card;
-  an answer too long for one card continues in further replies, each under the byte limit.
-  If the card cannot be patched the answer is sent as a new reply; if cards fail altogether, as
-  plain text. The user is never left with a card stuck on "working".
+  an answer too big for one card (bytes, tables, components: `render.answer_cards`) continues in
+  further replies. The last card keeps the turn's tool steps (a collapsible panel, refused and
+  failed steps marked) and a footer (time taken, this turn's cost). A stopped turn reads
+  "Stopped" under a neutral header, a failed one "Error" under a red one.
+* A card the platform refuses never becomes a raw wall: the rest of the answer is packed again
+  within stricter limits, then sent as posts (rich text), and as plain text only as the last
+  resort. If the card cannot be patched the answer is sent as a new reply. The user is never left
+  with a card stuck on "working".
 """
 
 from __future__ import annotations
@@ -18,23 +23,46 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from agent.events import Retrying, TextDelta, ToolStep, TurnEvent
+from agent.replies import without_paths
 from bridge.render import (
+    CARD_LIMITS,
+    STEP_ICONS,
+    STRICT_CARD_LIMITS,
+    answer_cards,
     card_content,
     chunk_budget,
     escape_card_markdown,
+    footer_element,
     plain_text,
+    post_contents,
     split_markdown,
     text_content,
+    trace_panel,
 )
 from bridge.sender import QUICK_WINDOW, FeishuAPIError, Sender, send_uuid
+
+if TYPE_CHECKING:
+    from agent.events import TurnResult
+    from agent.replies import TurnStatus
 
 logger = logging.getLogger("bridge.feishu.progress")
 
 HEARTBEAT_SECONDS = 10.0
 MAX_STEPS_SHOWN = 8
-_ICONS = {"started": "⏳", "ok": "✅", "error": "❌", "denied": "🚫"}
+_ICONS = STEP_ICONS
+# The final card's header per turn status: a stopped turn is not an error.
+_HEADERS: dict[str, tuple[str | None, str]] = {
+    "completed": (None, "blue"),
+    "stopped": ("Stopped", "grey"),
+    "timed_out": ("Error", "red"),  # the time limit cut the answer short: a failure
+    "failed": ("Error", "red"),
+}
+# Codes by which the platform refuses a card's content (documented in bridge/render.py): the
+# answer is packed again within stricter limits, then sent as a post, then as text.
+_REFUSED_CONTENT = frozenset({230099, 230025, 230001, 11310, 200570, 200621})
 
 
 @dataclass(slots=True)
@@ -73,6 +101,7 @@ class TurnReply:
         self._started = time.monotonic()
         self._last_write = 0.0
         self._card_id: str | None = None
+        self._card_closed = False  # the progress card shows a final state
         self._changed = asyncio.Event()
         self._closing = False
         self._painter: asyncio.Task[None] | None = None
@@ -95,14 +124,15 @@ class TurnReply:
         await self._stop_painter()
         if not self.finished:
             # The turn raised or was cancelled before finish(): never leave "working" behind.
+            stopped = exc_type is asyncio.CancelledError
             text = (
                 "Stopped: the server is shutting down. Send the message again in a moment."
-                if exc_type is asyncio.CancelledError
+                if stopped
                 else "Execution failed: the bridge hit an internal error; see the server log."
             )
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(5):
-                    await self.finish(text, is_error=True)
+                    await self.finish(text, is_error=True, status="stopped" if stopped else None)
 
     async def on_event(self, event: TurnEvent) -> None:
         match event:
@@ -216,31 +246,118 @@ class TurnReply:
             return
         await self.finish(markdown)
 
-    async def finish(self, markdown: str, *, is_error: bool = False) -> None:
-        """Write the answer (or error) into the card and any further parts as replies."""
+    async def finish_turn(self, result: TurnResult) -> None:
+        """The turn's final state from its result: the reply, its status, the tool steps as
+        they ended and a footer with the time taken and this turn's cost."""
+        await self.finish(
+            result.reply,
+            is_error=result.is_error,
+            status=result.status,
+            steps=result.steps,
+            footer=footer_element(time.monotonic() - self._started, result.cost_usd),
+        )
+
+    async def finish(
+        self,
+        markdown: str,
+        *,
+        is_error: bool = False,
+        status: TurnStatus | None = None,
+        steps: tuple[dict[str, str], ...] | None = None,
+        footer: dict[str, Any] | None = None,
+    ) -> None:
+        """Write the answer (or error) into the card and any further parts as replies.
+
+        `status` picks the header (default: failed when `is_error`); `steps` default to the
+        tool steps this reply saw."""
         await self._stop_painter()
         self.finished = True
         self.final = (markdown, is_error)
-        chunks = split_markdown(escape_card_markdown(markdown), chunk_budget("interactive"))
-        if not chunks:
-            chunks = ["(no text)"]
-        total = len(chunks)
-        for index, chunk in enumerate(chunks):
-            note = f"part {index + 1}/{total}" if total > 1 else None
-            title = "Error" if is_error and index == 0 else None
-            card = card_content(chunk, title=title, template="red", note=note)
-            try:
-                if index == 0 and self._card_id is not None:
-                    await self._patch_final(card)
-                else:
-                    await self._reply_card(card, index)
-            except FeishuAPIError as exc:
-                if exc.transient:  # the platform is down, not the card: the bridge's outbox
-                    logger.warning("answer to %s not delivered yet: %s", self._key, exc.message)
-                    return
-                logger.warning("card send failed (%s); falling back to text", exc.message)
-                await self._send_as_text(markdown if index == 0 else "\n\n".join(chunks[index:]))
+        status = status or ("failed" if is_error else "completed")
+        if status != "completed":
+            markdown = without_paths(markdown)  # the bridge's own error texts: no server paths
+        tail = [e for e in (self._trace(steps), footer) if e is not None]
+        await self._deliver(markdown, status, tail)
+
+    def _trace(self, steps: tuple[dict[str, str], ...] | None) -> dict[str, Any] | None:
+        if steps is None:
+            steps = tuple(
+                {"name": s.name, "summary": s.summary, "status": s.status}
+                for s in self._steps.values()
+            )
+        # A step's detail is the policy's or the tool's text: no server paths in a card.
+        return trace_panel([{**s, "detail": without_paths(s.get("detail", ""))} for s in steps])
+
+    async def _deliver(self, markdown: str, status: str, tail: list[dict[str, Any]]) -> None:
+        """Cards within the documented limits; after a refusal, the rest within stricter ones,
+        then as posts, then as text."""
+        title, template = _HEADERS.get(status, _HEADERS["failed"])
+        remaining = markdown
+        for rung, limits in (("answer", CARD_LIMITS), ("strict", STRICT_CARD_LIMITS)):
+            cards = answer_cards(
+                remaining, title=title, template=template, tail=tail, limits=limits
+            )
+            for index, item in enumerate(cards):
+                try:
+                    await self._send_card(item.card, rung, index)
+                except FeishuAPIError as exc:
+                    if exc.transient:  # the platform is down, not the card: the bridge's outbox
+                        logger.warning("answer to %s not delivered yet: %s", self._key, exc.message)
+                        return
+                    remaining = "\n\n".join(c.source for c in cards[index:])
+                    refused = exc.code in _REFUSED_CONTENT
+                    logger.warning("card %s refused (%s)", rung, exc.message)
+                    break
+            else:
                 return
+            if not refused:
+                break
+            title = title if index == 0 else None  # the header went out with the first card
+        if refused and await self._send_as_posts(remaining):
+            await self._close_card(status)
+            return
+        await self._send_as_text(remaining)
+        await self._close_card(status)
+
+    async def _send_card(self, card: dict[str, Any], rung: str, index: int) -> None:
+        if self._card_id is not None and not self._card_closed:
+            await self._patch_final(card)
+        elif rung == "answer":
+            await self._reply_card(card, index)
+        else:
+            message_id = await self._sender.reply(
+                self._reply_to, "interactive", card, uuid=send_uuid(self._key, rung, index)
+            )
+            self.sent_ids.append(message_id)
+
+    async def _close_card(self, status: str) -> None:
+        """A progress card still "working" after the answer went another way gets a final line."""
+        if self._card_id is None or self._card_closed:
+            return
+        title, template = _HEADERS.get(status, _HEADERS["failed"])
+        card = card_content("The answer is in the messages below.", title=title, template=template)
+        try:
+            await self._sender.patch(self._card_id, card)
+            self._card_closed = True
+        except FeishuAPIError as exc:
+            logger.warning("progress card %s not closed: %s", self._card_id, exc.message)
+
+    async def _send_as_posts(self, markdown: str) -> bool:
+        """The answer as posts (tables as aligned text, headings bold); False if refused."""
+        for index, post in enumerate(post_contents(markdown)):
+            try:
+                message_id = await self._sender.reply(
+                    self._reply_to, "post", post, uuid=send_uuid(self._key, "post", index)
+                )
+            except FeishuAPIError as exc:
+                if index == 0:
+                    logger.warning("post refused (%s); falling back to text", exc.message)
+                    return False
+                logger.error("could not deliver the answer to %s: %s", self._reply_to, exc.message)
+                return True
+            self.sent_ids.append(message_id)
+            self.delivered = self.delivered or index == 0
+        return True
 
     async def _patch_final(self, card: dict[str, object]) -> None:
         assert self._card_id is not None
@@ -250,7 +367,10 @@ class TurnReply:
         try:
             await self._sender.patch(self._card_id, card)
             self.delivered = True
+            self._card_closed = True
         except FeishuAPIError as exc:
+            if exc.code in _REFUSED_CONTENT:
+                raise  # the card, not the message: a new reply would be refused the same way
             logger.warning(
                 "final patch of %s failed (%s); replying anew", self._card_id, exc.message
             )

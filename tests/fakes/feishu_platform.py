@@ -207,14 +207,33 @@ def _markdown_runs(markdown: str) -> list[tuple[str, bool]]:
     return out
 
 
-def _card_markdowns(content: dict[str, Any]) -> list[str]:
+def _card_elements(content: dict[str, Any]) -> list[dict[str, Any]]:
     elements = (content.get("body") or {}).get("elements") or content.get("elements") or []
-    found: list[str] = []
+    return [e for e in elements if isinstance(e, dict)]
+
+
+def _card_markdowns(content: dict[str, Any]) -> list[str]:
+    return [text for text, is_markdown in _card_texts(_card_elements(content)) if is_markdown]
+
+
+def _card_texts(elements: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """Texts of card components in reading order, containers included: (text, is_markdown)."""
+    found: list[tuple[str, bool]] = []
     for element in elements:
-        if element.get("tag") == "markdown":
-            found.append(str(element.get("content", "")))
-        elif element.get("tag") == "div" and (element.get("text") or {}).get("tag") == "lark_md":
-            found.append(str(element["text"].get("content", "")))
+        tag = element.get("tag")
+        if tag == "markdown":
+            found.append((str(element.get("content", "")), True))
+        elif tag == "div" and (element.get("text") or {}).get("tag") == "lark_md":
+            found.append((str(element["text"].get("content", "")), True))
+        elif tag == "collapsible_panel":
+            # "折叠面板" (JSON 2.0): the header title shows, folded or not; its elements follow.
+            title = ((element.get("header") or {}).get("title")) or {}
+            if title.get("content"):
+                found.append((str(title["content"]), title.get("tag") == "markdown"))
+        children = [e for e in element.get("elements") or [] if isinstance(e, dict)]
+        for column in element.get("columns") or []:
+            children.extend(e for e in column.get("elements") or [] if isinstance(e, dict))
+        found.extend(_card_texts(children))
     return found
 
 
@@ -266,7 +285,8 @@ def visible_text(msg_type: str, content: dict[str, Any]) -> str:
         title = (header.get("title") or {}).get("content")
         if title:
             parts.append(str(title))
-        parts.extend(_read_card_markdown(markdown) for markdown in _card_markdowns(content))
+        for text, is_markdown in _card_texts(_card_elements(content)):
+            parts.append(_read_card_markdown(text) if is_markdown else text)
         return "\n".join(parts)
     if msg_type == "post":
         body = _post_body(content)
@@ -277,6 +297,139 @@ def visible_text(msg_type: str, content: dict[str, Any]) -> str:
             )
         return "\n".join(lines)
     return json.dumps(content, ensure_ascii=False)
+
+
+# --- what Feishu refuses in what the bot sends ---------------------------------------------------
+# The fake refuses what the documentation says the server refuses, with the documented HTTP status,
+# `code` and `msg`, so a test fails the way a user's message would. Pages under
+# https://open.feishu.cn/document/ (mirrored in wxkingstar/doc-hub-mcp, feishu/). Sizes are read
+# as decimal KB, the stricter reading.
+# * "发送消息" (server-docs/im-v1/message/create), `content`: text request bodies at most 150 KB,
+#   card and post bodies at most 30 KB; error 230025 "The length of the message content reaches
+#   its limit." (HTTP 400). "更新已发送的消息卡片" (server-docs/im-v1/message-card/patch): 30 KB.
+# * Card errors are 230099 "Failed to create card content" (HTTP 400) with a sub-code in `msg`
+#   ("230099 子错误码" on both pages):
+#   - 11310 "element exceeds the limit": a JSON 2.0 card holds at most 200 elements or components
+#     ("卡片 JSON 2.0 结构", feishu-cards/card-json-v2-structure). Counted: every object with a
+#     `tag`, at any depth (the page's example is a plain_text element).
+#   - tables: at most four in one markdown element ("富文本（Markdown）" JSON 2.0, feishu-cards/
+#     card-json-v2-components/content-components/rich-text, table syntax) and five per card
+#     ("表格" JSON 2.0, .../content-components/table), markdown tables counted with table
+#     components. The pages give no error code; the sub-code 11310 is the one issue 17 saw.
+#   - nesting: containers nest at most five levels ("折叠面板" JSON 2.0, feishu-cards/
+#     card-json-v2-components/containers/collapsible-panel); no code documented, 11310 used.
+#   - 200570 "card contains invalid image keys": a markdown image `![hover](image_key)` (or an
+#     `img` component) whose key did not come from "上传图片" (server-docs/im-v1/image/create).
+#     This fake uploads nothing: `image_keys` holds the keys a test declares uploaded.
+_BODY_LIMITS = {"text": 150_000, "post": 30_000, "interactive": 30_000}
+_MARKDOWN_TABLES = 4
+_CARD_TABLES = 5
+_CARD_COMPONENTS = 200
+_CARD_DEPTH = 5
+_DELIMITER_ROW = re.compile(r"^ {0,3}\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
+_MD_IMAGE = re.compile(r"!\[[^\]\n]*\]\(\s*<?([^)\s>]*)")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A send or update the fake refused as the server would: what, and why."""
+
+    kind: str  # create / reply / patch
+    status: int
+    code: int
+    msg: str
+
+
+def _card_error(sub_code: int, message: str) -> tuple[int, int, str]:
+    return 400, 230099, f"Failed to create card content, ext=ErrCode: {sub_code}; ErrMsg: {message}"
+
+
+def markdown_tables(markdown: str) -> int:
+    """Tables a markdown text shows: a pipe row followed by a delimiter row, outside fences."""
+    count = 0
+    fence: str | None = None
+    previous = ""
+    for line in markdown.split("\n"):
+        m = _FENCE.match(line)
+        stripped = line.strip()
+        if fence is None and m is not None:
+            fence, previous = m.group(1), ""
+            continue
+        if fence is not None:
+            if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+                fence = None
+            continue
+        is_delimiter = "|" in line and "-" in line and _DELIMITER_ROW.match(line) is not None
+        if is_delimiter and "|" in previous and _DELIMITER_ROW.match(previous) is None:
+            count += 1
+        previous = line
+    return count
+
+
+def _markdown_image_keys(markdown: str) -> list[str]:
+    return [
+        key
+        for text, is_code in _markdown_runs(markdown)
+        if not is_code
+        for key in _MD_IMAGE.findall(text)
+    ]
+
+
+def _tagged(value: Any) -> int:
+    if isinstance(value, dict):
+        return (1 if "tag" in value else 0) + sum(_tagged(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_tagged(v) for v in value)
+    return 0
+
+
+def _nested(elements: list[Any], depth: int = 1) -> list[tuple[dict[str, Any], int]]:
+    found: list[tuple[dict[str, Any], int]] = []
+    for element in elements:
+        if isinstance(element, dict):
+            found.append((element, depth))
+            found.extend(_nested(element.get("elements") or [], depth + 1))
+            for column in element.get("columns") or []:
+                if isinstance(column, dict):
+                    found.extend(_nested(column.get("elements") or [], depth + 1))
+    return found
+
+
+def content_refusal(
+    msg_type: str, body: dict[str, Any], image_keys: set[str] | frozenset[str] = frozenset()
+) -> tuple[int, int, str] | None:
+    """(HTTP status, code, msg) the server answers for this send or update body, or None."""
+    size = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
+    if size > _BODY_LIMITS.get(msg_type, _BODY_LIMITS["interactive"]):
+        return 400, 230025, "The length of the message content reaches its limit."
+    if msg_type != "interactive":
+        return None
+    try:
+        card = json.loads(body.get("content") or "{}")
+    except ValueError:
+        return _card_error(
+            200621, "parse card json err, please check whether the card json is correct"
+        )
+    components = _nested(_card_elements(card))
+    if _tagged(card) > _CARD_COMPONENTS:
+        return _card_error(11310, "element exceeds the limit")
+    if max((depth for _, depth in components), default=0) > _CARD_DEPTH:
+        return _card_error(11310, "container nesting exceeds the limit")
+    markdowns = [str(c.get("content", "")) for c, _ in components if c.get("tag") == "markdown"]
+    tables = [markdown_tables(m) for m in markdowns]
+    if max(tables, default=0) > _MARKDOWN_TABLES:
+        return _card_error(11310, "table count in a markdown element exceeds the limit")
+    table_components = sum(1 for c, _ in components if c.get("tag") == "table")
+    if sum(tables) + table_components > _CARD_TABLES:
+        return _card_error(11310, "table count exceeds the limit")
+    keys = [k for m in markdowns for k in _markdown_image_keys(m)]
+    keys += [str(c.get("img_key", "")) for c, _ in components if c.get("tag") == "img"]
+    for key in keys:
+        if key not in image_keys:
+            return _card_error(
+                200570, f"card contains invalid image keys; ErrorValue: image key {key}"
+            )
+    return None
 
 
 # --- faults the platform injects (delivery tests) ----------------------------------------------
@@ -339,6 +492,8 @@ class FakeFeishu:
         self.markup: list[Markup] = []  # tags the server would interpret in what the bot sent
         self.chats: dict[str, dict[str, Any]] = {}  # chat_id -> GET /im/v1/chats/{id} data
         self.chat_lookups = 0
+        self.refused: list[Refusal] = []  # sends and updates refused for a documented limit
+        self.image_keys: set[str] = set()  # image keys a test declares uploaded ("上传图片")
         self._failures: list[Failure] = []
         # fault injection (see "faults the platform injects")
         self.clock = time.monotonic  # patchable: fault windows and the uuid window
@@ -854,6 +1009,8 @@ class FakeFeishu:
             return self._token_refused(request)
         if (failed := self._failure_for(call)) is not None:
             return failed
+        if (refused := self._refusal_for(call, call.body.get("msg_type", ""))) is not None:
+            return refused
         return self._new_message(call, None, call.body.get("receive_id"))
 
     async def _reply(self, request: Request) -> Response:
@@ -863,6 +1020,8 @@ class FakeFeishu:
             return self._token_refused(request)
         if (failed := self._failure_for(call)) is not None:
             return failed
+        if (refused := self._refusal_for(call, call.body.get("msg_type", ""))) is not None:
+            return refused
         return self._new_message(call, target, None)
 
     async def _update(self, request: Request) -> Response:
@@ -876,11 +1035,28 @@ class FakeFeishu:
             message = self.messages.get(target)
             if message is None:
                 return JSONResponse({"code": 230001, "msg": "message not found"}, status_code=400)
+            msg_type = call.body.get("msg_type", message.msg_type)
+        if (refused := self._refusal_for(call, msg_type)) is not None:
+            return refused
+        with self._lock:
             message.versions.append(call.content)
             self._read_markup(
                 message.message_id, call.body.get("msg_type", message.msg_type), call.content
             )
         return JSONResponse({"code": 0, "msg": "success", "data": {}})
+
+    def _refusal_for(self, call: SentCall, msg_type: str) -> Response | None:
+        """The documented refusal of this body (see `content_refusal`), recorded in `refused`."""
+        refusal = content_refusal(msg_type, call.body, self.image_keys)
+        if refusal is None:
+            return None
+        status, code, msg = refusal
+        with self._lock:
+            call.status = status
+            self.refused.append(Refusal(call.kind, status, code, msg))
+        return JSONResponse(
+            {"code": code, "msg": msg}, status_code=status, headers={"X-Tt-Logid": uuid.uuid4().hex}
+        )
 
     def _read_markup(self, message_id: str, msg_type: str, content: dict[str, Any]) -> None:
         # Called with the lock held.
