@@ -813,7 +813,7 @@ def answer_cards(
     out: list[AnswerCard] = []
     for index, elements in enumerate(cards):
         last = index == len(cards) - 1
-        card = _answer_card(
+        built = _answer_card(
             ["\n\n".join(e for _, e in element) for element in elements],
             title=title if index == 0 else None,
             template=template,
@@ -821,7 +821,7 @@ def answer_cards(
             note=f"part {index + 1}/{len(cards)}" if len(cards) > 1 else None,
         )
         source = "\n\n".join(r for element in elements for r, _ in element)
-        out.append(AnswerCard(card, source))
+        out.append(AnswerCard(built, source))
     return out
 
 
