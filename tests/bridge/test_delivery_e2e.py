@@ -224,7 +224,8 @@ async def test_killed_mid_turn_the_restart_answers_or_says_so_and_closes_every_c
             except TimeoutError:
                 os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
-    assert answer.startswith("echo: the queued question")  # nothing had reached the model: run again
+    # nothing had reached the model: it runs again
+    assert answer.startswith("echo: the queued question")
     assert len(fake_model.requests_for("the queued question")) == 1
     card, notice = fake_feishu.replies_to(message_id(running))
     assert "restart" in card.text and "never delivered" not in card.text
