@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -242,6 +242,12 @@ class Settings(BaseSettings):
         default_factory=list,
         validation_alias=AliasChoices("FEISHU_ALLOWED_CHATS"),
         description="chat_ids whose members may talk to the bot.",
+    )
+    feishu_group_conversations: Literal["auto", "per_user", "shared"] = Field(
+        default="auto",
+        validation_alias=AliasChoices("FEISHU_GROUP_CONVERSATIONS"),
+        description="Conversations in group chats: auto (one per topic thread, else one per "
+        "member), per_user (one per member), shared (one for the whole group).",
     )
     feishu_stale_grace_seconds: float = Field(
         default=10,

@@ -120,6 +120,8 @@ class IncomingMessage:
     attachments: tuple[Attachment, ...] = ()
     root_id: str | None = None
     parent_id: str | None = None
+    thread_id: str | None = None
+    """The topic (`omt_…`) the message was written in, if any: topic groups, thread replies."""
 
     @property
     def is_group(self) -> bool:
@@ -215,6 +217,7 @@ def _parse_message(
         attachments=attachments,
         root_id=message.get("root_id") or None,
         parent_id=message.get("parent_id") or None,
+        thread_id=message.get("thread_id") or None,
     )
 
 

@@ -76,13 +76,12 @@ from bridge.render import (
     MsgType,
     answer_cards,
     card_content,
-    chunk_budget,
     escape_card_markdown,
     plain_text,
-    split_markdown,
     text_content,
 )
 from bridge.rights import Action, Denied, Right, command_right
+from bridge.scopes import Scope, scope_of
 from bridge.sender import QUICK_WINDOW, FeishuAPIError, RetryPolicy, Sender, send_uuid
 from bridge.state import BridgeState, BridgeStateBackend, OutboxItem
 from errors import ClaudeMemoryError, ConfigurationError
@@ -98,6 +97,7 @@ SUPPORTED_TYPES = frozenset({"text", "post", "image", "file"})
 CHAT_IDLE_SECONDS = 300.0
 PAIR_ATTEMPTS = 5
 MEMORY_RESULTS = 5
+NAMES_TTL_SECONDS = 3600.0  # how long a member's display name is reused
 CHAT_ADMINS_TTL_SECONDS = 300.0  # how long a group's owner and managers are trusted as read
 _INTERRUPT_RESERVE = 5.0  # seconds kept at shutdown to interrupt turns and write final cards
 _SAFE_NAME = re.compile(r"[^\w.\-]+")
@@ -194,6 +194,7 @@ class FeishuBridge:
         self.pairing_code: str | None = None
         self._pair_failures = 0
         self._bot_open_id: str | None = None
+        self._names: dict[str, tuple[float, str]] = {}  # open_id -> (valid until, display name)
         self._sender: Sender | None = None
         self._runner: WsRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -319,9 +320,11 @@ class FeishuBridge:
             finish_by = deadline - _INTERRUPT_RESERVE - time.monotonic()
             _, pending = await asyncio.wait(pending, timeout=max(finish_by, 0.1))
         if pending:
-            for chat_id, lane in list(self._lanes.items()):
+            for scope_key, lane in list(self._lanes.items()):
                 if lane.busy:
-                    await self.sessions.interrupt(self._conversation_id(chat_id), why=SHUTDOWN_STOP)
+                    await self.sessions.interrupt(
+                        self._conversation_id(scope_key), why=SHUTDOWN_STOP
+                    )
             _, pending = await asyncio.wait(pending, timeout=max(deadline - time.monotonic(), 0.1))
         for task in pending:
             task.cancel()
@@ -424,9 +427,9 @@ class FeishuBridge:
                 )
             else:
                 self.state.turn_accepted(msg.message_id, msg.chat_id, message_to_json(msg))
-                self._lane(msg.chat_id).queue.put_nowait(_Turn(msg))
+                self._lane(self._scope(msg).key).queue.put_nowait(_Turn(msg))
         elif command.ordered:
-            self._lane(msg.chat_id).queue.put_nowait(_Run(msg, command))
+            self._lane(self._scope(msg).key).queue.put_nowait(_Run(msg, command))
         else:
             self._control.put_nowait(_Run(msg, command))
 
@@ -447,15 +450,29 @@ class FeishuBridge:
         grace = self.settings.feishu_stale_grace_seconds
         return msg.create_time_ms / 1000 < self._started_at - grace
 
-    def _lane(self, chat_id: str) -> _Lane:
-        lane = self._lanes.get(chat_id)
+    def _scope(self, msg: IncomingMessage) -> Scope:
+        """The conversation `msg` belongs to (bridge/scopes.py); topics get their replies."""
+        if msg.thread_id and self._sender is not None:
+            self._sender.in_topic(msg.message_id)
+        return scope_of(
+            chat_id=msg.chat_id,
+            in_group=msg.is_group,
+            sender=msg.sender_open_id,
+            thread_id=msg.thread_id,
+            mode=self.settings.feishu_group_conversations,
+        )
+
+    def _lane(self, scope_key: str) -> _Lane:
+        """One queue and worker per conversation scope: a member or a topic in a group, or a
+        direct chat. Turns of one conversation run in order; conversations run side by side."""
+        lane = self._lanes.get(scope_key)
         if lane is None:
             lane = _Lane()
             assert self._loop is not None
             lane.task = self._loop.create_task(
-                self._chat_worker(chat_id, lane), name=f"feishu-chat:{chat_id}"
+                self._chat_worker(scope_key, lane), name=f"feishu-chat:{scope_key}"
             )
-            self._lanes[chat_id] = lane
+            self._lanes[scope_key] = lane
         return lane
 
     # --- workers ---------------------------------------------------------------------------------
@@ -507,19 +524,20 @@ class FeishuBridge:
                 else:
                     await self._run_turn(msg)
             case _Withdraw(msg=msg):
-                await self.sessions.interrupt(self._conversation_id(msg.chat_id))
+                await self.sessions.interrupt(self._conversation_id(self._scope(msg).key))
             case _Notice(msg=msg, text=text):
                 await self._notify(msg, text)
             case _Run(msg=msg, command=command):
                 await self._command(msg, command)
 
     # --- turns -----------------------------------------------------------------------------------
-    def _conversation_id(self, chat_id: str) -> str:
-        return f"feishu:{chat_id}:v{self.state.generation(chat_id)}"
+    def _conversation_id(self, scope_key: str) -> str:
+        """`feishu:<scope>:v<generation>`; /clear starts the scope's next generation."""
+        return f"feishu:{scope_key}:v{self.state.generation(scope_key)}"
 
     async def _run_turn(self, msg: IncomingMessage) -> None:
         assert self._sender is not None
-        conversation_id = self._conversation_id(msg.chat_id)
+        conversation_id = self._conversation_id(self._scope(msg).key)
         reply = TurnReply(
             self._sender,
             reply_to=msg.message_id,
@@ -574,9 +592,8 @@ class FeishuBridge:
             if key in self._recalled:
                 pass
             elif not reply.delivered and reply.final is not None:
-                markdown, is_error = reply.final
                 logger.warning("answer to %s goes to the outbox", key)
-                self._defer_answer(msg, markdown, is_error=is_error, card_id=reply.card_id)
+                self._defer_answer(msg, reply.final, card_id=reply.card_id)
             elif reply.card_left_open is not None:
                 card = card_content(escape_card_markdown(ANSWER_BELOW))
                 self._outbox_put("patch", reply.card_left_open, card, key=send_uuid(key, "close"))
@@ -591,16 +608,13 @@ class FeishuBridge:
             logger.exception("settling the turn of %s failed", msg.message_id)
 
     def _defer_answer(
-        self, msg: IncomingMessage, markdown: str, *, is_error: bool, card_id: str | None
+        self, msg: IncomingMessage, cards: list[dict[str, Any]], *, card_id: str | None
     ) -> None:
-        """Put the answer in the outbox: into the progress card if there is one, else as replies
-        under the uuids the turn used, so a send that did arrive unseen is not doubled."""
-        chunks = split_markdown(escape_card_markdown(markdown), chunk_budget("interactive"))
-        chunks = chunks or ["(no text)"]
-        for index, chunk in enumerate(chunks):
-            note = f"part {index + 1}/{len(chunks)}" if len(chunks) > 1 else None
-            title = "Error" if is_error and index == 0 else None
-            card = card_content(chunk, title=title, template="red", note=note)
+        """Put the answer's cards (as the turn rendered them: within the documented limits, its
+        header, trace and footer) in the outbox: the first into the progress card if there is
+        one, the rest as replies under the uuids the turn used, so a send that did arrive
+        unseen is not doubled."""
+        for index, card in enumerate(cards):
             if index == 0 and card_id is not None:
                 self._outbox_put("patch", card_id, card, key=send_uuid(msg.message_id, "close"))
             else:
@@ -708,7 +722,7 @@ class FeishuBridge:
                 logger.warning(
                     "running %s again: the app stopped before it reached the model", msg.message_id
                 )
-                self._lane(msg.chat_id).queue.put_nowait(_Turn(msg))
+                self._lane(self._scope(msg).key).queue.put_nowait(_Turn(msg))
                 continue
             logger.warning("%s was interrupted by a restart; telling the sender", msg.message_id)
             self._outbox_put(
@@ -732,8 +746,9 @@ class FeishuBridge:
                 self._control.put_nowait(_Withdraw(current))
 
     async def _prompt(self, msg: IncomingMessage) -> str:
+        text = await self._spoken_by(msg)
         if not msg.attachments:
-            return msg.text
+            return text
         assert self._sender is not None
         saved: list[str] = []
         for attachment in msg.attachments:
@@ -754,13 +769,33 @@ class FeishuBridge:
             except (FeishuAPIError, OSError) as exc:
                 message = exc.message if isinstance(exc, FeishuAPIError) else str(exc)
                 saved.append(f"- one {attachment.kind} could not be downloaded: {message}")
-        lines = [msg.text] if msg.text else []
+        lines = [text] if msg.text else []
         lines.append(
             "[The user sent attachments through Feishu; they are saved in your workspace:\n"
             + "\n".join(saved)
             + "]"
         )
         return "\n\n".join(lines)
+
+    async def _spoken_by(self, msg: IncomingMessage) -> str:
+        """In a group the model is told who is speaking: `[Name] text`; direct chats as is."""
+        if not msg.is_group or not msg.text:
+            return msg.text
+        return f"[{await self._display_name(msg.sender_open_id)}] {msg.text}"
+
+    async def _display_name(self, open_id: str) -> str:
+        """A member's Feishu name, cached; the end of their open_id when Feishu will not say."""
+        now = time.monotonic()
+        known = self._names.get(open_id)
+        if known is not None and known[0] > now:
+            return known[1]
+        assert self._sender is not None
+        name = await self._sender.user_name(open_id) if open_id else None
+        # A name is the member's own text: one short line, no brackets to fake another speaker.
+        shown = " ".join((name or f"member …{open_id[-6:]}").split())[:40]
+        shown = shown.replace("[", "(").replace("]", ")")
+        self._names[open_id] = (now + NAMES_TTL_SECONDS, shown)
+        return shown
 
     def _save_attachment(
         self, msg: IncomingMessage, kind: str, key: str, name: str, data: bytes
@@ -783,12 +818,13 @@ class FeishuBridge:
         action = _RIGHTS_NEEDED.get(type(command))
         if action is not None and await self._refused(msg, action):
             return
-        conversation_id = self._conversation_id(msg.chat_id)
+        scope = self._scope(msg)
+        conversation_id = self._conversation_id(scope.key)
         match command:
             case Pair(code=code):
                 await self._notify(msg, self._pair(msg, code))
             case Clear():
-                generation = self.state.bump_generation(msg.chat_id)
+                generation = self.state.bump_generation(scope.key)
                 await self.sessions.close_conversation(conversation_id, reason="cleared")
                 await self._notify(
                     msg,
@@ -799,6 +835,10 @@ class FeishuBridge:
                 await self._compact(msg, conversation_id)
             case Stop():
                 stopped = await self.sessions.interrupt(conversation_id)
+                if not stopped and msg.is_group and await self._elevated(msg):
+                    # The assistant's owners and the group's owner and admins may stop the
+                    # group's other conversations too (members' own, topics').
+                    stopped = await self._stop_group(msg.chat_id)
                 await self._notify(
                     msg, "Stopping the running answer." if stopped else "Nothing is running."
                 )
@@ -824,17 +864,31 @@ class FeishuBridge:
         return False
 
     def _right(self, msg: IncomingMessage, action: Action, admins: frozenset[str]) -> Right:
-        lane = self._lanes.get(msg.chat_id)
+        scope = self._scope(msg)
+        lane = self._lanes.get(scope.key)
         running = lane.current if lane is not None and lane.busy else None
         return command_right(
             action,
             sender=msg.sender_open_id,
             in_group=msg.is_group,
             started_by=running.sender_open_id if running is not None else None,
-            conversation_of=None if msg.is_group else msg.sender_open_id,
+            conversation_of=scope.member,
             owners=self._owners(),
             chat_admins=admins,
         )
+
+    async def _elevated(self, msg: IncomingMessage) -> bool:
+        """The sender is one of the assistant's owners or the group's owner or admins."""
+        sender = msg.sender_open_id
+        return sender in self._owners() or sender in await self._group_admins(msg.chat_id)
+
+    async def _stop_group(self, chat_id: str) -> bool:
+        """Interrupt every running turn of the group's conversations; True if any ran."""
+        stopped = False
+        for key, lane in list(self._lanes.items()):
+            if lane.busy and lane.current is not None and lane.current.chat_id == chat_id:
+                stopped = await self.sessions.interrupt(self._conversation_id(key)) or stopped
+        return stopped
 
     def _owners(self) -> frozenset[str]:
         """The assistant's owners: the users named in FEISHU_ALLOWED_USERS, else the paired one."""
@@ -920,7 +974,7 @@ class FeishuBridge:
     def _status_text(self, msg: IncomingMessage, conversation_id: str) -> str:
         known = self.sessions.store.get(conversation_id)
         live = self.sessions.live_status(conversation_id)
-        lane = self._lanes.get(msg.chat_id)
+        lane = self._lanes.get(self._scope(msg).key)
         queued = lane.queue.qsize() if lane else 0
         if (live is not None and live.running) or (lane is not None and lane.busy):
             state = "running"

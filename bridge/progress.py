@@ -111,7 +111,8 @@ class TurnReply:
         # is there a progress card whose final PATCH failed (still "working")?
         self.delivered = False
         self.card_left_open: str | None = None
-        self.final: tuple[str, bool] | None = None  # what finish() was asked to write
+        self.final: list[dict[str, Any]] | None = None
+        """The cards finish() was asked to write (the outbox sends them if delivery failed)."""
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> TurnReply:
@@ -272,11 +273,14 @@ class TurnReply:
         tool steps this reply saw."""
         await self._stop_painter()
         self.finished = True
-        self.final = (markdown, is_error)
         status = status or ("failed" if is_error else "completed")
         if status != "completed":
             markdown = without_paths(markdown)  # the bridge's own error texts: no server paths
         tail = [e for e in (self._trace(steps), footer) if e is not None]
+        title, template = _HEADERS.get(status, _HEADERS["failed"])
+        self.final = [
+            c.card for c in answer_cards(markdown, title=title, template=template, tail=tail)
+        ]
         await self._deliver(markdown, status, tail)
 
     def _trace(self, steps: tuple[dict[str, str], ...] | None) -> dict[str, Any] | None:

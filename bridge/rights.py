@@ -7,9 +7,9 @@ In a direct chat the sender is the only person there: every command acts. In a g
 * the assistant's owners (the paired owner, or the users named in `FEISHU_ALLOWED_USERS`) and the
   group's owner and managers may do either.
 
-While a group shares one conversation (`feishu:{chat_id}:v{N}`) it belongs to no single member,
-so only owners and managers clear it. When each member gets a conversation of their own, the
-bridge passes that member as `conversation_of`; nothing here changes.
+A member's own conversation in a group (bridge/scopes.py) comes with that member as
+`conversation_of`; a shared one (a topic, or a group set to `shared`) belongs to no single member,
+so only owners and managers clear it.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ THROTTLED_CODES = frozenset({99991400, 230020})
 TOKEN_CODES = frozenset({99991661, 99991663, 99991664, 99991668})
 RESET_HEADER = "x-ogw-ratelimit-reset"
 QUICK_WINDOW = 15.0  # seconds: progress updates, bot info, group owners (each has a fallback)
+_TOPIC_MEMORY = 10_000  # message ids remembered as written in a topic
 _UUID_NAMESPACE = uuid_mod.UUID("8f0c7a52-2b7e-4d55-9a39-3f1f6d1e5c21")
 
 
@@ -149,8 +150,34 @@ class Sender:
         self._patch_body = PatchMessageRequestBody
         self._resource_req = GetMessageResourceRequest
         self._chat_req = GetChatRequest
+        self._in_topics: dict[str, None] = {}  # message ids whose replies go into their topic
 
     # --- messages --------------------------------------------------------------------------------
+    def in_topic(self, message_id: str) -> None:
+        """Replies to this message go into its topic (the message event carried a thread_id)."""
+        self._in_topics[message_id] = None
+        while len(self._in_topics) > _TOPIC_MEMORY:
+            self._in_topics.pop(next(iter(self._in_topics)))
+
+    async def user_name(self, open_id: str) -> str | None:
+        """A user's display name from "获取单个用户信息" (GET /contact/v3/users/:user_id,
+        user_id_type=open_id; needs contact:contact.base:readonly and, for the name,
+        contact:user.base:readonly — reference/contact-v3/user/get). None when Feishu will not
+        say (no permission, outside the app's visibility: 41050)."""
+        from lark_oapi.api.contact.v3 import GetUserRequest
+
+        request = GetUserRequest.builder().user_id(open_id).user_id_type("open_id").build()
+        try:
+            resp = await self._call(
+                "user info", self._client.contact.v3.user.get, request, window=QUICK_WINDOW
+            )
+        except FeishuAPIError as exc:
+            logger.info("no name for %s: %s", open_id, exc.message)
+            return None
+        user = getattr(resp.data, "user", None)
+        name = str(getattr(user, "name", "") or "").strip()
+        return name or None
+
     async def reply(
         self,
         message_id: str,
@@ -164,7 +191,12 @@ class Sender:
         (default: the policy's window)."""
         text = json.dumps(content, ensure_ascii=False)
         _check_size(msg_type, {"content": text, "msg_type": msg_type, "uuid": uuid})
-        body = self._reply_body.builder().content(text).msg_type(msg_type).uuid(uuid).build()
+        builder = self._reply_body.builder().content(text).msg_type(msg_type).uuid(uuid)
+        if message_id in self._in_topics:
+            # "回复消息" `reply_in_thread`: the answer stays in the user's topic instead of
+            # starting a topic of its own (reference/im-v1/message/reply).
+            builder = builder.reply_in_thread(True)
+        body = builder.build()
         request = self._reply_req.builder().message_id(message_id).request_body(body).build()
         resp = await self._call(
             "reply", self._client.im.v1.message.reply, request, window=window, sends=True

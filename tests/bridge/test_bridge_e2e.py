@@ -15,7 +15,7 @@ from settings import Settings
 from tests.bridge.conftest import answer_only, feishu_app, message_id, wait_answer
 from tests.bridge.test_render import fences_balanced
 from tests.fakes.anthropic_api import FakeMessagesAPI, error, text, tool
-from tests.fakes.feishu_platform import FakeFeishu
+from tests.fakes.feishu_platform import OWNER_OPEN_ID, FakeFeishu
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -78,9 +78,11 @@ async def test_group_mention_is_answered_with_the_mention_stripped(
         event = fake_feishu.group_text_event("summarise the plan", mention_bot=True)
         fake_feishu.push_event(event)
         answer = await wait_answer(fake_feishu, message_id(event))
-    assert answer == "echo: summarise the plan"
+    # In a group the model is told who speaks (the owner's name is not visible: open_id end).
+    said = f"[member …{OWNER_OPEN_ID[-6:]}] summarise the plan"
+    assert answer == f"echo: {said}"
     assert fake_feishu.replies_to(message_id(ignored)) == []
-    assert [r.prompt for r in fake_model.turn_requests()] == ["summarise the plan"]
+    assert [r.prompt for r in fake_model.turn_requests()] == [said]
 
 
 async def test_clear_starts_a_fresh_session_and_stop_interrupts_a_slow_turn(

@@ -27,14 +27,40 @@ def _say(fake: FakeFeishu, words: str, sender: str) -> dict[str, object]:
     return event
 
 
-async def test_a_member_cannot_stop_or_clear_anothers_turn_but_the_group_owner_can_clear(
+async def test_a_member_cannot_stop_or_clear_anothers_turn(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    # Each member has their own conversation in the group (bridge/scopes.py): Bob's /stop and
+    # /clear act on Bob's, and Alice's turn and conversation go on untouched.
+    fake_model.on("slow report", text("The whole report, every line of it.", delay=4))
+    fake_feishu.set_chat(GROUP, owner=CAROL)
+    async with feishu_app(feishu_settings(feishu_allowed_chats=[GROUP])) as (_, bridge):
+        asked = _say(fake_feishu, "write the slow report", ALICE)
+        await wait_until(lambda: bool(fake_model.requests_for("slow report")), timeout=30)
+        stop = _say(fake_feishu, "/stop", BOB)
+        stopped = await wait_answer(fake_feishu, message_id(stop))
+        answer = await wait_answer(fake_feishu, message_id(asked), timeout=30)
+
+        clear = _say(fake_feishu, "/clear", BOB)
+        cleared = await wait_answer(fake_feishu, message_id(clear))
+        generations = {m: bridge.state.generation(f"{GROUP}:{m}") for m in (ALICE, BOB)}
+    assert stopped == "Nothing is running."
+    assert answer == "The whole report, every line of it."
+    assert "fresh conversation (v2)" in cleared
+    assert generations == {ALICE: 1, BOB: 2}
+
+
+async def test_in_a_shared_group_conversation_only_owners_and_admins_clear_it(
     feishu_settings: Callable[..., Settings],
     fake_feishu: FakeFeishu,
     fake_model: FakeMessagesAPI,
 ) -> None:
     fake_model.on("slow report", text("The whole report, every line of it.", delay=4))
     fake_feishu.set_chat(GROUP, owner=CAROL)
-    async with feishu_app(feishu_settings(feishu_allowed_chats=[GROUP])) as (_, bridge):
+    settings = feishu_settings(feishu_allowed_chats=[GROUP], feishu_group_conversations="shared")
+    async with feishu_app(settings) as (_, bridge):
         asked = _say(fake_feishu, "write the slow report", ALICE)
         await wait_until(lambda: bool(fake_model.requests_for("slow report")), timeout=30)
         stop = _say(fake_feishu, "/stop", BOB)

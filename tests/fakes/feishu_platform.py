@@ -10,6 +10,7 @@ One loopback port serves what the real `lark.ws.Client` and `lark.Client` need
   message resources (images and files).
 
 * `GET /open-apis/im/v1/chats/{chat_id}` (group owner and managers, set with `set_chat(...)`).
+* `GET /open-apis/contact/v3/users/{user_id}` (a member's name, set with `set_user(...)`).
 
 History for assertions: `fake.sent` (every IM call: method, path, body, headers), `fake.acks`
 (with timing), `fake.messages` (every bot message and its latest content), `fake.markup` (every
@@ -491,7 +492,9 @@ class FakeFeishu:
         self.resources: dict[str, tuple[bytes, str]] = {}  # file_key -> (bytes, file name)
         self.markup: list[Markup] = []  # tags the server would interpret in what the bot sent
         self.chats: dict[str, dict[str, Any]] = {}  # chat_id -> GET /im/v1/chats/{id} data
+        self.users: dict[str, str] = {}  # open_id -> name, for GET /contact/v3/users/{id}
         self.chat_lookups = 0
+        self.user_lookups = 0
         self.refused: list[Refusal] = []  # sends and updates refused for a documented limit
         self.image_keys: set[str] = set()  # image keys a test declares uploaded ("上传图片")
         self._failures: list[Failure] = []
@@ -528,6 +531,7 @@ class FakeFeishu:
                 ),
                 Route("/open-apis/bot/v3/info", self._bot_info, methods=["GET"]),
                 Route("/open-apis/im/v1/chats/{chat_id}", self._chat_info, methods=["GET"]),
+                Route("/open-apis/contact/v3/users/{user_id}", self._user_info, methods=["GET"]),
                 Route("/open-apis/im/v1/messages", self._create, methods=["POST"]),
                 Route(
                     "/open-apis/im/v1/messages/{message_id}/reply", self._reply, methods=["POST"]
@@ -613,6 +617,11 @@ class FakeFeishu:
                 "user_manager_id_list": list(managers or []),
                 "bot_manager_id_list": [],
             }
+
+    def set_user(self, open_id: str, name: str) -> None:
+        """Serve a member's name at GET /contact/v3/users/{open_id}; others are out of sight."""
+        with self._lock:
+            self.users[open_id] = name
 
     @property
     def mentions(self) -> list[Markup]:
@@ -786,6 +795,7 @@ class FakeFeishu:
         mentions: list[dict[str, Any]] | None = None,
         create_time_ms: int | None = None,
         event_type: str = "im.message.receive_v1",
+        thread_id: str | None = None,
     ) -> dict[str, Any]:
         now_ms = create_time_ms if create_time_ms is not None else int(time.time() * 1000)
         message: dict[str, Any] = {
@@ -799,6 +809,11 @@ class FakeFeishu:
         }
         if mentions:
             message["mentions"] = mentions
+        if thread_id:
+            # "话题概述": a message in a topic carries its `thread_id` (omt_…); in a topic its
+            # root_id/parent_id name the topic's first message
+            # (reference/im-v1/message/thread-introduction).
+            message["thread_id"] = thread_id
         return {
             "schema": "2.0",
             "header": {
@@ -1077,6 +1092,22 @@ class FakeFeishu:
         if data is None:
             return JSONResponse({"code": 232006, "msg": "chat not found"}, status_code=400)
         return JSONResponse({"code": 0, "msg": "success", "data": data})
+
+    async def _user_info(self, request: Request) -> Response:
+        # "获取单个用户信息": GET /open-apis/contact/v3/users/:user_id?user_id_type=open_id
+        # returns data.user with `name` (field needs contact:user.base:readonly); a user outside
+        # the app's visibility gives 41050 "no user authority"
+        # (https://open.feishu.cn/document/uAjLw4CM/ukTMukTMukTM/reference/contact-v3/user/get).
+        if not self._authorized(request):
+            return self._token_refused(request)
+        open_id = request.path_params["user_id"]
+        with self._lock:
+            self.user_lookups += 1
+            name = self.users.get(open_id)
+        if name is None:
+            return JSONResponse({"code": 41050, "msg": "no user authority"}, status_code=400)
+        user = {"open_id": open_id, "union_id": "on_x", "name": name, "en_name": ""}
+        return JSONResponse({"code": 0, "msg": "success", "data": {"user": user}})
 
     async def _resource(self, request: Request) -> Response:
         await self._record(request, request.path_params["message_id"])
