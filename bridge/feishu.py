@@ -594,6 +594,9 @@ class FeishuBridge:
             elif not reply.delivered and reply.final is not None:
                 logger.warning("answer to %s goes to the outbox", key)
                 self._defer_answer(msg, reply.final, card_id=reply.card_id)
+            elif reply.pending_from is not None and reply.final is not None:
+                logger.warning("the rest of the answer to %s goes to the outbox", key)
+                self._defer_answer(msg, reply.final, card_id=None, start=reply.pending_from)
             elif reply.card_left_open is not None:
                 card = card_content(escape_card_markdown(ANSWER_BELOW))
                 self._outbox_put("patch", reply.card_left_open, card, key=send_uuid(key, "close"))
@@ -608,13 +611,18 @@ class FeishuBridge:
             logger.exception("settling the turn of %s failed", msg.message_id)
 
     def _defer_answer(
-        self, msg: IncomingMessage, cards: list[dict[str, Any]], *, card_id: str | None
+        self,
+        msg: IncomingMessage,
+        cards: list[dict[str, Any]],
+        *,
+        card_id: str | None,
+        start: int = 0,
     ) -> None:
         """Put the answer's cards (as the turn rendered them: within the documented limits, its
         header, trace and footer) in the outbox: the first into the progress card if there is
         one, the rest as replies under the uuids the turn used, so a send that did arrive
         unseen is not doubled."""
-        for index, card in enumerate(cards):
+        for index, card in enumerate(cards[start:], start=start):
             if index == 0 and card_id is not None:
                 self._outbox_put("patch", card_id, card, key=send_uuid(msg.message_id, "close"))
             else:

@@ -113,6 +113,9 @@ class TurnReply:
         self.card_left_open: str | None = None
         self.final: list[dict[str, Any]] | None = None
         """The cards finish() was asked to write (the outbox sends them if delivery failed)."""
+        self.pending_from: int | None = None
+        """The first of `final` not delivered when the platform failed mid-answer (the outbox
+        sends it and the rest); None when every card went out or none did."""
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> TurnReply:
@@ -307,6 +310,8 @@ class TurnReply:
                 except FeishuAPIError as exc:
                     if exc.transient:  # the platform is down, not the card: the bridge's outbox
                         logger.warning("answer to %s not delivered yet: %s", self._key, exc.message)
+                        if rung == "answer" and self.delivered:
+                            self.pending_from = index  # later parts of a long answer too
                         return
                     remaining = "\n\n".join(c.source for c in cards[index:])
                     refused = exc.code in _REFUSED_CONTENT

@@ -56,6 +56,32 @@ async def test_answer_arrives_once_after_thirty_seconds_of_5xx_and_twenty_of_429
     assert len(throttled) <= 6
 
 
+async def test_the_later_parts_of_a_long_answer_arrive_after_an_outage_in_mid_answer(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    # An answer too long for one card: the first part goes out, then the platform fails for
+    # longer than the delivery window; the rest waits in the outbox and arrives, once.
+    paragraphs = [f"Paragraph {i}: " + "detail " * 120 for i in range(60)]
+    fake_model.on("long report", text("\n\n".join(paragraphs)))
+    settings = feishu_settings(feishu_delivery_window_seconds=3, feishu_progress_delay_seconds=30)
+    async with feishu_app(settings):
+        fake_feishu.outage(15, kind="reply", after=1)  # the first reply passes, then 5xx
+        event = fake_feishu.push_text("the long report please")
+        await wait_until(
+            lambda: (
+                "Paragraph 59" in "".join(m.text for m in fake_feishu.replies_to(message_id(event)))
+            ),
+            timeout=90,
+        )
+        parts = fake_feishu.replies_to(message_id(event))
+    shown = "".join(m.text for m in parts)
+    assert all(f"Paragraph {i}:" in shown for i in range(60))
+    assert len({m.message_id for m in parts}) == len(parts) >= 2  # each part once
+    assert any(c.status == 503 for c in fake_feishu.faulted)
+
+
 async def test_a_token_revoked_mid_turn_is_fetched_anew_and_the_answer_arrives(
     feishu_settings: Callable[..., Settings],
     fake_feishu: FakeFeishu,

@@ -472,6 +472,8 @@ class Fault:
     body: str = "json"  # json / code0 / html
     rate_limited: bool = False
     commits: bool = False
+    after: int = 0
+    """Matching calls let through before the fault bites (an outage in mid-answer)."""
 
 
 class FakeFeishu:
@@ -681,8 +683,10 @@ class FakeFeishu:
         status: int = 503,
         body: str = "json",
         commits: bool = False,
+        after: int = 0,
     ) -> None:
-        """IM calls of `kind` answer HTTP `status` for `seconds` (see "server errors")."""
+        """IM calls of `kind` answer HTTP `status` for `seconds` (see "server errors"), the
+        first `after` of them excepted."""
         with self._lock:
             self._faults.append(
                 Fault(
@@ -694,6 +698,7 @@ class FakeFeishu:
                     body,
                     False,
                     commits,
+                    after,
                 )
             )
 
@@ -755,6 +760,9 @@ class FakeFeishu:
             fault = next(
                 (f for f in self._faults if f.until > now and f.kind in ("any", call.kind)), None
             )
+            if fault is not None and fault.after > 0:
+                fault.after -= 1
+                fault = None
             if fault is None:
                 return None
             call.status = fault.status
