@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 
-def _settings(args: argparse.Namespace) -> Any:
-    """The settings, or a `ConfigurationError` naming the bad variable (one line, exit 2)."""
+def _settings(args: argparse.Namespace, *, dotenv: bool = True) -> Any:
+    """The settings, or a `ConfigurationError` naming the bad variable (one line, exit 2).
+    `dotenv=False`: the environment only, for processes a Claude Code or Codex session starts
+    in the user's project (the MCP server, as the hooks): that folder's `.env` is not ours."""
     from settings import load_settings
 
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = {} if dotenv else {"_env_file": None}
     if getattr(args, "home", None):
         overrides["home"] = Path(args.home)
     if getattr(args, "host", None):
@@ -70,7 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"refusing to bind {settings.host}: set CLAUDE_MEMORY_API_TOKEN to expose the API "
             "beyond loopback, or keep CLAUDE_MEMORY_HOST=127.0.0.1"
         )
-    configure_logging(args.log_level, settings.logs_dir / "server.log")
+    configure_logging(args.log_level or settings.log_level, settings.logs_dir / "server.log")
     app = create_app(settings)
 
     class Server(uvicorn.Server):
@@ -110,7 +112,8 @@ def cmd_feishu(args: argparse.Namespace) -> int:
     if not settings.feishu_enabled:
         raise ConfigurationError("the Feishu bridge needs FEISHU_APP_ID and FEISHU_APP_SECRET")
     tighten_home(settings.home_dir)  # the home may come from .env, which `run` does not read
-    configure_logging(args.log_level)  # the bridge also writes logs/feishu_ws_bridge.log
+    # the bridge also writes logs/feishu_ws_bridge.log
+    configure_logging(args.log_level or settings.log_level)
     return asyncio.run(run_bridge_alone(settings))
 
 
@@ -380,11 +383,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="bind port (default 8000)")
-    serve.add_argument("--log-level", default=os.environ.get("CLAUDE_MEMORY_LOG_LEVEL", "INFO"))
+    serve.add_argument("--log-level", help="default: CLAUDE_MEMORY_LOG_LEVEL or INFO")
     serve.set_defaults(func=cmd_serve)
 
     feishu = sub.add_parser("feishu", help="run only the Feishu bridge (no web app)")
-    feishu.add_argument("--log-level", default=os.environ.get("CLAUDE_MEMORY_LOG_LEVEL", "INFO"))
+    feishu.add_argument("--log-level", help="default: CLAUDE_MEMORY_LOG_LEVEL or INFO")
     feishu.set_defaults(func=cmd_feishu)
 
     doctor = sub.add_parser("doctor", help="check the installation and say what is missing")
@@ -490,15 +493,27 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
 
 def _memory_home(args: argparse.Namespace) -> Path:
-    from memory.hooks import memory_home
+    from memory.settings_fields import memory_home
 
     return memory_home(getattr(args, "home", None), os.environ)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from memory.mcp_server import serve_stdio
+    from memory.embeddings import WORKER_THREAD_ENV
 
-    return serve_stdio(_memory_home(args))
+    for name, value in WORKER_THREAD_ENV.items():  # before numpy loads, as for `serve`
+        os.environ.setdefault(name, value)
+    from memory.mcp_server import McpConfig, serve_stdio
+
+    settings = _settings(args, dotenv=False)
+    config = McpConfig(
+        home=settings.home_dir,
+        memory=settings.memory_config(),
+        encoder=settings.encoder_spec(),
+        encoder_timeout=settings.encoder_timeout_seconds,
+        logs_dir=settings.logs_dir,
+    )
+    return serve_stdio(config)
 
 
 def cmd_install(args: argparse.Namespace) -> int:
@@ -565,7 +580,7 @@ def _entry_home(argv: Sequence[str]) -> Path | None:
         explicit, args = args[0].removeprefix("--home="), args[1:]
     if not args or args[0] in ("doctor", "-h", "--help"):
         return None
-    from memory.hooks import memory_home  # the hook's own reading: one rule for both
+    from memory.settings_fields import memory_home  # the hook's own reading: one rule for both
 
     return memory_home(explicit, os.environ)
 

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from memory import settings_fields as shared
+from memory.settings_fields import SharedField
+
 if TYPE_CHECKING:
     from memory.config import MemoryConfig
     from memory.embeddings import EncoderSpec
@@ -40,6 +43,15 @@ def _split_csv(value: object) -> object:
 
 CsvList = Annotated[list[str], NoDecode]
 
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+def _shared(field: SharedField, **extra: Any) -> Any:
+    """A field whose default and description come from the table the hooks read too
+    (memory/settings_fields.py)."""
+    default = Path(str(field.default)) if field is shared.HOME else field.default
+    return Field(default=default, description=field.description, **extra)
+
 
 class Settings(BaseSettings):
     """Settings for the app, the bridge, the hooks and the CLI."""
@@ -53,10 +65,7 @@ class Settings(BaseSettings):
     )
 
     # --- storage -----------------------------------------------------------------------------
-    home: Path = Field(
-        default=Path("~/.claude-memory"),
-        description="Data root: notes (memory/), index.db, workspace, state and logs.",
-    )
+    home: Path = _shared(shared.HOME)
     workspace: Path | None = Field(
         default=None,
         description="The agent's working directory; default <home>/workspace.",
@@ -64,12 +73,7 @@ class Settings(BaseSettings):
     log_dir: Path | None = Field(
         default=None, description="Where request logs go; default <home>/logs."
     )
-    database_url: SecretStr | None = Field(
-        default=None,
-        description="PostgreSQL URL (postgresql://user:password@host:5432/db) that several app "
-        "instances share: conversations, SDK transcripts and Feishu state live there "
-        "(docs/postgres.md). Unset: SQLite files in the home.",
-    )
+    database_url: SecretStr | None = _shared(shared.DATABASE_URL)
     database_pool_min_size: int = Field(
         default=1, description="Database connections each of an instance's two pools keeps open."
     )
@@ -85,12 +89,8 @@ class Settings(BaseSettings):
 
     # --- HTTP --------------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Bind address of the web app.")
-    port: int = Field(default=8000, description="Bind port of the web app.")
-    api_token: SecretStr | None = Field(
-        default=None,
-        description="Bearer token required by the HTTP API and page when set; "
-        "required when binding beyond loopback.",
-    )
+    port: int = _shared(shared.PORT)
+    api_token: SecretStr | None = _shared(shared.API_TOKEN)
     max_message_chars: int = Field(
         default=100_000, description="Longest chat message accepted, in characters."
     )
@@ -177,11 +177,18 @@ class Settings(BaseSettings):
     )
 
     # --- memory ------------------------------------------------------------------------------
-    context_budget_tokens: int = Field(
-        default=1500, description="Token budget of the memory listing injected every turn."
-    )
-    dedup_threshold: float = Field(
-        default=0.92, description="Similarity above which a new memory counts as a duplicate."
+    context_budget_tokens: int = _shared(shared.CONTEXT_BUDGET_TOKENS)
+    dedup_threshold: float = _shared(shared.DEDUP_THRESHOLD)
+
+    # --- Claude Code / Codex hooks (docs/claude-code.md) -------------------------------------
+    hook_budget: float | None = _shared(shared.HOOK_BUDGET, gt=0)
+    hook_server: bool = _shared(shared.HOOK_SERVER)
+
+    # --- logs --------------------------------------------------------------------------------
+    log_level: LogLevel = Field(
+        default="INFO",
+        description="Level of the server's and the bridge's log (DEBUG, INFO, WARNING, ERROR); "
+        "--log-level overrides it.",
     )
 
     # --- semantic search (docs/retrieval.md) -------------------------------------------------
@@ -294,6 +301,11 @@ class Settings(BaseSettings):
     @classmethod
     def _split_lists(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
 
     # --- derived paths -------------------------------------------------------------------------
     @property

@@ -1,15 +1,17 @@
 """`claude-memory memory ...`: search, add, list, show, rm, reindex, export, import, stats.
 
-The root `cli.py` calls `register(subparsers, get_config)`; the `memory` parser sets
-`func`, so the root runs `args.func(args)` and exits with the code it returns.
-For development: `uv run python -m memory.cli --home DIR search 连接池`.
+The root `cli.py` calls `register(subparsers, get_config, get_encoder)` with functions that
+build the configuration from its settings; the `memory` parser sets `func`, so the root runs
+`args.func(args)` and exits with the code it returns. Nothing here reads the environment.
+For development: `uv run python -m memory.cli --home DIR search 连接池`, which runs
+`claude-memory [--home DIR] memory search 连接池` (the same settings, database included).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +21,7 @@ from typing import Any, TextIO
 from errors import ClaudeMemoryError, ConfigurationError
 from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
-from memory.embeddings import EncoderSpec, load_encoder, parse_encoder_setting
+from memory.embeddings import EncoderSpec, load_encoder
 from memory.files import render_note
 from memory.model import NOTE_STATUSES, NOTE_TYPES, SORT_KEYS, NoteDraft
 from memory.opening import open_memory
@@ -365,41 +367,33 @@ def _stats(store: MemoryBackend, args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """A stand-alone parser (`python -m memory.cli`) with `--home`."""
+def main(argv: Sequence[str], get_config: GetConfig, get_encoder: GetEncoder | None = None) -> int:
+    """`[--home DIR] [memory] COMMAND ...` with the caller's configuration (the `memory` word
+    is implied; `--home` is accepted and left to `get_config`)."""
     parser = argparse.ArgumentParser(prog="claude-memory")
-    parser.add_argument(
-        "--home",
-        type=Path,
-        default=None,
-        help="data root (default: $CLAUDE_MEMORY_HOME or ~/.claude-memory)",
-    )
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    register(subparsers, _config_from_home, _encoder_from_env)
-    return parser
-
-
-def _encoder_from_env(args: argparse.Namespace) -> EncoderSpec | None:
-    return parse_encoder_setting(os.environ.get("CLAUDE_MEMORY_ENCODER", "auto"))
-
-
-def _config_from_home(args: argparse.Namespace) -> MemoryConfig:
-    home = args.home or Path(os.environ.get("CLAUDE_MEMORY_HOME", "~/.claude-memory"))
-    return MemoryConfig.for_home(Path(home).expanduser())
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m memory.cli [--home DIR] COMMAND ...` (the `memory` word is implied)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    parser.add_argument("--home", type=Path, default=None, help="data root")
+    register(parser.add_subparsers(dest="command", required=True), get_config, get_encoder)
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--home", type=Path, default=None)
-    known, rest = pre.parse_known_args(argv)
+    known, rest = pre.parse_known_args(list(argv))
     if rest[:1] != ["memory"]:
         rest = ["memory", *rest]
     home = ["--home", str(known.home)] if known.home else []
-    args = build_parser().parse_args([*home, *rest])
+    args = parser.parse_args([*home, *rest])
     return int(args.func(args))
 
 
+def module_command(argv: Sequence[str]) -> list[str]:
+    """The `claude-memory` command line `python -m memory.cli ARGS` stands for: the root
+    command reads the settings (memory/ never does), so both work on the same memory."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--home", default=None)
+    known, rest = pre.parse_known_args(list(argv))
+    if rest[:1] == ["memory"]:
+        rest = rest[1:]
+    home = ["--home", known.home] if known.home else []
+    return [sys.executable, "-m", "cli", *home, "memory", *rest]
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(subprocess.call(module_command(sys.argv[1:])))

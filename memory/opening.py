@@ -3,7 +3,8 @@
 SQLite and files in the home (the default), or the shared PostgreSQL database when
 `CLAUDE_MEMORY_DATABASE_URL` is set (docs/postgres.md). The app passes its own database (one
 pool for everything); short-lived processes (the CLI, hooks run directly, the stand-alone MCP
-server) pass the URL and get a small pool the returned object closes with itself.
+server) pass the URL their caller read from the settings (`MemoryConfig.database_url`) and get
+a small pool the returned object closes with itself. Nothing here reads the environment.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DATABASE_URL_ENV = "CLAUDE_MEMORY_DATABASE_URL"
 # A CLI command or a hook makes a few statements at a time: two connections are plenty.
 _SMALL_POOL = 2
 
@@ -33,12 +33,6 @@ class _ClosesWith(Protocol):
 
 
 _Opened = TypeVar("_Opened", bound=_ClosesWith)
-
-
-def database_url(environ: dict[str, str] | Any) -> str | None:
-    """The shared database's URL from an environment mapping, if one is set."""
-    value = str(environ.get(DATABASE_URL_ENV) or "").strip()
-    return value or None
 
 
 def open_database(url: str, *, max_size: int = _SMALL_POOL) -> PostgresDatabase:

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
-from settings import Settings, render_env_example
+from errors import ConfigurationError
+from memory.settings_fields import (
+    DEDUP_THRESHOLD,
+    HOOK_BUDGETS,
+    PORT,
+    SHARED_FIELDS,
+    HookValues,
+    hook_values,
+)
+from settings import Settings, env_name, load_settings, render_env_example
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -45,3 +58,118 @@ def test_defaults_are_safe_on_a_laptop(tmp_path: Path) -> None:
     assert settings.host == "127.0.0.1"
     assert settings.is_loopback
     assert settings.workspace_dir == (tmp_path / "workspace").resolve()
+
+
+# --- one table for Settings and the hook's light reader (memory/settings_fields.py) ---------
+
+HOOK_KEY_FIELD = {
+    "home": "home",
+    "port": "port",
+    "token": "api_token",
+    "budget": "hook_budget",
+    "context_tokens": "context_budget_tokens",
+    "use_server": "hook_server",
+    "dedup_threshold": "dedup_threshold",
+    "database_url": "database_url",
+}
+"""Each value the hook reads -> the Settings field it is."""
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def test_every_shared_field_is_a_setting_with_the_same_name_default_and_description() -> None:
+    for field in SHARED_FIELDS:
+        info = Settings.model_fields.get(field.name)
+        assert info is not None, f"{field.name} is in the hook's table but not in Settings"
+        assert env_name(field.name) == field.env
+        assert _plain(info.get_default(call_default_factory=True)) == field.default
+        assert info.description == field.description
+
+
+def test_every_value_the_hook_reads_comes_from_the_table() -> None:
+    assert set(HookValues.__annotations__) == set(HOOK_KEY_FIELD)
+    assert set(HOOK_KEY_FIELD.values()) == {f.name for f in SHARED_FIELDS}
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {},
+        {
+            "CLAUDE_MEMORY_PORT": "8123",
+            "CLAUDE_MEMORY_API_TOKEN": "tok",
+            "CLAUDE_MEMORY_HOOK_BUDGET": "1.5",
+            "CLAUDE_MEMORY_CONTEXT_BUDGET_TOKENS": "900",
+            "CLAUDE_MEMORY_HOOK_SERVER": "false",
+            "CLAUDE_MEMORY_DEDUP_THRESHOLD": "0.8",
+            "CLAUDE_MEMORY_DATABASE_URL": "postgresql://u@db/x",
+        },
+        {"CLAUDE_MEMORY_HOOK_SERVER": "off"},
+        {"CLAUDE_MEMORY_HOOK_SERVER": "yes"},
+        {"CLAUDE_MEMORY_HOOK_SERVER": "0"},
+    ],
+)
+@pytest.mark.parametrize("event", ["session-start", "post-tool-use", "session-end"])
+def test_the_hook_reads_what_settings_reads(
+    environ: dict[str, str], event: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environ = {"CLAUDE_MEMORY_HOME": str(tmp_path / "h"), **environ}
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings(_env_file=None)  # type: ignore[call-arg]  # pydantic-settings' init arg
+    hook = hook_values(event, environ)
+    assert hook["home"] == settings.home_dir
+    assert hook["port"] == settings.port
+    assert hook["token"] == _plain(settings.api_token)
+    assert hook["budget"] == (settings.hook_budget or HOOK_BUDGETS[event])
+    assert hook["context_tokens"] == settings.context_budget_tokens
+    assert hook["use_server"] is settings.hook_server
+    assert (hook["dedup_threshold"] or DEDUP_THRESHOLD.default) == settings.dedup_threshold
+    assert hook["database_url"] == _plain(settings.database_url)
+
+
+def test_the_hook_falls_back_to_defaults_where_settings_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the app stops with one line naming the variable; a hook must never fail
+    bad = {"CLAUDE_MEMORY_PORT": "eighty", "CLAUDE_MEMORY_HOOK_BUDGET": "-1"}
+    for name, value in bad.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError, match="CLAUDE_MEMORY_PORT"):
+        load_settings(_env_file=None)
+    hook = hook_values("stop", bad)
+    assert hook["port"] == PORT.default
+    assert hook["budget"] == HOOK_BUDGETS["stop"]
+
+
+def test_every_variable_named_in_the_code_is_a_setting() -> None:
+    known = {env_name(name) for name in Settings.model_fields}
+    named: set[str] = set()
+    for package in ("agent", "bridge", "memory", "storage", "web"):
+        for path in (REPO / package).rglob("*.py"):
+            named |= set(re.findall(r"CLAUDE_MEMORY_[A-Z_]+[A-Z]", path.read_text("utf-8")))
+    for module in ("app.py", "cli.py", "migration.py", "settings.py"):
+        named |= set(re.findall(r"CLAUDE_MEMORY_[A-Z_]+[A-Z]", (REPO / module).read_text("utf-8")))
+    assert named - known == set()
+
+
+def test_log_level_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAUDE_MEMORY_LOG_LEVEL", "debug")
+    assert Settings(_env_file=None).log_level == "DEBUG"  # type: ignore[call-arg]
+    monkeypatch.setenv("CLAUDE_MEMORY_LOG_LEVEL", "chatty")
+    with pytest.raises(ConfigurationError, match="CLAUDE_MEMORY_LOG_LEVEL"):
+        load_settings(_env_file=None)
+
+
+def test_the_hooks_table_imports_no_pydantic() -> None:
+    code = "import sys, memory.settings_fields; print('pydantic' in sys.modules)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "False"

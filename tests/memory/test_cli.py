@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from memory.cli import main, register
+from memory.cli import main, module_command, register
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
 from memory.store import MemoryStore
 
 
 def run(home: Path, *argv: str) -> int:
-    return main(["--home", str(home), *argv])
+    return main(["--home", str(home), *argv], lambda args: MemoryConfig.for_home(home, fsync=False))
 
 
 def test_register_adds_the_memory_command(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -170,3 +171,27 @@ def test_module_entry_point_runs(home: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("saved mem_")
+
+
+def test_module_entry_point_uses_the_settings_database(home: Path, tmp_path: Path) -> None:
+    # `python -m memory.cli` reads the settings as `claude-memory memory` does: with a
+    # database URL set it works on that database, never silently on SQLite in the home.
+    url = f"postgresql://postgres:secret@/nope?host={tmp_path / 'no-server'}&connect_timeout=2"
+    done = subprocess.run(
+        [sys.executable, "-m", "memory.cli", "--home", str(home), "add", "not on SQLite"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "CLAUDE_MEMORY_DATABASE_URL": url},
+    )
+    assert done.returncode != 0
+    assert "postgresql://" in done.stderr and "secret" not in done.stderr
+    assert not list(home.rglob("*.md")), "a note was written to the home's files"
+
+
+def test_the_module_command_is_the_root_command() -> None:
+    assert module_command(["--home", "/h", "search", "连接池"]) == [
+        sys.executable, "-m", "cli", "--home", "/h", "memory", "search", "连接池",
+    ]  # fmt: skip
+    assert module_command(["memory", "stats"])[2:] == ["cli", "memory", "stats"]

@@ -15,7 +15,7 @@ from app import build_container
 from bridge.state_pg import PostgresBridgeState
 from cli import main as cli_main
 from errors import ConfigurationError
-from memory.mcp_server import MemoryResources
+from memory.mcp_server import McpConfig, MemoryResources
 from memory.model import NoteDraft
 from memory.pg_store import PostgresMemoryStore
 from memory.state_pg import PostgresStateDB
@@ -147,7 +147,9 @@ def test_the_cli_a_direct_hook_and_the_mcp_server_share_the_memory_on_the_databa
     assert hook.output is not None
     assert "systemd" in hook.output["hookSpecificOutput"]["additionalContext"]
 
-    resources = MemoryResources(home_mcp, cwd=str(project))
+    resources = MemoryResources(
+        McpConfig.for_home(home_mcp, database_url=database_url), cwd=str(project)
+    )
     try:
         assert isinstance(resources.store, PostgresMemoryStore)
         saved = resources.store.save(NoteDraft(content="The MCP server saved this note."))

@@ -1,0 +1,155 @@
+"""The settings a hook process reads: one table of names, defaults and descriptions.
+
+`settings.Settings` (pydantic-settings, for the app, the CLI and the MCP server) takes these
+fields' defaults and descriptions from this table, and `hook_values` reads the same variables
+for the hook process, which cannot afford pydantic (~0.5 s of imports on every prompt and tool
+call). tests/test_settings.py checks that the two agree. Standard library only.
+
+The two readers differ in one way, on purpose: a value Settings refuses (a port that is not a
+number) stops the app with one line naming the variable, while a hook falls back to the
+default, because a hook must never fail (docs/claude-code.md). Neither reads a `.env` file
+for the hook: a hook runs in the user's project folder, whose `.env` is not ours.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, TypedDict
+
+ENV_PREFIX: Final = "CLAUDE_MEMORY_"
+FALSE_WORDS: Final = frozenset({"0", "false", "no", "off"})
+"""How `CLAUDE_MEMORY_HOOK_SERVER` is switched off (pydantic reads booleans the same way)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SharedField:
+    """One setting both readers know: its `Settings` field name, default and description."""
+
+    name: str
+    default: str | int | float | bool | None
+    description: str
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+
+HOME: Final = SharedField(
+    "home", "~/.claude-memory", "Data root: notes (memory/), index.db, workspace, state and logs."
+)
+PORT: Final = SharedField("port", 8000, "Bind port of the web app.")
+API_TOKEN: Final = SharedField(
+    "api_token",
+    None,
+    "Bearer token required by the HTTP API and page when set; "
+    "required when binding beyond loopback.",
+)
+CONTEXT_BUDGET_TOKENS: Final = SharedField(
+    "context_budget_tokens", 1500, "Token budget of the memory listing injected every turn."
+)
+DEDUP_THRESHOLD: Final = SharedField(
+    "dedup_threshold", 0.92, "Similarity above which a new memory counts as a duplicate."
+)
+DATABASE_URL: Final = SharedField(
+    "database_url",
+    None,
+    "PostgreSQL URL (postgresql://user:password@host:5432/db) that several app "
+    "instances share: conversations, SDK transcripts and Feishu state live there "
+    "(docs/postgres.md). Unset: SQLite files in the home.",
+)
+HOOK_BUDGETS: Final[Mapping[str, float]] = {
+    "session-start": 6.0,
+    "user-prompt-submit": 6.0,
+    "post-tool-use": 4.0,
+    "stop": 4.0,
+    "session-end": 20.0,
+    "pre-compact": 4.0,
+}
+"""Seconds of internal budget per hook event; the installed CLI timeouts are longer (10 s,
+30 s)."""
+HOOK_BUDGET: Final = SharedField(
+    "hook_budget",
+    None,
+    "Seconds a Claude Code / Codex hook may work before it gives up with no output; "
+    "unset: 6 for session-start and user-prompt-submit, 20 for session-end, 4 for the rest.",
+)
+HOOK_SERVER: Final = SharedField(
+    "hook_server",
+    True,
+    "Hooks ask the running app (CLAUDE_MEMORY_PORT) to do their work when it answers; "
+    "false: they always work directly on the home.",
+)
+
+SHARED_FIELDS: Final[tuple[SharedField, ...]] = (
+    HOME,
+    PORT,
+    API_TOKEN,
+    CONTEXT_BUDGET_TOKENS,
+    DEDUP_THRESHOLD,
+    DATABASE_URL,
+    HOOK_BUDGET,
+    HOOK_SERVER,
+)
+
+
+class HookValues(TypedDict):
+    """What a hook process takes from its environment (the fields of `HookSettings`)."""
+
+    home: Path
+    port: int
+    token: str | None
+    budget: float
+    context_tokens: int
+    use_server: bool
+    dedup_threshold: float | None
+    """None when unset: the memory's own default applies."""
+    database_url: str | None
+
+
+def memory_home(explicit: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> Path:
+    """`--home`, else `CLAUDE_MEMORY_HOME`, else `~/.claude-memory`, absolute."""
+    raw = os.fspath(explicit) if explicit else environ.get(HOME.env) or ""
+    home = Path(raw or str(HOME.default)).expanduser()
+    return Path(os.path.abspath(home))
+
+
+def hook_values(
+    event: str, environ: Mapping[str, str], *, home: str | os.PathLike[str] | None = None
+) -> HookValues:
+    """The hook's settings from `environ` (an unusable value gives the default: a hook never
+    fails on its configuration)."""
+    try:
+        port = int(environ.get(PORT.env) or _number(PORT))
+    except ValueError:
+        port = int(_number(PORT))
+    dedup = environ.get(DEDUP_THRESHOLD.env)
+    return HookValues(
+        home=memory_home(home, environ),
+        port=port,
+        token=environ.get(API_TOKEN.env) or None,
+        budget=_positive(environ, HOOK_BUDGET.env, HOOK_BUDGETS.get(event, 5.0)),
+        context_tokens=int(
+            _positive(environ, CONTEXT_BUDGET_TOKENS.env, _number(CONTEXT_BUDGET_TOKENS))
+        ),
+        use_server=environ.get(HOOK_SERVER.env, "1").lower() not in FALSE_WORDS,
+        dedup_threshold=_positive(environ, DEDUP_THRESHOLD.env, _number(DEDUP_THRESHOLD))
+        if dedup
+        else None,
+        database_url=(environ.get(DATABASE_URL.env) or "").strip() or None,
+    )
+
+
+def _number(field: SharedField) -> float:
+    assert isinstance(field.default, int | float)
+    return float(field.default)
+
+
+def _positive(environ: Mapping[str, str], name: str, default: float) -> float:
+    try:
+        value = float(environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value > 0 else default
