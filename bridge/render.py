@@ -351,17 +351,7 @@ def card_content(
     after escaping, so sizes are measured on what is sent); the note is the bridge's own text.
     The header title is a `plain_text` element, which reads no markup.
     """
-    elements: list[dict[str, Any]] = [{"tag": "markdown", "content": markdown}]
-    if note:
-        elements.append({"tag": "markdown", "content": note, "text_size": "notation"})
-    card: dict[str, Any] = {
-        "schema": "2.0",
-        "config": {"update_multi": True},
-        "body": {"elements": elements},
-    }
-    if title:
-        card["header"] = {"title": {"tag": "plain_text", "content": title}, "template": template}
-    return card
+    return _answer_card([markdown], title=title, template=template, tail=(), note=note)
 
 
 def post_content(markdown: str, *, title: str = "") -> dict[str, Any]:

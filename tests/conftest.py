@@ -13,6 +13,7 @@ import pytest
 
 from settings import Settings
 from tests.fakes.anthropic_api import FakeMessagesAPI
+from tests.fakes.feishu_platform import FakeFeishu
 
 _LEAKY_PREFIXES = ("CLAUDE_MEMORY_", "ANTHROPIC_", "FEISHU_", "CLAUDE_CODE_", "CLAUDECODE")
 
@@ -42,6 +43,16 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def fake_model() -> Iterator[FakeMessagesAPI]:
     fake = FakeMessagesAPI().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def fake_feishu() -> Iterator[FakeFeishu]:
+    """The fake Feishu open platform (tests/fakes/feishu_platform.py), on a free loopback port."""
+    fake = FakeFeishu().start()
     try:
         yield fake
     finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,15 +12,6 @@ from tests.agent.test_endpoint import closed_port
 from tests.fakes.anthropic_api import FakeMessagesAPI
 from tests.fakes.feishu_platform import FakeFeishu
 from tests.hooks.conftest import CLAUDE_MEMORY
-
-
-@pytest.fixture
-def fake_feishu() -> Iterator[FakeFeishu]:
-    fake = FakeFeishu().start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 def claude_memory(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

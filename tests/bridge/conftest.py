@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -23,15 +23,6 @@ from tests.helpers import wait_until
 def _lark_imported() -> None:
     """Import the SDK once (≈4 s) before any test's clock starts."""
     import_lark()
-
-
-@pytest.fixture
-def fake_feishu() -> Iterator[FakeFeishu]:
-    fake = FakeFeishu().start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 @pytest.fixture

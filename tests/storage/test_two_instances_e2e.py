@@ -8,7 +8,7 @@ The real CLI talks to the fake model; the database is a real PostgreSQL.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -38,15 +38,6 @@ def config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[...,
         return path
 
     return use
-
-
-@pytest.fixture
-def fake_feishu() -> Iterator[FakeFeishu]:
-    fake = FakeFeishu().start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 async def _chat(client: httpx.AsyncClient, message: str) -> dict[str, object]:
