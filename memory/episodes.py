@@ -13,17 +13,20 @@ import builtins
 import re
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from errors import NotFoundError
 from memory import _text
-from memory.backend import MemoryBackend
 from memory.capture import clean_message, sanitize
 from memory.model import NoteDraft
-from memory.state import StateBackend
+from memory.windows import StateWindows, WindowStore
+
+if TYPE_CHECKING:
+    from memory.backend import MemoryBackend
+    from memory.state import StateBackend
 
 SUMMARY_LIMIT = 300
 MAX_SUMMARIES_PER_SCOPE = 20
@@ -128,22 +131,73 @@ def transcript(messages: Sequence[EpisodeMessage], limit: int = 12_000) -> str:
 
 
 class EpisodeStore:
-    def __init__(self, db: StateBackend, store: MemoryBackend) -> None:
+    """Every front door's episodes (chat conversations, Claude Code and Codex sessions, the MCP
+    server's), one active episode per session key at most.
+
+    The notes (`store`, or `open_store` to open them on first use) are needed only to close an
+    episode with a summary: the hooks' light events record messages without opening them.
+    Closing an episode also clears its session's injection window (`windows`, in the same
+    database by default).
+    """
+
+    def __init__(
+        self,
+        db: StateBackend,
+        store: MemoryBackend | None = None,
+        *,
+        open_store: Callable[[], MemoryBackend] | None = None,
+        windows: WindowStore | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.db = db
-        self.store = store
+        self._store = store
+        self._open_store = open_store
+        self.windows: WindowStore = windows if windows is not None else StateWindows(db)
+        self.clock = clock
+
+    @property
+    def store(self) -> MemoryBackend:
+        """The notes (opened on first use when given as `open_store`)."""
+        if self._store is None:
+            if self._open_store is None:
+                raise RuntimeError("this EpisodeStore was opened without the notes store")
+            self._store = self._open_store()
+        return self._store
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(
         self, key: str, *, title: str, project: str = "", scope: str = "user", source: str = ""
     ) -> Episode:
-        episode_id = f"ep_{int(time.time() * 1000):x}{secrets.token_hex(3)}"
+        episode_id = _new_id(self.clock())
         with self.db.write() as db:
             db.execute(
                 "INSERT INTO mem_episodes(id, key, project, scope, title, source, started)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (episode_id, key, project, scope, title, source, time.time()),
+                (episode_id, key, project, scope, title, source, self.clock()),
             )
         return self.get(episode_id)
+
+    def ensure(
+        self, key: str, *, title: str, project: str = "", scope: str = "user", source: str = ""
+    ) -> tuple[str, bool]:
+        """The active episode of this session key, started now if there is none:
+        (id, created). One write transaction, so two processes never start two."""
+        with self.db.write() as db:
+            row = db.execute(
+                "SELECT id FROM mem_episodes WHERE key = ? AND status = 'active'"
+                " ORDER BY started DESC LIMIT 1",
+                (key,),
+            ).fetchone()
+            if row is not None:
+                return str(row["id"]), False
+            now = self.clock()
+            episode_id = _new_id(now)
+            db.execute(
+                "INSERT INTO mem_episodes(id, key, project, scope, title, source, started)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (episode_id, key, project, scope, title, source, now),
+            )
+            return episode_id, True
 
     def active(self, key: str) -> Episode | None:
         rows = self.db.read(
@@ -157,6 +211,43 @@ class EpisodeStore:
         rows = self.db.read(
             "SELECT * FROM mem_episodes WHERE project = ? AND status = 'active' ORDER BY started",
             (project,),
+        )
+        return [_episode(r) for r in rows]
+
+    def idle(self, project: str, *, since: float) -> builtins.list[Episode]:
+        """Active episodes of a project with nothing recorded since `since` (their terminal
+        closed without a session end, or was left alone that long)."""
+        rows = self.db.read(
+            "SELECT * FROM mem_episodes e WHERE project = ? AND status = 'active'"
+            " AND started < ? AND NOT EXISTS (SELECT 1 FROM mem_episode_messages m"
+            " WHERE m.episode_id = e.id AND m.created >= ?) ORDER BY started",
+            (project, since, since),
+        )
+        return [_episode(r) for r in rows]
+
+    def latest_active_key(self, project: str, prefix: str, *, since: float) -> str | None:
+        """The key of the project's newest active episode whose key starts with `prefix` and
+        that started after `since` (a client without session ids reuses its session)."""
+        rows = self.db.read(
+            "SELECT key FROM mem_episodes WHERE project = ? AND status = 'active'"
+            " AND substr(key, 1, ?) = ? AND started > ? ORDER BY started DESC LIMIT 1",
+            (project, len(prefix), prefix, since),
+        )
+        return str(rows[0]["key"]) if rows else None
+
+    def summaries(
+        self, *, project: str | None = None, key: str | None = None, limit: int = 2
+    ) -> builtins.list[Episode]:
+        """Completed episodes with a summary, newest end first: of one project (chat
+        conversations have project ""), or of one session key."""
+        if key is not None:
+            where, value = "key = ?", key
+        else:
+            where, value = "project = ?", project or ""
+        rows = self.db.read(
+            f"SELECT * FROM mem_episodes WHERE {where} AND status = 'completed'"
+            " AND summary != '' ORDER BY ended DESC LIMIT ?",
+            (value, limit),
         )
         return [_episode(r) for r in rows]
 
@@ -188,30 +279,37 @@ class EpisodeStore:
         title: str = "",
         turn: bool = False,
         file_changes: int = 0,
-    ) -> None:
-        """Add a cleaned message (code blocks and long text cut, secrets redacted)."""
+    ) -> int:
+        """Add a cleaned message (code blocks and long text cut, secrets redacted); its id."""
         cleaned = clean_message(content)
         with self.db.write() as db:
-            db.execute(
+            # RETURNING rather than lastrowid: PostgreSQL cursors have no lastrowid.
+            row = db.execute(
                 "INSERT INTO mem_episode_messages(episode_id, role, kind, title, content, created)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (episode_id, role, kind, title, cleaned, time.time()),
-            )
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+                (episode_id, role, kind, title, cleaned, self.clock()),
+            ).fetchone()
             db.execute(
                 "UPDATE mem_episodes SET turns = turns + ?, file_changes = file_changes + ?"
                 " WHERE id = ?",
                 (1 if turn else 0, file_changes, episode_id),
             )
+            return int(row["id"])
+
+    def last_message(self, episode_id: str, role: Role) -> EpisodeMessage | None:
+        rows = self.db.read(
+            "SELECT * FROM mem_episode_messages WHERE episode_id = ? AND role = ?"
+            " ORDER BY id DESC LIMIT 1",
+            (episode_id, role),
+        )
+        return _message(rows[0]) if rows else None
 
     def messages(self, episode_id: str, *, limit: int = 500) -> builtins.list[EpisodeMessage]:
         rows = self.db.read(
             "SELECT * FROM mem_episode_messages WHERE episode_id = ? ORDER BY id LIMIT ?",
             (episode_id, limit),
         )
-        return [
-            EpisodeMessage(r["id"], r["role"], r["kind"], r["title"], r["content"], r["created"])
-            for r in rows
-        ]
+        return [_message(r) for r in rows]
 
     def observations(self, ids: Sequence[int]) -> builtins.list[EpisodeMessage]:
         if not ids:
@@ -221,10 +319,7 @@ class EpisodeStore:
             f"SELECT * FROM mem_episode_messages WHERE id IN ({marks}) ORDER BY id",
             tuple(int(i) for i in ids),
         )
-        return [
-            EpisodeMessage(r["id"], r["role"], r["kind"], r["title"], r["content"], r["created"])
-            for r in rows
-        ]
+        return [_message(r) for r in rows]
 
     def recent_observations(
         self, project: str, limit: int = 20
@@ -254,7 +349,8 @@ class EpisodeStore:
         ]
 
     def close(self, episode_id: str, summary: str | None) -> Episode:
-        """Complete the episode; with a summary, also write the session summary note."""
+        """Complete the episode; with a summary, also write the session summary note. Its
+        session's injection window ends with it."""
         episode = self.get(episode_id)
         if episode.status == "completed":
             return episode
@@ -280,15 +376,16 @@ class EpisodeStore:
             db.execute(
                 "UPDATE mem_episodes SET status = 'completed', ended = ?, summary = ?,"
                 " summary_note_id = ? WHERE id = ?",
-                (time.time(), text, note_id, episode_id),
+                (self.clock(), text, note_id, episode_id),
             )
+        self.windows.clear(episode.key)
         if note_id:
             self._prune_summaries(episode.scope)
         return self.get(episode_id)
 
     def cleanup_messages(self, older_than_days: float) -> int:
         """Delete messages of completed episodes older than N days (summaries stay)."""
-        cutoff = time.time() - older_than_days * 86400
+        cutoff = self.clock() - older_than_days * 86400
         with self.db.write() as db:
             cur = db.execute(
                 "DELETE FROM mem_episode_messages WHERE created < ? AND episode_id IN"
@@ -328,6 +425,16 @@ class EpisodeStore:
         for old in notes[MAX_SUMMARIES_PER_SCOPE:]:
             # The text lives on in the episode record (summary column).
             self.store.delete(old.id)
+
+
+def _new_id(now: float) -> str:
+    return f"ep_{int(now * 1000):x}{secrets.token_hex(3)}"
+
+
+def _message(row: Any) -> EpisodeMessage:
+    return EpisodeMessage(
+        row["id"], row["role"], row["kind"], row["title"], row["content"], row["created"]
+    )
 
 
 def _episode(row: Any) -> Episode:

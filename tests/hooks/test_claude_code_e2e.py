@@ -213,3 +213,119 @@ def test_the_plugin_folder_validates_and_its_hooks_run(
     )
     seen = first_request(fake_model, "hello from the plugin").all_text()
     assert "about Lin" in seen
+
+
+class LiveSession:
+    """One `claude -p` session kept open (stream-json on stdin): each `ask` is one prompt of
+    the same Claude Code session; `end` closes stdin, and the CLI runs SessionEnd."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [
+                str(CLAUDE),
+                "-p",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--allowedTools",
+                "Bash Write",
+            ],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
+    def ask(self, prompt: str) -> dict[str, object]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        message = {"type": "user", "message": {"role": "user", "content": prompt}}
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            event = json.loads(line)
+            if event.get("type") == "result":
+                assert not event.get("is_error"), event
+                return dict(event)
+        raise AssertionError(f"the session ended before answering {prompt!r}")
+
+    def end(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        try:
+            assert self.proc.wait(timeout=120) == 0
+        finally:
+            self.proc.stdout.close()
+
+
+def test_two_sessions_in_one_project_keep_their_own_episode_window_and_summary(
+    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    seed(mem_home)
+    project = make_project("shop/app")
+    env = claude_env(fake_model, mem_home)
+    subprocess.run(
+        [str(CLAUDE_MEMORY), "install", "claude-code"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    for name in ("alpha", "beta"):
+        fake_model.on(
+            f"{name} one: the webhook",
+            tool("Write", {"file_path": str(project / f"{name}.txt"), "content": name}),
+            text(f"{name} wrote its file."),
+        )
+    a, b = LiveSession(project, env), LiveSession(project, env)
+    try:
+        a.ask("alpha one: the webhook signatures")
+        b.ask("beta one: the webhook signatures")
+        a.ask("alpha two: the webhook signatures again")
+        b.ask("beta two: the webhook signatures again")
+    finally:
+        a.end()
+        b.end()
+
+    def turn(trigger: str) -> str:
+        return first_request(fake_model, trigger).turn_text()
+
+    # Each session's first prompt recalls the note; B's is not held back by A's window, and
+    # neither session's second prompt repeats what that session already got.
+    assert "HMAC-SHA256" in turn("alpha one") and "HMAC-SHA256" in turn("beta one")
+    assert "HMAC-SHA256" not in turn("alpha two")
+    assert "HMAC-SHA256" not in turn("beta two")
+    assert "about Lin" in first_request(fake_model, "beta one").all_text()  # B's own brief
+
+    state = StateDB(mem_home / "state.db")
+    try:
+        episodes = state.read("SELECT id, key, status, turns, summary FROM mem_episodes")
+        users = {
+            e["key"]: [
+                r["content"]
+                for r in state.read(
+                    "SELECT content FROM mem_episode_messages WHERE episode_id = ?"
+                    " AND role = 'user' ORDER BY id",
+                    (e["id"],),
+                )
+            ]
+            for e in episodes
+        }
+    finally:
+        state.close()
+    assert len(episodes) == 2, episodes
+    assert {e["status"] for e in episodes} == {"completed"}
+    assert all(e["turns"] == 2 for e in episodes), episodes
+    by_first = {messages[0].split(":")[0]: key for key, messages in users.items()}
+    assert users[by_first["alpha one"]] == [
+        "alpha one: the webhook signatures",
+        "alpha two: the webhook signatures again",
+    ]
+    summaries = {e["key"]: e["summary"] for e in episodes}
+    assert summaries[by_first["alpha one"]].startswith("Done: alpha one")
+    assert summaries[by_first["beta one"]].startswith("Done: beta one")
+    log = (mem_home / "logs" / "hooks.log").read_text()
+    assert "failed" not in log and "overran" not in log

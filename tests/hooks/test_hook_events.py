@@ -12,8 +12,10 @@ import pytest
 
 from memory.clients import last_assistant_reply
 from memory.episodes import EpisodeStore
+from memory.hooks import IDLE_CLOSE_SECONDS, HookRequest, HookService
 from memory.model import NoteDraft
 from memory.observations import observe_tool
+from memory.project import identify
 from memory.recall import WINDOW_TURNS
 from memory.state import StateDB
 from memory.store import MemoryStore
@@ -71,20 +73,66 @@ def test_session_start_injects_user_notes_summaries_and_an_observation_table(
     assert "get_observations" in context
 
 
-def test_session_start_closes_an_earlier_session_that_never_ended(
-    hook: Hook, make_project: Callable[..., Path], state: StateDB, store: MemoryStore
+def test_session_start_closes_an_earlier_session_only_once_it_is_idle(
+    make_project: Callable[..., Path], state: StateDB, store: MemoryStore
 ) -> None:
-    project = make_project("app")
-    hook("session-start", cwd=project, session_id="crashed", source="startup")
+    now = [1_700_000_000.0]
+    service = HookService(state, lambda: store, clock=lambda: now[0])
+    project = identify(str(make_project("app")))
+
+    def hook(event: str, session: str, **payload: object) -> str:
+        return service.handle(HookRequest(event, session, project, dict(payload)))
+
+    hook("session-start", "crashed", source="startup")
     for n in range(3):
-        hook("user-prompt-submit", cwd=project, session_id="crashed", prompt=f"fix bug {n}")
-    hook("session-start", cwd=project, session_id="next", source="startup")
+        hook("user-prompt-submit", "crashed", prompt=f"fix bug {n}")
+    now[0] += IDLE_CLOSE_SECONDS - 60
+    hook("session-start", "other", source="startup")
+    assert {e.key: e.status for e in _episodes(state, store).list()} == {
+        "claude-code:crashed": "active",  # maybe another window, still in use: left alone
+        "claude-code:other": "active",
+    }
+    now[0] += 120
+    hook("session-start", "next", source="startup")
     by_key = {e.key: e for e in _episodes(state, store).list()}
     assert by_key["claude-code:crashed"].status == "completed"
     assert by_key["claude-code:crashed"].summary.startswith("Done: fix bug 0")
+    assert by_key["claude-code:other"].status == "active"  # started 2 minutes ago
     assert by_key["claude-code:next"].status == "active"
     summary_note = store.get(by_key["claude-code:crashed"].summary_note_id or "")
     assert summary_note.scope == by_key["claude-code:crashed"].scope
+
+
+def test_two_sessions_in_one_project_keep_their_own_episode_and_window(
+    hook: Hook, make_project: Callable[..., Path], state: StateDB, store: MemoryStore
+) -> None:
+    project = make_project("app")
+    note_id = _save(store, "Deploys go through the staging cluster first.", title="deploy flow")
+    prompt = "how do deploys reach production through staging?"
+    hook("session-start", cwd=project, session_id="a", source="startup")
+    assert f"[{note_id}]" in context_of(
+        hook("user-prompt-submit", cwd=project, session_id="a", prompt=prompt)
+    )
+    hook("session-start", cwd=project, session_id="b", source="startup")
+    assert f"[{note_id}]" in context_of(
+        hook("user-prompt-submit", cwd=project, session_id="b", prompt=prompt)
+    )
+    assert f"[{note_id}]" not in context_of(
+        hook("user-prompt-submit", cwd=project, session_id="a", prompt=prompt)
+    )
+    assert f"[{note_id}]" not in context_of(
+        hook("user-prompt-submit", cwd=project, session_id="b", prompt=prompt)
+    )
+    episodes = {e.key: e for e in _episodes(state, store).list()}
+    assert {k: (e.status, e.turns) for k, e in episodes.items()} == {
+        "claude-code:a": ("active", 2),
+        "claude-code:b": ("active", 2),
+    }
+    hook("session-end", cwd=project, session_id="a", reason="other")
+    assert _episodes(state, store).active("claude-code:b") is not None
+    assert f"[{note_id}]" not in context_of(
+        hook("user-prompt-submit", cwd=project, session_id="b", prompt=prompt)
+    )
 
 
 def test_session_start_leaves_other_projects_sessions_alone(

@@ -20,20 +20,13 @@ from errors import NotFoundError
 from memory.config import MemoryConfig
 from memory.entities import EntityCandidate, PendingStore
 from memory.episodes import MAX_SUMMARIES_PER_SCOPE, EpisodeStore
-from memory.hooks import (
-    HookRequest,
-    HookService,
-    _ensure_episode,
-    _record,
-    clear_window,
-    load_window,
-    save_window,
-)
+from memory.hooks import HookRequest, HookService
 from memory.project import ProjectIdentity
 from memory.recall import WINDOW_TURNS
 from memory.state import StateBackend, StateDB
 from memory.state_pg import PostgresStateDB
 from memory.store import MemoryStore
+from memory.windows import StateWindows
 from storage.postgres import PostgresDatabase
 
 Open = Callable[[], StateBackend]
@@ -134,22 +127,17 @@ def test_observations_are_found_by_id_and_newest_first_per_project(
 ) -> None:
     ep = episodes.start("claude-code:s1", title="app 开发会话 01-02 03:04", project=PROJECT.key)
     other = episodes.start("claude-code:s2", title="elsewhere", project="other")
-    now = time.time()
-    first = _record(
-        state, ep.id, "observation", "ran tests", kind="command", title="pytest", now=now
-    )
-    second = _record(
-        state,
+    first = episodes.record(ep.id, "observation", "ran tests", kind="command", title="pytest")
+    second = episodes.record(
         ep.id,
         "observation",
         "edited",
         kind="change",
         title="编辑 a.py",
         file_changes=1,
-        now=now,
     )
-    _record(state, ep.id, "user", "not an observation", turn=True, now=now)
-    _record(state, other.id, "observation", "elsewhere", title="other", now=now)
+    episodes.record(ep.id, "user", "not an observation", turn=True)
+    episodes.record(other.id, "observation", "elsewhere", title="other")
     assert 0 < first < second
     assert [m.title for m in episodes.observations([second, first])] == ["pytest", "编辑 a.py"]
     assert episodes.observations([]) == []
@@ -161,6 +149,90 @@ def test_observations_are_found_by_id_and_newest_first_per_project(
     # The episode beside each message is the episode, not a mix with the message's columns.
     assert {(e.id, e.title) for e, _ in recent} == {(ep.id, "app 开发会话 01-02 03:04")}
     assert episodes.get(ep.id).file_changes == 1
+
+
+def test_ensure_starts_one_episode_per_session_key(state: StateBackend) -> None:
+    episodes = EpisodeStore(state, clock=lambda: 1_000.0)
+    a, created_a = episodes.ensure("claude-code:a", title="app 开发会话", project=PROJECT.key)
+    again, created_again = episodes.ensure("claude-code:a", title="ignored", project="x")
+    b, created_b = episodes.ensure("codex:b", title="app 开发会话", project=PROJECT.key)
+    assert (created_a, created_again, created_b) == (True, False, True)
+    assert again == a != b
+    assert {e.key for e in episodes.active_for_project(PROJECT.key)} == {
+        "claude-code:a",
+        "codex:b",
+    }
+    assert episodes.get(a).started == 1_000.0
+
+
+def test_idle_episodes_are_those_with_nothing_recorded_since(state: StateBackend) -> None:
+    now = [1_000.0]
+    episodes = EpisodeStore(state, clock=lambda: now[0])
+    quiet = episodes.start("k:quiet", title="t", project="p")
+    busy = episodes.start("k:busy", title="t", project="p")
+    episodes.start("k:elsewhere", title="t", project="q")
+    now[0] = 2_000.0
+    episodes.record(busy.id, "user", "still here", turn=True)
+    assert [e.id for e in episodes.idle("p", since=1_500.0)] == [quiet.id]
+    assert episodes.idle("p", since=900.0) == []  # both started after the cut-off
+    now[0] = 3_000.0
+    newcomer = episodes.start("k:new", title="t", project="p")
+    assert newcomer.id not in [e.id for e in episodes.idle("p", since=2_500.0)]
+
+
+def test_the_latest_active_key_with_a_prefix_is_found_within_its_time(
+    state: StateBackend,
+) -> None:
+    now = [1_000.0]
+    episodes = EpisodeStore(state, clock=lambda: now[0])
+    episodes.start("codex:gen-old", title="t", project="p")
+    now[0] = 2_000.0
+    episodes.start("codex:gen-new", title="t", project="p")
+    episodes.start("claude-code:gen-x", title="t", project="p")
+    episodes.start("codex:gen_100%", title="t", project="other")
+    assert episodes.latest_active_key("p", "codex:gen-", since=0) == "codex:gen-new"
+    assert episodes.latest_active_key("p", "codex:gen-", since=2_500.0) is None
+    assert episodes.latest_active_key("other", "codex:gen_", since=0) == "codex:gen_100%"
+    assert episodes.latest_active_key("p", "codex:gen_", since=0) is None  # `_` is literal
+
+
+def test_summaries_are_per_project_or_per_session_newest_end_first(
+    episodes: EpisodeStore,
+) -> None:
+    made = []
+    for key, project in (("a", "p"), ("b", "p"), ("c", ""), ("d", "p")):
+        ep = episodes.start(key, title=f"title {key}", project=project)
+        made.append(episodes.close(ep.id, f"summary {key}" if key != "d" else None))
+        time.sleep(0.01)
+    assert [e.key for e in episodes.summaries(project="p", limit=5)] == ["b", "a"]
+    assert [e.key for e in episodes.summaries(project="p", limit=1)] == ["b"]
+    assert [e.key for e in episodes.summaries(project="", limit=5)] == ["c"]
+    assert [e.key for e in episodes.summaries(key="a")] == ["a"]
+    assert episodes.summaries(key="d") == []  # no summary, nothing to show
+
+
+def test_the_last_message_of_a_role_is_the_newest(episodes: EpisodeStore) -> None:
+    ep = episodes.start("k", title="t")
+    assert episodes.last_message(ep.id, "assistant") is None
+    episodes.record(ep.id, "assistant", "one")
+    episodes.record(ep.id, "user", "two", turn=True)
+    episodes.record(ep.id, "assistant", "three")
+    last = episodes.last_message(ep.id, "assistant")
+    assert last is not None and last.content == "three"
+
+
+def test_closing_an_episode_ends_its_sessions_window_only(
+    state: StateBackend, episodes: EpisodeStore
+) -> None:
+    windows = StateWindows(state)
+    one = episodes.start("claude-code:one", title="t", project="p")
+    episodes.start("claude-code:two", title="t", project="p")
+    windows.save("claude-code:one", 3, ["x"], ["x"])
+    windows.save("claude-code:two", 2, ["y"], ["y"])
+    episodes.close(one.id, None)
+    assert windows.load("claude-code:one").started is False
+    assert windows.load("claude-code:one").recent == frozenset()
+    assert windows.load("claude-code:two").recent == frozenset({"y"})
 
 
 def test_closing_with_a_summary_writes_the_summary_note_once(
@@ -269,32 +341,41 @@ def test_unknown_pending_ids_are_not_found(state: StateBackend) -> None:
 
 
 def test_an_unknown_session_has_an_empty_window(state: StateBackend) -> None:
-    assert load_window(state, "claude-code:nope") == load_window(state, "claude-code:nope")
-    window = load_window(state, "claude-code:nope")
-    assert (window.turn, window.previous, window.recent) == (0, (), frozenset())
+    assert StateWindows(state).load("claude-code:nope") == StateWindows(state).load(
+        "claude-code:nope"
+    )
+    window = StateWindows(state).load("claude-code:nope")
+    assert (window.turn, window.previous, window.recent, window.started) == (
+        0,
+        (),
+        frozenset(),
+        False,
+    )
 
 
 def test_a_window_saved_by_one_instance_is_seen_and_cleared_by_another(open_state: Open) -> None:
     one, two = open_state(), open_state()
-    save_window(one, "k", 1, ["a", "b"], ["a"])
-    save_window(one, "other", 1, ["z"], ["z"])
-    window = load_window(two, "k")
+    StateWindows(one).save("k", 1, ["a", "b"], ["a"])
+    StateWindows(one).save("other", 1, ["z"], ["z"])
+    window = StateWindows(two).load("k")
     assert (window.turn, window.previous, window.recent) == (1, ("a", "b"), frozenset({"a"}))
-    save_window(two, "k", 2, ["c"], ["c", "a"])  # "a" again: its turn moves forward
-    window = load_window(one, "k")
+    StateWindows(two).save("k", 2, ["c"], ["c", "a"])  # "a" again: its turn moves forward
+    window = StateWindows(one).load("k")
     assert (window.turn, window.previous, window.recent) == (2, ("c",), frozenset({"a", "c"}))
-    clear_window(one, "k")
-    assert load_window(two, "k").turn == 0 and load_window(two, "k").recent == frozenset()
-    assert load_window(two, "other").recent == frozenset({"z"}), "other sessions keep theirs"
+    StateWindows(one).clear("k")
+    assert (
+        StateWindows(two).load("k").turn == 0 and StateWindows(two).load("k").recent == frozenset()
+    )
+    assert StateWindows(two).load("other").recent == frozenset({"z"}), "other sessions keep theirs"
 
 
 def test_injections_leave_the_window_after_its_turns(state: StateBackend) -> None:
-    save_window(state, "k", 1, ["old"], ["old"])
+    StateWindows(state).save("k", 1, ["old"], ["old"])
     for turn in range(2, WINDOW_TURNS + 1):
-        save_window(state, "k", turn, [], [])
-    assert load_window(state, "k").recent == frozenset({"old"})
-    save_window(state, "k", WINDOW_TURNS + 1, ["new"], ["new"])
-    assert load_window(state, "k").recent == frozenset({"new"})
+        StateWindows(state).save("k", turn, [], [])
+    assert StateWindows(state).load("k").recent == frozenset({"old"})
+    StateWindows(state).save("k", WINDOW_TURNS + 1, ["new"], ["new"])
+    assert StateWindows(state).load("k").recent == frozenset({"new"})
 
 
 # --- the SQL subset --------------------------------------------------------------------------
@@ -379,7 +460,7 @@ def test_concurrent_writers_from_two_instances_lose_nothing(
         for i in range(15):
             episodes.record(ep.id, "user", f"w{n}-{i}", turn=True, file_changes=1)
             pending.add(_candidate(f"candidate {n}-{i}"))
-            save_window(instances[n % 2], f"win-{n}", i + 1, [f"n{n}-{i}"], [f"n{n}-{i}"])
+            StateWindows(instances[n % 2]).save(f"win-{n}", i + 1, [f"n{n}-{i}"], [f"n{n}-{i}"])
 
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(writer, range(4)))
@@ -392,7 +473,7 @@ def test_concurrent_writers_from_two_instances_lose_nothing(
         assert [c for c in contents if c.startswith(f"w{n}-")] == [f"w{n}-{i}" for i in range(15)]
     assert len(PendingStore(instances[0]).list(limit=500)) == 60
     for n in range(4):
-        window = load_window(instances[(n + 1) % 2], f"win-{n}")
+        window = StateWindows(instances[(n + 1) % 2]).load(f"win-{n}")
         assert window.turn == 15
         assert window.recent == {f"n{n}-{i}" for i in range(15 - WINDOW_TURNS, 15)}
 
@@ -406,7 +487,9 @@ def test_two_instances_starting_one_session_at_once_make_one_episode(open_state:
 
         def ensure_key(n: int, key: str = key) -> tuple[str, bool]:
             start.wait()
-            return _ensure_episode(instances[n % 2], key, PROJECT, "claude-code", 1.0)
+            return EpisodeStore(instances[n % 2]).ensure(
+                key, title="t", project=PROJECT.key, scope=PROJECT.scope, source="claude-code"
+            )
 
         with ThreadPoolExecutor(8) as pool:
             results = list(pool.map(ensure_key, range(8)))
