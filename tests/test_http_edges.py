@@ -86,15 +86,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.e2e
-def test_serve_runs_the_app_and_stops_cleanly(tmp_path: Path, fake_model: object) -> None:
+def _serve(
+    home: Path, fake_model: FakeMessagesAPI, **extra: str
+) -> tuple[subprocess.Popen[bytes], str, httpx.Response]:
+    """`claude-memory serve` as a real process in a process group of its own; returns it, its
+    base URL and its first /health answer."""
     port = _free_port()
     env = {
         **os.environ,
-        "CLAUDE_MEMORY_HOME": str(tmp_path / "home"),
+        "CLAUDE_MEMORY_HOME": str(home),
         "CLAUDE_MEMORY_PORT": str(port),
-        "ANTHROPIC_BASE_URL": fake_model.url,  # type: ignore[attr-defined]
+        "ANTHROPIC_BASE_URL": fake_model.url,
         "ANTHROPIC_API_KEY": "dummy",
+        **extra,
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli", "serve"],
@@ -102,21 +106,26 @@ def test_serve_runs_the_app_and_stops_cleanly(tmp_path: Path, fake_model: object
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         cwd=Path(__file__).resolve().parent.parent,
+        start_new_session=True,
     )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return proc, base, httpx.get(f"{base}/health", timeout=2)
+        except httpx.TransportError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                raise
+            time.sleep(0.1)
+
+
+@pytest.mark.e2e
+def test_serve_runs_the_app_and_stops_cleanly(tmp_path: Path, fake_model: FakeMessagesAPI) -> None:
+    proc, base, health = _serve(tmp_path / "home", fake_model)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.1)
         assert health.json()["claude_cli"]["found"] is True
-        reply = httpx.post(
-            f"http://127.0.0.1:{port}/api/chat", json={"message": "over the wire"}, timeout=60
-        ).json()
+        reply = httpx.post(f"{base}/api/chat", json={"message": "over the wire"}, timeout=60).json()
         assert reply["reply"] == "echo: over the wire"
     finally:
         proc.terminate()
@@ -135,35 +144,11 @@ def test_sigterm_to_the_process_group_stops_a_running_turn_cleanly(
     # The CLI runs in a session of its own, so only the app gets it; the app stops the turn
     # and the caller still gets a reply saying why.
     fake_model.on("long job", text("never finished", delay=60))
-    port = _free_port()
-    env = {
-        **os.environ,
-        "CLAUDE_MEMORY_HOME": str(tmp_path / "home"),
-        "CLAUDE_MEMORY_PORT": str(port),
-        "CLAUDE_MEMORY_SHUTDOWN_TIMEOUT_SECONDS": "5",
-        "ANTHROPIC_BASE_URL": fake_model.url,
-        "ANTHROPIC_API_KEY": "dummy",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "serve"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=Path(__file__).resolve().parent.parent,
-        start_new_session=True,
+    proc, base, _ = _serve(
+        tmp_path / "home", fake_model, CLAUDE_MEMORY_SHUTDOWN_TIMEOUT_SECONDS="5"
     )
-    base = f"http://127.0.0.1:{port}"
     replies: list[dict[str, object]] = []
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"{base}/health", timeout=2)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.1)
         caller = threading.Thread(
             target=lambda: replies.append(
                 httpx.post(f"{base}/api/chat", json={"message": "long job"}, timeout=60).json()
