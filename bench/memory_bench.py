@@ -42,6 +42,19 @@ queries as the SQLite run:
 - size: `pg_database_size()` beside index.db, before and after the vectors.
 With `--backend both` the SQLite run measures vectors and hybrid search too and one table shows
 both backends side by side per size; `--backend sqlite` prints the table above, as before.
+
+A scoped search costs in proportion to its scope, not to the whole memory (`--scoped`, with
+`--sizes ""` for that table alone):
+
+    uv run python bench/memory_bench.py --scoped --sizes "" --backend both
+
+One home holds 100 project scopes of 100 notes each (10k notes, note vectors as above but
+seeded by each chunk's text, so a note has the same vector wherever it is stored); for 5 of the
+scopes a second home holds that scope alone. The same hybrid searches (`search_detailed(q,
+scope=...)`, query vectors seeded by the query's text) run in both, interleaved; the table
+shows each p50/p95 and the ratio of the p95s (target: <= 1.2), and how many top-10 lists are
+the same in both homes (BM25's statistics are the whole index's, so scores, and a few lists,
+may differ).
 """
 
 from __future__ import annotations
@@ -55,6 +68,7 @@ import sys
 import tempfile
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -271,6 +285,115 @@ def time_hybrid(
         times.append((time.perf_counter() - t0) * 1000)
         assert outcome.mode == "hybrid", (outcome.mode, outcome.notice)
     return {"hybrid_p50": statistics.median(times), "hybrid_p95": pct(times, 95)}
+
+
+SCOPES = 100
+"""Project scopes in the scoped-search home."""
+SCOPE_NOTES = 100
+"""Notes per scope."""
+SCOPES_ALONE = 5
+"""Scopes searched, each also in a home holding it alone."""
+
+
+class TextSeededEncoder(RandomEncoder):
+    """Random unit vectors seeded by each text: a note (chunk) or a query gets the same
+    vector in every store, so two homes holding the same notes answer alike."""
+
+    name = f"bench-text-{VECTOR_DIM}"
+
+    def encode(self, texts: Sequence[str], kind: str = "passage") -> Any:
+        np = self._np
+        rows = [
+            np.random.default_rng(zlib.crc32(f"{kind}:{t}".encode())).standard_normal(self.dim)
+            for t in texts
+        ]
+        raw = np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
+        return raw / np.linalg.norm(raw, axis=1, keepdims=True)
+
+
+def scoped_notes(rng: random.Random, now: datetime) -> list[Note]:
+    """`SCOPES` x `SCOPE_NOTES` notes, scope `project:sNNN`, each with its SQLite path."""
+    notes = []
+    for n in range(SCOPES * SCOPE_NOTES):
+        note = replace(make_note(rng, now, n), scope=f"project:s{n // SCOPE_NOTES:03d}")
+        notes.append(replace(note, path=f"{note_folder(note.type, note.scope)}/{note.id}.md"))
+    return notes
+
+
+def sqlite_home(base: Path, name: str, notes: Sequence[Note]) -> MemoryStore:
+    """A home holding `notes`, indexed, with their vectors (`TextSeededEncoder`), attached."""
+    config = MemoryConfig.for_home(base / name)
+    ensure_memory_layout(config.root)
+    for note in notes:
+        path = config.root / note.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_note(note), encoding="utf-8")
+    store = MemoryStore.open(config)
+    encoder = TextSeededEncoder(0)
+    write_vectors(store, encoder, store.vectors.pending(encoder.name))
+    store.attach_encoder(encoder)
+    return store
+
+
+def time_scoped(
+    shared: MemoryStore | PostgresMemoryStore,
+    alone: dict[str, MemoryStore | PostgresMemoryStore],
+    queries: list[str],
+) -> dict[str, float]:
+    """Each query in one of the `alone` scopes, searched in the shared home and in the home
+    holding that scope alone, one after the other (so both see the same machine load)."""
+    scopes = list(alone)
+    for i, q in enumerate(queries[:10]):  # warm up (vector matrices, rjieba, buffers)
+        for store in (shared, alone[scopes[i % len(scopes)]]):
+            store.search_detailed(q, limit=10, scope=scopes[i % len(scopes)])
+    times: dict[str, list[float]] = {"shared": [], "alone": []}
+    same = 0
+    for i, q in enumerate(queries):
+        scope = scopes[i % len(scopes)]
+        lists = []
+        for key, store in (("shared", shared), ("alone", alone[scope])):
+            t0 = time.perf_counter()
+            outcome = store.search_detailed(q, limit=10, scope=scope)
+            times[key].append((time.perf_counter() - t0) * 1000)
+            assert outcome.mode == "hybrid", (outcome.mode, outcome.notice)
+            lists.append([h.id for h in outcome.hits])
+        same += lists[0] == lists[1]
+    shared_p95, alone_p95 = pct(times["shared"], 95), pct(times["alone"], 95)
+    return {
+        "shared_p50": statistics.median(times["shared"]),
+        "shared_p95": shared_p95,
+        "alone_p50": statistics.median(times["alone"]),
+        "alone_p95": alone_p95,
+        "ratio": shared_p95 / alone_p95,
+        "same_lists": same,
+        "queries": len(queries),
+    }
+
+
+def run_scoped(base: Path, seed: int, operations: int) -> dict[str, float]:
+    """The scoped-search row on SQLite."""
+    rng = random.Random(seed)
+    now = datetime.now(UTC)
+    notes = scoped_notes(rng, now)
+    queries = [query(rng) for _ in range(operations)]
+    print(f"[scoped] sqlite: {len(notes)} notes in {SCOPES} scopes...", file=sys.stderr)
+    picked = [f"project:s{s:03d}" for s in range(0, SCOPES, SCOPES // SCOPES_ALONE)]
+    stores: list[MemoryStore] = []
+    try:
+        shared = sqlite_home(base, "scoped-shared", notes)
+        stores.append(shared)
+        alone: dict[str, MemoryStore | PostgresMemoryStore] = {}
+        for scope in picked:
+            store = sqlite_home(
+                base, f"scoped-{scope[-3:]}", [n for n in notes if n.scope == scope]
+            )
+            stores.append(store)
+            alone[scope] = store
+        print(f"[scoped] sqlite: {operations} searches in each home...", file=sys.stderr)
+        return time_scoped(shared, alone, queries)
+    finally:
+        for store in stores:
+            store.close()
 
 
 def run_size(
@@ -506,6 +629,69 @@ def run_size_pg(
     }
 
 
+def run_scoped_pg(
+    base: Path, seed: int, operations: int, server: PostgresServer
+) -> dict[str, float]:
+    """The scoped-search row on PostgreSQL: the same notes, vectors and queries."""
+    from memory.pg_store import PostgresMemoryStore
+    from storage.postgres import PostgresDatabase
+
+    rng = random.Random(seed)
+    now = datetime.now(UTC)
+    notes = scoped_notes(rng, now)
+    queries = [query(rng) for _ in range(operations)]
+    picked = [f"project:s{s:03d}" for s in range(0, SCOPES, SCOPES // SCOPES_ALONE)]
+    encoder = TextSeededEncoder(0)
+    with contextlib.ExitStack() as stack:
+
+        def home(part: Sequence[Note], bulk: bool) -> PostgresMemoryStore:
+            db = PostgresDatabase(stack.enter_context(server.database()), min_size=1, max_size=2)
+            db.open()
+            stack.callback(db.close)
+            store = PostgresMemoryStore.open(db, MemoryConfig.for_home(base / "pg-scoped"))
+            stack.callback(store.close)
+            store.restore(part)
+            build = hnsw_bulk_build(store, encoder) if bulk else None
+            load_vectors(store, encoder, build)
+            with db.connection() as conn:
+                conn.execute("VACUUM ANALYZE memory_notes")
+                conn.execute("VACUUM ANALYZE memory_note_vectors")
+            store.attach_encoder(encoder)
+            return store
+
+        print(f"[scoped] postgresql: {len(notes)} notes in {SCOPES} scopes...", file=sys.stderr)
+        shared = home(notes, True)
+        alone: dict[str, MemoryStore | PostgresMemoryStore] = {
+            scope: home([n for n in notes if n.scope == scope], False) for scope in picked
+        }
+        print(f"[scoped] postgresql: {operations} searches in each home...", file=sys.stderr)
+        return time_scoped(shared, alone, queries)
+
+
+SCOPED_ROWS = (
+    (f"scoped hybrid search p50 ms, {SCOPES} scopes x {SCOPE_NOTES} notes", "shared_p50", "{:.2f}"),
+    (f"scoped hybrid search p95 ms, {SCOPES} scopes x {SCOPE_NOTES} notes", "shared_p95", "{:.2f}"),
+    ("same search p50 ms, the scope alone in its home", "alone_p50", "{:.2f}"),
+    ("same search p95 ms, the scope alone in its home", "alone_p95", "{:.2f}"),
+    ("ratio of the p95s (target <= 1.20)", "ratio", "{:.2f}"),
+    ("same top-10 list in both homes", "same_lists", "{:.0f}"),
+)
+
+
+def print_scoped(rows: list[tuple[str, dict[str, float]]]) -> None:
+    """The scoped-search rows, one column per backend."""
+    headers = ["", *(name for name, _ in rows)]
+    lines = [[label, *(fmt.format(row[key]) for _, row in rows)] for label, key, fmt in SCOPED_ROWS]
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |")
+    rules = ["-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)]
+    print("|" + "|".join(rules) + "|")
+    for line in lines:
+        cells = [line[0].ljust(widths[0])]
+        cells += [v.rjust(w) for v, w in zip(line[1:], widths[1:], strict=True)]
+        print("| " + " | ".join(cells) + " |")
+
+
 def print_table(rows: list[dict[str, float]]) -> None:
     headers = [
         ("notes", "notes", "{:,.0f}"),
@@ -593,12 +779,18 @@ def main() -> int:
         help="PostgreSQL vectors: written with the HNSW index dropped then built (bulk), or "
         "through the live index note by note, as vectors.write does (incremental: slow)",
     )
+    parser.add_argument(
+        "--scoped",
+        action="store_true",
+        help=f"also the scoped-search row ({SCOPES} scopes x {SCOPE_NOTES} notes, hybrid)",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     base = Path(tempfile.mkdtemp(prefix="memory-bench-"))
     started = time.perf_counter()
     server: PostgresServer | None = None
     results: list[tuple[str, dict[str, float]]] = []
+    scoped: list[tuple[str, dict[str, float]]] = []
     try:
         if args.backend != "sqlite":
             server = PostgresServer(args.database_url, base)
@@ -611,6 +803,11 @@ def main() -> int:
             if server is not None:
                 row = run_size_pg(size, base, args.seed, args.ops, server, hnsw=args.hnsw)
                 results.append(("PostgreSQL", row))
+        if args.scoped:
+            if args.backend != "postgresql":
+                scoped.append(("SQLite", run_scoped(base, args.seed, args.ops)))
+            if server is not None:
+                scoped.append(("PostgreSQL", run_scoped_pg(base, args.seed, args.ops, server)))
     finally:
         if server is not None:
             server.stop()
@@ -619,10 +816,15 @@ def main() -> int:
         else:
             shutil.rmtree(base, ignore_errors=True)
     print(f"total {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    if args.backend == "sqlite":
+    if not results:
+        pass
+    elif args.backend == "sqlite":
         print_table([row for _, row in results])
     else:
         print_comparison(results)
+    if scoped:
+        print()
+        print_scoped(scoped)
     return 0
 
 

@@ -547,6 +547,10 @@ class Index:
         return int(self.conn().execute("SELECT count(*) FROM notes").fetchone()[0])
 
 
+PREFILTER_MAX: Final = 5000
+"""Most notes a filter may leave for searches to find them first (`few_pass`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Filters:
     """Row filters shared by list, search and context."""
@@ -594,6 +598,12 @@ class Filters:
         notes not expired at `now_ts` unless `include_inactive`."""
         active_at = None if include_inactive else now_ts
         return cls.of(type, scope, tag, None, include_user=True, active_at=active_at)
+
+    @property
+    def narrows(self) -> bool:
+        """Whether a type, scope, tag or status is asked for (not just "active"): then the
+        notes that pass may be few, and are worth finding before ranking."""
+        return bool(self.type or self.scope or self.tag or self.status)
 
     def sql(self, alias: str = "n") -> tuple[str, list[Any]]:
         clauses: list[str] = []
@@ -646,8 +656,15 @@ def count_rows(conn: sqlite3.Connection, filters: Filters) -> int:
     return int(conn.execute(f"SELECT count(*) FROM notes n WHERE {where}", params).fetchone()[0])
 
 
-def _rowid_floor(conn: sqlite3.Connection, table: str, match: str, cap: int) -> int:
-    """The smallest rowid among the newest `cap` matches (0 when there are fewer)."""
+def _rowid_floor(
+    conn: sqlite3.Connection, table: str, match: str, cap: int, low: int | None = None
+) -> int:
+    """The smallest rowid among the newest `cap` matches (0 when there are fewer). With
+    `low`, 0 also when that cannot exceed `low` (fewer than `cap` notes from `low` on), which
+    two index lookups tell instead of walking `cap` matches."""
+    span = conn.execute("SELECT min(nid), max(nid) FROM notes").fetchone()
+    if span[0] is None or span[1] - max(span[0], low or 0) + 1 <= cap:
+        return 0
     row = conn.execute(
         f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
         (match, cap - 1),
@@ -655,20 +672,56 @@ def _rowid_floor(conn: sqlite3.Connection, table: str, match: str, cap: int) -> 
     return 0 if row is None else int(row[0])
 
 
+def few_pass(conn: sqlite3.Connection, filters: Filters, most: int = PREFILTER_MAX) -> bool:
+    """Whether the filters narrow the notes (a scope, type, tag or status) to at most `most`:
+    then searches find those notes first and rank only matches among them."""
+    if not filters.narrows:
+        return False
+    where, params = filters.sql()
+    row = conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM notes n WHERE {where} LIMIT ?)", [*params, most + 1]
+    ).fetchone()
+    return int(row[0]) <= most
+
+
 def fts_rows(
-    conn: sqlite3.Connection, match: str, filters: Filters, limit: int, cap: int = 0
+    conn: sqlite3.Connection,
+    match: str,
+    filters: Filters,
+    limit: int,
+    cap: int = 0,
+    *,
+    filters_first: bool = False,
 ) -> list[sqlite3.Row]:
     """Best BM25 matches of an FTS expression (bm25 < 0; lower is better).
 
     With `cap`, only the newest `cap` matches (by rowid, i.e. most recently indexed) are
     ranked: BM25 costs ~1 µs per matching row, and a very common word can match most notes.
-    First ranks inside FTS and joins only the best `4 x limit` rows (fast); when filters
-    leave fewer than `limit` of those, ranks every (capped) match that passes the filters."""
+    `filters_first` (few notes pass the filters, `few_pass`): FTS5 walks the matches and
+    computes BM25 only for the rows of those notes (its statistics stay the whole index's,
+    so the scores are the same). Else ranks inside FTS and joins only the best `4 x limit`
+    rows (fast); when filters leave fewer than `limit` of those, ranks every (capped) match
+    that passes the filters."""
     where, params = filters.sql()
     cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
-    floor = _rowid_floor(conn, "notes_fts", match, cap) if cap > 0 else 0
     inner = f" SELECT rowid, bm25(notes_fts, {BM25_WEIGHTS}) AS bm25 FROM notes_fts"
     inner += " WHERE notes_fts MATCH ? AND rowid >= ?"
+    if filters_first and where != "1":
+        low, high = conn.execute(
+            f"SELECT min(n.nid), max(n.nid) FROM notes n WHERE {where}", params
+        ).fetchone()
+        if low is None:
+            return []
+        floor = _rowid_floor(conn, "notes_fts", match, cap, low) if cap > 0 else 0
+        # `+rowid`: a filter on the walk, not a rowid lookup per note (each lookup would
+        # restart the query and recount BM25's statistics)
+        inner += f" AND rowid <= ? AND +rowid IN (SELECT n.nid FROM notes n WHERE {where})"
+        return conn.execute(
+            f"SELECT {cols}, f.bm25 AS bm25 FROM ({inner}) f JOIN notes n ON n.nid = f.rowid"
+            " ORDER BY f.bm25, n.id LIMIT ?",
+            [match, max(floor, low), high, *params, limit],
+        ).fetchall()
+    floor = _rowid_floor(conn, "notes_fts", match, cap) if cap > 0 else 0
     outer = f" JOIN notes n ON n.nid = f.rowid WHERE {where} ORDER BY f.bm25, n.id LIMIT ?"
     rows = conn.execute(
         f"SELECT {cols}, f.bm25 AS bm25 FROM ({inner} ORDER BY bm25 LIMIT ?) f{outer}",

@@ -64,6 +64,7 @@ from memory.index import (
     Filters,
     Index,
     count_rows,
+    few_pass,
     fts_rows,
     list_rows,
     make_entry,
@@ -124,6 +125,8 @@ BATCH: Final = 500
 _DF_CAP: Final = 5000
 """Document frequencies for query-word IDF are counted up to this many notes (cheap, and
 words that common weigh little either way)."""
+_DF_CACHE: Final = 4096
+"""Most words whose note counts a store keeps."""
 JSON_GENERATION: Final = "index_json_generation"
 """meta key: the index generation `_index.json` was last written for (by any process)."""
 
@@ -184,6 +187,8 @@ class MemoryStore:
         self.vectors = VectorIndex(self.index)
         self.fusion: FusionWeights = DEFAULT_WEIGHTS
         self._query_vectors = QueryVectors()
+        # the index's generation -> notes ("") and notes holding each query word
+        self._doc_freqs: tuple[int, dict[str, int]] = (-1, {})
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -922,11 +927,14 @@ class MemoryStore:
         pool = max(limit * 5, 50)
         cap = self.config.max_ranked_matches
         rows = []
+        # a scope of a few notes: rank only its matches (docs/search.md, "Filters first")
+        first = few_pass(conn, filters)
         if len(parsed.terms) > 1:
             # Notes with every word first: far fewer rows to rank than the OR of common words.
-            rows = fts_rows(conn, parsed.fts(require_all=True), filters, pool, cap)
+            match = parsed.fts(require_all=True)
+            rows = fts_rows(conn, match, filters, pool, cap, filters_first=first)
         if len(rows) < limit:
-            rows = fts_rows(conn, parsed.fts(), filters, pool, cap)
+            rows = fts_rows(conn, parsed.fts(), filters, pool, cap, filters_first=first)
         candidates = [Candidate(r, float(r["bm25"])) for r in rows]
         trigram = parsed.trigram()
         if len(candidates) < limit and trigram:
@@ -963,6 +971,7 @@ class MemoryStore:
             semantic.vector,
             self.fusion.vector_depth,
             allowed=lambda ids: self._allowed_ids(ids, filters),
+            subset=lambda most: self._filtered_ids(filters, most),
         )
         extra = self._rows_by_id([note_id for note_id, _ in nearest if note_id not in rows])
         rows.update({r["id"]: r for r in without_excluded(parsed, builtins.list(extra.values()))})
@@ -970,17 +979,44 @@ class MemoryStore:
         return [_ranked(s.row, s.score, s.parts, parsed) for s in ranked]
 
     def _term_weights(self, parsed: ParsedQuery) -> builtins.list[float]:
-        """IDF of each query word (document frequency counted up to `_DF_CAP` notes)."""
+        """IDF of each query word (document frequency counted up to `_DF_CAP` notes) in the
+        whole index, whatever the filters. The counts are kept until the index changes (its
+        generation): common words come back in most searches, and counting one walks up to
+        `_DF_CAP` matches."""
         conn = self.index.conn()
-        total = max(self.index.count(), 1)
+        generation = self.index.generation()
+        known, counts = self._doc_freqs
+        if known != generation or len(counts) > _DF_CACHE:
+            counts = {}
+            self._doc_freqs = (generation, counts)
+        if "" not in counts:
+            counts[""] = self.index.count()
+        total = max(counts[""], 1)
         weights = []
         for term in parsed.terms:
-            row = conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM notes_fts WHERE notes_fts MATCH ? LIMIT ?)",
-                (term.fts, _DF_CAP),
-            ).fetchone()
-            weights.append(idf(int(row[0]), total))
+            found = counts.get(term.fts)
+            if found is None:
+                row = conn.execute(
+                    "SELECT count(*) FROM (SELECT 1 FROM notes_fts WHERE notes_fts MATCH ?"
+                    " LIMIT ?)",
+                    (term.fts, _DF_CAP),
+                ).fetchone()
+                found = counts[term.fts] = int(row[0])
+            weights.append(idf(found, total))
         return weights
+
+    def _filtered_ids(self, filters: Filters, most: int) -> builtins.list[str] | None:
+        """The ids of the notes that pass a narrowing filter (a scope, type, tag or status),
+        when there are at most `most` of them; else None."""
+        if not filters.narrows or most <= 0:
+            return None
+        where, params = filters.sql()
+        rows = (
+            self.index.conn()
+            .execute(f"SELECT n.id FROM notes n WHERE {where} LIMIT ?", [*params, most + 1])
+            .fetchall()
+        )
+        return None if len(rows) > most else [r[0] for r in rows]
 
     def _allowed_ids(self, ids: builtins.list[str], filters: Filters) -> set[str]:
         where, params = filters.sql()

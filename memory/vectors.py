@@ -20,7 +20,7 @@ import hashlib
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -177,6 +177,14 @@ class _Matrix:
     """Note id of each row (a note has one row per chunk)."""
     vectors: Any
     """float32 (rows, dim)."""
+    spans: dict[str, tuple[int, int]]
+    """Note id -> its rows [start, stop) (a note's chunks are adjacent: rows are in id order)."""
+
+
+SUBSET_SHARE: Final = 8
+"""A filtered search scans only the rows of the notes that pass its filters when they are at
+most 1/8 of the notes with vectors (gathering scattered rows costs more per row than the
+full product)."""
 
 
 class VectorIndex:
@@ -354,7 +362,11 @@ class VectorIndex:
                 vectors = vectors.reshape(len(rows), dim).astype(np.float32, copy=False)
             else:
                 vectors = np.zeros((0, 0), dtype=np.float32)
-            self._matrix = _Matrix(model, generation, ids, vectors)
+            spans: dict[str, tuple[int, int]] = {}
+            for row, note_id in enumerate(ids):
+                start = spans.get(note_id, (row, row))[0]
+                spans[note_id] = (start, row + 1)
+            self._matrix = _Matrix(model, generation, ids, vectors, spans)
             return self._matrix
 
     def search(
@@ -364,16 +376,25 @@ class VectorIndex:
         k: int,
         *,
         allowed: Callable[[list[str]], set[str]] | None = None,
+        subset: Callable[[int], Collection[str] | None] | None = None,
     ) -> list[tuple[str, float]]:
         """The `k` notes whose best chunk is most similar to `query`: [(id, cosine)], best
         first. `allowed(ids)` filters candidate ids (e.g. by type, scope, status); when it
-        drops too many, the scan widens until `k` notes pass or every row was considered."""
+        drops too many, the scan widens until `k` notes pass or every row was considered.
+
+        Filters first: `subset(most)` returns the ids that pass the filters when there are at
+        most `most` of them (else None); then only their rows are scanned, and the result is
+        the one the widening scan would reach (exact either way)."""
         np = _np()
         matrix = self._load(model)
         total = len(matrix.ids)
         if total == 0 or k <= 0 or matrix.vectors.shape[1] != query.shape[-1]:
             return []
-        scores = matrix.vectors @ query.reshape(-1).astype(np.float32, copy=False)
+        vector = query.reshape(-1).astype(np.float32, copy=False)
+        within = subset(len(matrix.spans) // SUBSET_SHARE) if subset is not None else None
+        if within is not None:
+            return _nearest_within(matrix, vector, k, within)
+        scores = matrix.vectors @ vector
         want = min(total, max(k * 2, 32))
         while True:
             if want >= total:
@@ -393,6 +414,28 @@ class VectorIndex:
             if len(ids) >= k or want >= total:
                 return [(i, best[i]) for i in ids[:k]]
             want = min(total, want * 4)
+
+
+def _nearest_within(
+    matrix: _Matrix, vector: NDArray[np.float32], k: int, within: Collection[str]
+) -> list[tuple[str, float]]:
+    """The `k` notes of `within` nearest to `vector`, scanning only their rows (in row order,
+    so equal scores keep the full scan's order)."""
+    np = _np()
+    spans = sorted(span for span in map(matrix.spans.get, within) if span is not None)
+    if not spans:
+        return []
+    rows = np.concatenate([np.arange(start, stop) for start, stop in spans])
+    scores = matrix.vectors[rows] @ vector
+    ids = [matrix.ids[row] for row in rows.tolist()]
+    best: dict[str, float] = {}
+    for i in np.argsort(-scores, kind="stable").tolist():
+        note_id = ids[i]
+        if note_id not in best:
+            best[note_id] = float(scores[i])
+            if len(best) >= k:
+                break
+    return list(best.items())
 
 
 def by_note(
