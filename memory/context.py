@@ -1,8 +1,9 @@
-"""Index-first context: a compact listing of memories that fits a token budget.
+"""Index-first context: the notes a prompt's recall lists, as compact lines within a budget.
 
 The model first sees ids, types, titles and one-line summaries, and opens a note only when it
-needs the details. `memory/_index.json` holds the same listing for tools that read files
-(Claude Code, Codex); the store keeps it current as notes change.
+needs the details. `memory.loop` assembles these lines (with the brief, past sessions, the
+window and the reminders) into what every front door injects. `memory/_index.json` holds a
+listing for tools that read files (Claude Code, Codex); the store keeps it current.
 
 Token estimate (`_text.estimate_tokens`): each CJK character counts as one token, any other
 text as one token per four characters, rounded up. It errs on the high side for Chinese, so
@@ -11,7 +12,6 @@ a listing never exceeds the budget of a real tokenizer by much.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 from collections.abc import Collection
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from memory.backend import MemoryBackend
 
 INDEX_JSON: Final = "_index.json"
-HEADER: Final = "Memory index (id · type · title — summary; read a note by id for details):"
 SUMMARY_CHARS: Final = 120
 
 
@@ -59,9 +58,9 @@ def select_context_entries(
     scope: str | None = None,
     limit: int = 30,
 ) -> list[ContextEntry]:
-    """The notes a listing would show, most relevant first, within `budget_tokens`
-    (the header counts). `exclude_ids` lets a caller skip notes injected in recent turns."""
-    budget = budget_tokens - _text.estimate_tokens(HEADER) - 1
+    """The notes' lines, most relevant first, within `budget_tokens` (a line and its newline
+    count). `exclude_ids` lets a caller skip notes injected in recent turns."""
+    budget = budget_tokens
     if budget <= 0:
         return []
     if query and query.strip():
@@ -86,48 +85,6 @@ def select_context_entries(
         budget -= cost
         entries.append(ContextEntry(note_id, title, note_type, summary, tags, score, line, cost))
     return entries
-
-
-def render_context(entries: list[ContextEntry]) -> str:
-    if not entries:
-        return ""
-    return "\n".join([HEADER, *(e.line for e in entries)])
-
-
-def build_memory_context(
-    store: MemoryBackend,
-    query: str | None = None,
-    budget_tokens: int = 1500,
-    *,
-    exclude_ids: Collection[str] = (),
-    scope: str | None = None,
-) -> str:
-    """A compact listing of memories (ids, types, titles, one-line summaries) within budget.
-
-    Blocking (SQLite): from async code use `abuild_memory_context`.
-    """
-    return render_context(
-        select_context_entries(store, query, budget_tokens, exclude_ids=exclude_ids, scope=scope)
-    )
-
-
-async def abuild_memory_context(
-    store: MemoryBackend,
-    query: str | None = None,
-    budget_tokens: int = 1500,
-    *,
-    exclude_ids: Collection[str] = (),
-    scope: str | None = None,
-) -> str:
-    """`build_memory_context` on a worker thread, so the event loop never waits on SQLite."""
-    return await asyncio.to_thread(
-        build_memory_context,
-        store,
-        query,
-        budget_tokens,
-        exclude_ids=exclude_ids,
-        scope=scope,
-    )
 
 
 # --- _index.json -----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Index-first context: budgeted listings and `_index.json`."""
+"""Index-first context: budgeted note lines and `_index.json` (the assembled context that users
+get is tested in test_loop.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,7 @@ import pytest
 
 from memory._text import estimate_tokens
 from memory.config import MemoryConfig
-from memory.context import (
-    HEADER,
-    abuild_memory_context,
-    build_memory_context,
-    select_context_entries,
-)
+from memory.context import select_context_entries
 from memory.model import NoteDraft
 from memory.store import MemoryStore
 from tests.memory.corpus import load_corpus
@@ -30,10 +26,11 @@ def corpus(store: MemoryStore) -> dict[str, str]:
 def test_listing_never_exceeds_its_budget(
     store: MemoryStore, corpus: dict[str, str], budget: int, query: str | None
 ) -> None:
-    text = build_memory_context(store, query, budget_tokens=budget)
-    assert estimate_tokens(text) <= budget
+    entries = select_context_entries(store, query, budget_tokens=budget)
+    assert sum(e.tokens for e in entries) <= budget
+    assert all(e.tokens == estimate_tokens(e.line) + 1 for e in entries)
     if budget >= 120:
-        assert text.startswith(HEADER) and text.count("\n- [") >= 1
+        assert entries and all(e.line.startswith(f"- [{e.id}] ") for e in entries)
 
 
 def test_token_estimate_counts_cjk_as_one_token_each() -> None:
@@ -47,8 +44,7 @@ def test_query_puts_the_most_relevant_notes_first(
 ) -> None:
     entries = select_context_entries(store, "修复连接池泄漏", budget_tokens=1500)
     assert entries[0].id == corpus["pool_leak"]
-    text = build_memory_context(store, "修复连接池泄漏")
-    assert text.splitlines()[1].startswith(f"- [{corpus['pool_leak']}] bug · 修复连接池泄漏")
+    assert entries[0].line.startswith(f"- [{corpus['pool_leak']}] bug · 修复连接池泄漏")
 
 
 def test_without_a_query_important_lasting_types_come_first(
@@ -67,21 +63,14 @@ def test_excluded_ids_are_skipped(store: MemoryStore, corpus: dict[str, str]) ->
 
 
 def test_context_does_not_count_as_access(store: MemoryStore, corpus: dict[str, str]) -> None:
-    build_memory_context(store, "连接池")
+    select_context_entries(store, "连接池")
     assert store.get(corpus["pool_leak"]).access_count == 0
 
 
 def test_inactive_notes_stay_out_of_context(store: MemoryStore, corpus: dict[str, str]) -> None:
     store.deprecate(corpus["pool_leak"])
-    assert corpus["pool_leak"] not in build_memory_context(store, "连接池")
-    assert corpus["pool_leak"] not in build_memory_context(store, None)
-
-
-async def test_async_build_runs_off_the_event_loop(
-    store: MemoryStore, corpus: dict[str, str]
-) -> None:
-    text = await abuild_memory_context(store, "JWT", budget_tokens=200)
-    assert corpus["jwt"] in text
+    for query in ("连接池", None):
+        assert corpus["pool_leak"] not in [e.id for e in select_context_entries(store, query)]
 
 
 def test_index_json_lists_every_note_newest_first(config: MemoryConfig) -> None:
