@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import logging.handlers
@@ -44,7 +45,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agent.sessions import SHUTDOWN_STOP, SessionManager
 from bridge._lark import WsRunner, import_lark
@@ -89,6 +90,7 @@ from memory.capture import RedactingFilter
 from settings import Settings
 
 logger = logging.getLogger("bridge.feishu")
+_T = TypeVar("_T")
 
 SearchFn = Callable[[str, int], Awaitable[list[dict[str, Any]]]]
 
@@ -190,7 +192,7 @@ class FeishuBridge:
         if state is None:
             state = BridgeState(state_path or settings.home_dir / "feishu.db")
         self.state: BridgeStateBackend = state
-        self._owner = self.state.owner()  # cached: read on every message, written once
+        self._owner: str | None = None  # read at start, cached: read on every message
         self.pairing_code: str | None = None
         self._pair_failures = 0
         self._bot_open_id: str | None = None
@@ -200,6 +202,10 @@ class FeishuBridge:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lanes: dict[str, _Lane] = {}
         self._control: asyncio.Queue[_Work] = asyncio.Queue()
+        # Messages from the websocket thread, routed one by one in arrival order (routing reads
+        # and writes the bridge's state, which happens in a thread, never on the loop).
+        self._intake: asyncio.Queue[IncomingMessage | _Close] = asyncio.Queue()
+        self._intake_task: asyncio.Task[None] | None = None
         self._control_task: asyncio.Task[None] | None = None
         self._started_at = 0.0
         self._last_event_at: float | None = None
@@ -252,8 +258,10 @@ class FeishuBridge:
                 "could not read the bot's identity (%s); @-mentions are recognised by type only",
                 exc.message,
             )
+        self._owner = await _db(self.state.owner)
         self._control_task = self._loop.create_task(self._control_worker(), name="feishu-control")
-        self._recover()
+        self._intake_task = self._loop.create_task(self._intake_worker(), name="feishu-intake")
+        await self._recover()
         self._outbox_wake = asyncio.Event()
         self._outbox_task = self._loop.create_task(self._outbox_worker(), name="feishu-outbox")
         self._announce_pairing()
@@ -309,6 +317,11 @@ class FeishuBridge:
             stopped = await asyncio.to_thread(self._runner.stop, min(5.0, limit))
             if not stopped:
                 logger.warning("the Feishu websocket thread did not stop in time")
+        if self._intake_task is not None:  # the intake ends before the lanes close
+            self._intake.put_nowait(_Close())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.1)):
+                    await asyncio.shield(self._intake_task)
         tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
         for lane in self._lanes.values():
             lane.queue.put_nowait(_Close())
@@ -323,7 +336,7 @@ class FeishuBridge:
             for scope_key, lane in list(self._lanes.items()):
                 if lane.busy:
                     await self.sessions.interrupt(
-                        self._conversation_id(scope_key), why=SHUTDOWN_STOP
+                        await self._conversation_id(scope_key), why=SHUTDOWN_STOP
                     )
             _, pending = await asyncio.wait(pending, timeout=max(deadline - time.monotonic(), 0.1))
         for task in pending:
@@ -334,7 +347,7 @@ class FeishuBridge:
             self._outbox_task.cancel()
             await asyncio.wait({self._outbox_task}, timeout=5)
         self._lanes.clear()
-        self.state.close()
+        await _db(self.state.close)
         logger.info("Feishu bridge stopped")
         self._detach_log_file()
 
@@ -367,23 +380,30 @@ class FeishuBridge:
         try:
             if loop is None or self._closing:
                 raise RuntimeError("the bridge is shutting down")
-            loop.call_soon_threadsafe(self._route, msg)
+            loop.call_soon_threadsafe(self._intake.put_nowait, msg)
         except RuntimeError:
             # Not handed over: forget it and fail the ack, so Feishu delivers it again later.
             self.state.release(msg.event_id, msg.message_id)
             raise
 
     # --- routing (app loop) ----------------------------------------------------------------------
-    def _route(self, msg: IncomingMessage) -> None:
+    async def _intake_worker(self) -> None:
+        while True:
+            msg = await self._intake.get()
+            if isinstance(msg, _Close):
+                return
+            await self._route(msg)
+
+    async def _route(self, msg: IncomingMessage) -> None:
         try:
-            self._route_message(msg)
-        except Exception:  # a callback's exception would only reach the loop's default handler
+            await self._route_message(msg)
+        except Exception:
             logger.exception("routing %s failed", msg.message_id)
             self._control.put_nowait(
                 _Notice(msg, "Something went wrong before I could start; please send it again.")
             )
 
-    def _route_message(self, msg: IncomingMessage) -> None:
+    async def _route_message(self, msg: IncomingMessage) -> None:
         if self._closing:
             logger.warning("message %s arrived while stopping; not answered", msg.message_id)
             return
@@ -391,7 +411,7 @@ class FeishuBridge:
         if isinstance(command, Pair):
             self._control.put_nowait(_Run(msg, command))
             return
-        match self._access(msg):
+        match await self._access(msg):
             case Refused(reason=reason):
                 logger.info("refused %s in %s: %s", msg.sender_open_id, msg.chat_id, reason)
                 self._control.put_nowait(_Notice(msg, REFUSAL))
@@ -426,16 +446,18 @@ class FeishuBridge:
                     )
                 )
             else:
-                self.state.turn_accepted(msg.message_id, msg.chat_id, message_to_json(msg))
+                await _db(
+                    self.state.turn_accepted, msg.message_id, msg.chat_id, message_to_json(msg)
+                )
                 self._lane(self._scope(msg).key).queue.put_nowait(_Turn(msg))
         elif command.ordered:
             self._lane(self._scope(msg).key).queue.put_nowait(_Run(msg, command))
         else:
             self._control.put_nowait(_Run(msg, command))
 
-    def _access(self, msg: IncomingMessage) -> Granted | Refused | Unpaired:
+    async def _access(self, msg: IncomingMessage) -> Granted | Refused | Unpaired:
         if self._owner is None:  # another instance on the shared database may have paired
-            self._owner = self.state.owner()
+            self._owner = await _db(self.state.owner)
         return check_access(
             msg.sender_open_id,
             msg.chat_id,
@@ -512,7 +534,7 @@ class FeishuBridge:
         match work:
             case _Turn(msg=msg) if msg.message_id in self._recalled:
                 logger.info("%s was recalled while queued; not run", msg.message_id)
-                self.state.turn_finished(msg.message_id)
+                await _db(self.state.turn_finished, msg.message_id)
             case _Turn(msg=msg):
                 if self._closing:
                     # Queued behind a turn at shutdown: a line instead of silence.
@@ -520,31 +542,31 @@ class FeishuBridge:
                         msg,
                         "The server restarted before I got to this message; please send it again.",
                     )
-                    self.state.turn_finished(msg.message_id)
+                    await _db(self.state.turn_finished, msg.message_id)
                 else:
                     await self._run_turn(msg)
             case _Withdraw(msg=msg):
-                await self.sessions.interrupt(self._conversation_id(self._scope(msg).key))
+                await self.sessions.interrupt(await self._conversation_id(self._scope(msg).key))
             case _Notice(msg=msg, text=text):
                 await self._notify(msg, text)
             case _Run(msg=msg, command=command):
                 await self._command(msg, command)
 
     # --- turns -----------------------------------------------------------------------------------
-    def _conversation_id(self, scope_key: str) -> str:
+    async def _conversation_id(self, scope_key: str) -> str:
         """`feishu:<scope>:v<generation>`; /clear starts the scope's next generation."""
-        return f"feishu:{scope_key}:v{self.state.generation(scope_key)}"
+        return f"feishu:{scope_key}:v{await _db(self.state.generation, scope_key)}"
 
     async def _run_turn(self, msg: IncomingMessage) -> None:
         assert self._sender is not None
-        conversation_id = self._conversation_id(self._scope(msg).key)
+        conversation_id = await self._conversation_id(self._scope(msg).key)
         reply = TurnReply(
             self._sender,
             reply_to=msg.message_id,
             key=msg.message_id,
             interval=self.settings.feishu_card_update_interval_seconds,
             open_delay=self.settings.feishu_progress_delay_seconds,
-            on_card=lambda card_id: self.state.turn_card(msg.message_id, card_id),
+            on_card=lambda card_id: _db(self.state.turn_card, msg.message_id, card_id),
         )
         started = time.monotonic()
         try:
@@ -558,7 +580,8 @@ class FeishuBridge:
             if msg.message_id in self._recalled:
                 await reply.withdraw(RECALLED_CARD)
                 return
-            self.state.turn_started(msg.message_id)  # from here a crash cannot simply re-run it
+            # From here a crash cannot simply re-run it.
+            await _db(self.state.turn_started, msg.message_id)
             try:
                 result = await self.sessions.run_agent(
                     prompt,
@@ -593,24 +616,26 @@ class FeishuBridge:
                 pass
             elif not reply.delivered and reply.final is not None:
                 logger.warning("answer to %s goes to the outbox", key)
-                self._defer_answer(msg, reply.final, card_id=reply.card_id)
+                await self._defer_answer(msg, reply.final, card_id=reply.card_id)
             elif reply.pending_from is not None and reply.final is not None:
                 logger.warning("the rest of the answer to %s goes to the outbox", key)
-                self._defer_answer(msg, reply.final, card_id=None, start=reply.pending_from)
+                await self._defer_answer(msg, reply.final, card_id=None, start=reply.pending_from)
             elif reply.card_left_open is not None:
                 card = card_content(escape_card_markdown(ANSWER_BELOW))
-                self._outbox_put("patch", reply.card_left_open, card, key=send_uuid(key, "close"))
+                await self._outbox_put(
+                    "patch", reply.card_left_open, card, key=send_uuid(key, "close")
+                )
             elif (
                 reply.card_id is not None
                 and reply.delivered
                 and elapsed >= self.settings.feishu_push_after_seconds
             ):
                 await self._send(msg, "text", text_content(READY_PUSH), part="ready")
-            self.state.turn_finished(key)
+            await _db(self.state.turn_finished, key)
         except Exception:  # bookkeeping must not take the chat's worker down
             logger.exception("settling the turn of %s failed", msg.message_id)
 
-    def _defer_answer(
+    async def _defer_answer(
         self,
         msg: IncomingMessage,
         cards: list[dict[str, Any]],
@@ -624,12 +649,14 @@ class FeishuBridge:
         unseen is not doubled."""
         for index, card in enumerate(cards[start:], start=start):
             if index == 0 and card_id is not None:
-                self._outbox_put("patch", card_id, card, key=send_uuid(msg.message_id, "close"))
+                await self._outbox_put(
+                    "patch", card_id, card, key=send_uuid(msg.message_id, "close")
+                )
             else:
                 key = send_uuid(msg.message_id, "answer", index)
-                self._outbox_put("reply", msg.message_id, card, key=key)
+                await self._outbox_put("reply", msg.message_id, card, key=key)
 
-    def _outbox_put(
+    async def _outbox_put(
         self,
         op: str,
         target: str,
@@ -646,7 +673,7 @@ class FeishuBridge:
             json.dumps(content, ensure_ascii=False),
             created_at=time.time(),
         )
-        self.state.outbox_put(item)
+        await _db(self.state.outbox_put, item)
         if self._outbox_wake is not None:
             self._outbox_wake.set()
 
@@ -666,7 +693,7 @@ class FeishuBridge:
         """Try every due send once; stop at the first transient failure (the platform is down)."""
         assert self._sender is not None
         now = time.time()
-        for item in self.state.outbox_due(now=now):
+        for item in await _db(functools.partial(self.state.outbox_due, now=now)):
             if now - item.created_at > OUTBOX_KEEP_SECONDS:
                 logger.error(
                     "gave up delivering %s %s: undelivered for %d s",
@@ -674,7 +701,7 @@ class FeishuBridge:
                     item.target,
                     now - item.created_at,
                 )
-                self.state.outbox_done(item.key)
+                await _db(self.state.outbox_done, item.key)
                 continue
             content = json.loads(item.content)
             try:
@@ -691,7 +718,7 @@ class FeishuBridge:
             except FeishuAPIError as exc:
                 if not exc.transient:
                     logger.error("outbox %s to %s dropped: %s", item.op, item.target, exc.message)
-                    self.state.outbox_done(item.key)
+                    await _db(self.state.outbox_done, item.key)
                     continue
                 base = max(self.settings.feishu_delivery_window_seconds, OUTBOX_POLL_SECONDS)
                 delay = min(OUTBOX_MAX_DELAY_SECONDS, base * 2**item.attempts)
@@ -702,20 +729,20 @@ class FeishuBridge:
                     exc.message,
                     delay,
                 )
-                self.state.outbox_retry(item.key, time.time() + delay)
+                await _db(self.state.outbox_retry, item.key, time.time() + delay)
                 return
             logger.info("outbox %s to %s delivered", item.op, item.target)
-            self.state.outbox_done(item.key)
+            await _db(self.state.outbox_done, item.key)
 
-    def _recover(self) -> None:
+    async def _recover(self) -> None:
         """At start: answer or re-run what a crash left, and close its "working" cards."""
         now = time.time()
-        for turn in self.state.unfinished_turns():
+        for turn in await _db(self.state.unfinished_turns):
             try:
                 msg = message_from_json(turn.message)
             except (ValueError, TypeError, KeyError) as exc:
                 logger.warning("unreadable unfinished turn %s dropped: %s", turn.message_id, exc)
-                self.state.turn_finished(turn.message_id)
+                await _db(self.state.turn_finished, turn.message_id)
                 continue
             if turn.card_id is not None:
                 card = card_content(
@@ -723,7 +750,7 @@ class FeishuBridge:
                     title="Interrupted by a restart",
                     template="red",
                 )
-                self._outbox_put(
+                await self._outbox_put(
                     "patch", turn.card_id, card, key=send_uuid(msg.message_id, "close")
                 )
             if turn.stage == "accepted" and now - turn.accepted_at < OUTBOX_KEEP_SECONDS:
@@ -733,14 +760,14 @@ class FeishuBridge:
                 self._lane(self._scope(msg).key).queue.put_nowait(_Turn(msg))
                 continue
             logger.warning("%s was interrupted by a restart; telling the sender", msg.message_id)
-            self._outbox_put(
+            await self._outbox_put(
                 "reply",
                 msg.message_id,
                 text_content(RESTART_NOTICE),
                 key=send_uuid(msg.message_id, "restart"),
                 msg_type="text",
             )
-            self.state.turn_finished(msg.message_id)
+            await _db(self.state.turn_finished, msg.message_id)
 
     def _recall(self, event: Recalled) -> None:
         """A message was recalled: remember it (queued work skips it) and stop its turn."""
@@ -827,12 +854,12 @@ class FeishuBridge:
         if action is not None and await self._refused(msg, action):
             return
         scope = self._scope(msg)
-        conversation_id = self._conversation_id(scope.key)
+        conversation_id = await self._conversation_id(scope.key)
         match command:
             case Pair(code=code):
-                await self._notify(msg, self._pair(msg, code))
+                await self._notify(msg, await self._pair(msg, code))
             case Clear():
-                generation = self.state.bump_generation(scope.key)
+                generation = await _db(self.state.bump_generation, scope.key)
                 await self.sessions.close_conversation(conversation_id, reason="cleared")
                 await self._notify(
                     msg,
@@ -851,7 +878,7 @@ class FeishuBridge:
                     msg, "Stopping the running answer." if stopped else "Nothing is running."
                 )
             case Status():
-                await self._notify_markdown(msg, self._status_text(msg, conversation_id))
+                await self._notify_markdown(msg, await self._status_text(msg, conversation_id))
             case MemorySearch(query=query):
                 await self._notify_markdown(msg, await self._memory_text(query))
             case Help():
@@ -895,7 +922,8 @@ class FeishuBridge:
         stopped = False
         for key, lane in list(self._lanes.items()):
             if lane.busy and lane.current is not None and lane.current.chat_id == chat_id:
-                stopped = await self.sessions.interrupt(self._conversation_id(key)) or stopped
+                conversation_id = await self._conversation_id(key)
+                stopped = await self.sessions.interrupt(conversation_id) or stopped
         return stopped
 
     def _owners(self) -> frozenset[str]:
@@ -924,7 +952,7 @@ class FeishuBridge:
         self._chat_admins[chat_id] = (now + CHAT_ADMINS_TTL_SECONDS, admins)
         return admins
 
-    def _pair(self, msg: IncomingMessage, code: str) -> str:
+    async def _pair(self, msg: IncomingMessage, code: str) -> str:
         settings = self.settings
         if settings.feishu_allowed_users or settings.feishu_allowed_chats:
             return "Pairing is off: access is set by FEISHU_ALLOWED_USERS / FEISHU_ALLOWED_CHATS."
@@ -939,8 +967,8 @@ class FeishuBridge:
                 logger.warning("too many wrong pairing codes; issuing a new one")
                 self._announce_pairing(force=True)
             return "That code is not right. The pairing code is printed in the server log."
-        if not self.state.set_owner(msg.sender_open_id):
-            self._owner = self.state.owner()
+        if not await _db(self.state.set_owner, msg.sender_open_id):
+            self._owner = await _db(self.state.owner)
             return REFUSAL
         self._owner = msg.sender_open_id
         self.pairing_code = None
@@ -979,8 +1007,8 @@ class FeishuBridge:
                 return
             await reply.finish(result.reply, is_error=result.is_error)
 
-    def _status_text(self, msg: IncomingMessage, conversation_id: str) -> str:
-        known = self.sessions.store.get(conversation_id)
+    async def _status_text(self, msg: IncomingMessage, conversation_id: str) -> str:
+        known = await _db(self.sessions.store.get, conversation_id)
         live = self.sessions.live_status(conversation_id)
         lane = self._lanes.get(self._scope(msg).key)
         queued = lane.queue.qsize() if lane else 0
@@ -1054,7 +1082,7 @@ class FeishuBridge:
         except FeishuAPIError as exc:
             if exc.transient:  # the platform is down: the outbox delivers it later
                 logger.warning("answer to %s goes to the outbox: %s", msg.message_id, exc.message)
-                self._outbox_put("reply", msg.message_id, content, key=key, msg_type=msg_type)
+                await self._outbox_put("reply", msg.message_id, content, key=key, msg_type=msg_type)
                 return True
             logger.error("could not answer %s: %s", msg.message_id, exc.message)
             return False
@@ -1085,6 +1113,13 @@ class FeishuBridge:
             logging.getLogger(name).removeHandler(handler)
         with contextlib.suppress(Exception):
             handler.close()
+
+
+async def _db(fn: Callable[..., _T], *args: Any) -> _T:
+    """A call on the bridge's or the conversations' state, in a thread: SQLite may wait for a
+    lock and PostgreSQL is a round trip, and neither may hold up the loop that streams every
+    chat's answer."""
+    return await asyncio.to_thread(fn, *args)
 
 
 def _guess_extension(data: bytes) -> str:

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -84,7 +84,7 @@ class TurnReply:
         interval: float = 0.5,
         open_delay: float = 1.0,
         title: str = "Working…",
-        on_card: Callable[[str], None] | None = None,
+        on_card: Callable[[str], Awaitable[object]] | None = None,
     ) -> None:
         """`on_card(message_id)`: told when the progress card is shown (the bridge records it,
         so a restart after a crash can close it)."""
@@ -192,7 +192,7 @@ class TurnReply:
             )
             self.sent_ids.append(self._card_id)
             if self._on_card is not None:
-                self._on_card(self._card_id)
+                await self._on_card(self._card_id)
         else:
             await self._sender.patch(self._card_id, card)
         self._last_write = time.monotonic()
