@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict
 from memory.clients import EVENT_NAMES, EVENTS, last_assistant_reply, resolve_session_id
 from memory.observations import observe_tool
 from memory.project import ProjectIdentity, identify
+from memory.settings_fields import hook_values
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend
@@ -52,15 +53,6 @@ CONTEXT_EVENTS: Final = frozenset({"session-start", "user-prompt-submit"})
 STORE_EVENTS: Final = frozenset({"session-start", "user-prompt-submit", "session-end"})
 
 DEFAULT_PORT: Final = 8000
-DEFAULT_BUDGETS: Final[dict[str, float]] = {
-    "session-start": 6.0,
-    "user-prompt-submit": 6.0,
-    "post-tool-use": 4.0,
-    "stop": 4.0,
-    "session-end": 20.0,
-    "pre-compact": 4.0,
-}
-"""Seconds of internal budget per event; the installed CLI timeouts are longer (10 s, 30 s)."""
 MAX_STDIN: Final = 8_000_000
 LOG_BYTES: Final = 2_000_000
 
@@ -94,22 +86,6 @@ class HookPayload(TypedDict, total=False):
 # --- settings from the environment ------------------------------------------------------------
 
 
-def memory_home(explicit: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> Path:
-    """`--home`, else `CLAUDE_MEMORY_HOME`, else `~/.claude-memory` (no pydantic-settings: it
-    costs ~0.5 s of imports, and the hooks run on every prompt and tool call)."""
-    raw = os.fspath(explicit) if explicit else environ.get("CLAUDE_MEMORY_HOME") or ""
-    home = Path(raw or "~/.claude-memory").expanduser()
-    return Path(os.path.abspath(home))
-
-
-def _env_float(environ: Mapping[str, str], name: str, default: float) -> float:
-    try:
-        value = float(environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if value > 0 else default
-
-
 @dataclass(frozen=True, slots=True)
 class HookSettings:
     home: Path
@@ -132,28 +108,9 @@ class HookSettings:
         home: str | None = None,
         client: str = "claude-code",
     ) -> HookSettings:
-        try:
-            port = int(environ.get("CLAUDE_MEMORY_PORT") or DEFAULT_PORT)
-        except ValueError:
-            port = DEFAULT_PORT
-        dedup = environ.get("CLAUDE_MEMORY_DEDUP_THRESHOLD")
-        return cls(
-            home=memory_home(home, environ),
-            port=port,
-            token=environ.get("CLAUDE_MEMORY_API_TOKEN") or None,
-            budget=_env_float(
-                environ, "CLAUDE_MEMORY_HOOK_BUDGET", DEFAULT_BUDGETS.get(event, 5.0)
-            ),
-            context_tokens=int(_env_float(environ, "CLAUDE_MEMORY_CONTEXT_BUDGET_TOKENS", 1500)),
-            use_server=environ.get("CLAUDE_MEMORY_HOOK_SERVER", "1").lower()
-            not in ("0", "false", "no", "off"),
-            dedup_threshold=_env_float(environ, "CLAUDE_MEMORY_DEDUP_THRESHOLD", 0.92)
-            if dedup
-            else None,
-            client=client,
-            environ=environ,
-            database_url=(environ.get("CLAUDE_MEMORY_DATABASE_URL") or "").strip() or None,
-        )
+        # One definition of names and defaults, shared with Settings (memory/settings_fields.py);
+        # no pydantic here: it costs ~0.5 s of imports on every prompt and tool call.
+        return cls(**hook_values(event, environ, home=home), client=client, environ=environ)
 
 
 # --- requests ---------------------------------------------------------------------------------
