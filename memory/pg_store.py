@@ -221,6 +221,9 @@ MIGRATIONS: Final[tuple[str, ...]] = (
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
+_EXACT_MAX: Final = 2000
+"""A vector search whose filters leave at most this many notes compares their vectors exactly
+instead of walking the HNSW graph and dropping what fails the filters."""
 _DF_CAP: Final = 5000
 _RANK_BODY: Final = HAYSTACK_CHARS + 200
 """Body characters ranking reads (relevance, coverage and snippets look at the first
@@ -704,11 +707,16 @@ class PostgresNoteVectors:
         k: int,
         *,
         allowed: Callable[[Connection, list[str]], set[str]] | None = None,
+        subset: Callable[[Connection, int], list[str] | None] | None = None,
         conn: Connection | None = None,
     ) -> list[tuple[str, float]]:
         """The `k` notes whose best chunk is nearest to `query` by cosine: [(id, cosine)],
         best first. `allowed(conn, ids)` filters candidates; when it drops too many, the scan
-        widens (HNSW while it can, then exact) until `k` pass or every chunk was seen."""
+        widens (HNSW while it can, then exact) until `k` pass or every chunk was seen.
+
+        Filters first: `subset(conn, most)` returns the ids that pass the filters when there
+        are at most `most` of them (else None); then only their vectors are compared, exactly
+        (what the widening scan ends with when few notes pass)."""
         if k <= 0:
             return []
         with contextlib.ExitStack() as stack:
@@ -721,6 +729,9 @@ class PostgresNoteVectors:
                 return []
             dim = int(row["dim"])
             text = _vector_text(query)
+            within = subset(conn, _EXACT_MAX) if subset is not None else None
+            if within is not None:
+                return self._nearest_within(conn, model, dim, text, k, within)
             want = max(k * 2, 32)
             while True:
                 exact = row["index_name"] is None or want > _HNSW_MAX_EF
@@ -750,6 +761,30 @@ class PostgresNoteVectors:
                 if len(ids) >= k or len(found) < want:
                     return [(i, best[i]) for i in ids[:k]]
                 want *= 4
+
+    @staticmethod
+    def _nearest_within(
+        conn: Connection, model: str, dim: int, text: str, k: int, within: list[str]
+    ) -> list[tuple[str, float]]:
+        """The `k` notes of `within` nearest to the query vector `text`, compared exactly."""
+        if not within:
+            return []
+        found = conn.execute(
+            sql.SQL(
+                "SELECT note_id, embedding <=> %(q)s::vector({dim}) AS distance"
+                " FROM memory_note_vectors WHERE model = %(model)s AND note_id = ANY(%(ids)s)"
+                " ORDER BY distance, note_id, chunk"
+            ).format(dim=sql.SQL(str(dim))),
+            {"q": text, "model": model, "ids": within},
+        ).fetchall()
+        best: dict[str, float] = {}
+        for r in found:
+            distance = float(r["distance"])
+            if not math.isnan(distance) and r["note_id"] not in best:  # zero vectors
+                best[r["note_id"]] = 1.0 - distance
+                if len(best) >= k:
+                    break
+        return list(best.items())
 
 
 def _sequence_value(db: PostgresDatabase, name: str) -> int:
@@ -1525,6 +1560,7 @@ class PostgresMemoryStore:
             semantic.vector,
             self.fusion.vector_depth,
             allowed=lambda c, ids: self._allowed_ids(c, ids, filters),
+            subset=lambda c, most: self._filtered_ids(c, filters, most),
             conn=conn,
         )
         missing = [note_id for note_id, _ in nearest if note_id not in rows]
@@ -1547,6 +1583,19 @@ class PostgresMemoryStore:
             hits = 0 if query is None else self._counts.hits(conn, query.match)
             weights.append(idf(min(hits, _DF_CAP), total))
         return weights
+
+    def _filtered_ids(
+        self, conn: Connection, filters: Filters, most: int
+    ) -> builtins.list[str] | None:
+        """The ids of the notes that pass a narrowing filter (a scope, type, tag or status),
+        when there are at most `most` of them; else None."""
+        if not filters.narrows:
+            return None
+        where, params = _where(filters)
+        found = conn.execute(
+            f"SELECT n.id FROM memory_notes n WHERE {where} LIMIT %s", (*params, most + 1)
+        ).fetchall()
+        return None if len(found) > most else [r["id"] for r in found]
 
     def _allowed_ids(self, conn: Connection, ids: builtins.list[str], filters: Filters) -> set[str]:
         where, params = _where(filters)

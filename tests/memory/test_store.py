@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import sqlite3
 import threading
 import time
@@ -607,3 +608,83 @@ def test_reads_do_not_wait_for_a_long_sync_in_another_thread(store: MemoryStore)
     finally:
         release.set()
         worker.join()
+
+
+_WORDS = [
+    "cache",
+    "pool",
+    "leak",
+    "timeout",
+    "deploy",
+    "token",
+    "session",
+    "queue",
+    "index",
+    "query",
+    "retry",
+    "lock",
+    "thread",
+    "缓存",
+    "连接池",
+    "泄漏",
+    "超时",
+    "部署",
+    "令牌",
+    "会话",
+    "队列",
+    "索引",
+    "查询",
+    "重试",
+]
+
+
+def _fill_scopes(store: MemoryStore, small: int, big: int) -> None:
+    """`small` notes in project:small and `big` in project:big, of varied words."""
+    for n in range(small + big):
+        words = random.Random(n).sample(_WORDS, 8)
+        scope = "project:small" if n < small else "project:big"
+        store.save(NoteDraft(content=f"note {n}: {' '.join(words)} n{n}x", scope=scope))
+
+
+def test_a_narrow_filter_ranks_the_same_keyword_rows_first_or_last(store: MemoryStore) -> None:
+    from memory.index import Filters, fts_rows
+    from memory.search import parse_query
+
+    _fill_scopes(store, 12, 150)
+    conn = store.index.conn()
+    for scope, kind in [("project:small", None), ("project:big", None), (None, "bug")]:
+        filters = Filters.for_search(kind, scope, None, include_inactive=False, now_ts=time.time())
+        for query in ["cache", "连接池 超时", "leak queue -lock", "索引"]:
+            match = parse_query(query).fts()
+            late = fts_rows(conn, match, filters, 10, 100)
+            first = fts_rows(conn, match, filters, 10, 100, filters_first=True)
+            assert [(r["id"], r["bm25"]) for r in first] == [(r["id"], r["bm25"]) for r in late]
+
+
+def test_a_narrow_filter_scans_only_its_vectors_and_finds_the_same(store: MemoryStore) -> None:
+    pytest.importorskip("numpy")
+    from memory.embeddings import HashingEncoder
+
+    encoder = HashingEncoder()
+    store.attach_encoder(encoder)
+    _fill_scopes(store, 12, 150)
+    store.sync_vectors()
+    small = {n.id for n in store.iter_notes() if n.scope in ("project:small", "user")}
+    asked: list[int] = []
+
+    def subset(most: int) -> list[str]:
+        asked.append(most)
+        return sorted(small)
+
+    for query in ["cache pool", "连接池 泄漏", "deploy token n3x"]:
+        vector = encoder.encode([query], "query")[0]
+        k = len(small)
+        late = store.vectors.search(encoder.name, vector, k, allowed=lambda ids: small & set(ids))
+        first = store.vectors.search(encoder.name, vector, k, subset=subset)
+        # equal scores may come in another order (the full scan's partition does not keep
+        # the row order; the narrow scan does)
+        assert set(first) == set(late) and len(first) == k
+        assert [score for _, score in first] == [score for _, score in late]
+    assert asked and all(most >= len(small) for most in asked)
+    hits = store.search_detailed("cache pool", scope="project:small").hits
+    assert hits and {h.scope for h in hits} <= {"project:small", "user"}

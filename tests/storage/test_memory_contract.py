@@ -551,3 +551,37 @@ def test_notes_saved_with_an_encoder_are_embedded_on_save(open_store: Open) -> N
     assert store.vectors.models() == {other.name: 2}
     assert store.reset_vectors() == {"cleared": True, "pending": 2}
     assert not store.vectors.has_any()
+
+
+def test_a_scoped_hybrid_search_among_many_other_notes_finds_its_own(store: MemoryBackend) -> None:
+    # few notes pass the scope: both stores rank only those (docs/search.md, filters first)
+    pytest.importorskip("numpy")
+    encoder = HashingEncoder()
+    store.attach_encoder(encoder)
+    words = [
+        "cache",
+        "pool",
+        "leak",
+        "timeout",
+        "deploy",
+        "token",
+        "session",
+        "queue",
+        "缓存",
+        "连接池",
+        "泄漏",
+        "超时",
+        "部署",
+    ]
+    for n in range(120):
+        content = " ".join(words[(n + i) % len(words)] for i in range(5)) + f" other{n}"
+        save(store, content, scope="project:big")
+    target = save(store, "Redis session tokens expire after an hour", scope="project:small")
+    pool = save(store, "连接池 大小 设为 二十", scope="project:small")
+    embed_pending(store, encoder)
+    for mode in ("hybrid", "vector", "keyword"):
+        outcome = store.search_detailed("session tokens", scope="project:small", mode=mode)
+        assert outcome.mode == mode
+        assert outcome.hits[0].id == target
+        assert {h.scope for h in outcome.hits} <= {"project:small", "user"}
+    assert ids(store, "连接池", scope="project:small")[0] == pool
