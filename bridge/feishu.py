@@ -39,6 +39,7 @@ import logging
 import logging.handlers
 import re
 import secrets
+import socket
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -105,6 +106,8 @@ _INTERRUPT_RESERVE = 5.0  # seconds kept at shutdown to interrupt turns and writ
 _SAFE_NAME = re.compile(r"[^\w.\-]+")
 # The outbox keeps a send for at most this long: inside Feishu's 1 h uuid window, so a send that
 # did arrive unseen is never doubled.
+ALIVE_EVERY_SECONDS = 30.0  # how often this instance says it is alive in the bridge's state
+INSTANCE_DEAD_SECONDS = 120.0  # an instance silent this long left its turns to be recovered
 OUTBOX_KEEP_SECONDS = 3300.0
 OUTBOX_POLL_SECONDS = 5.0
 OUTBOX_MAX_DELAY_SECONDS = 300.0
@@ -193,6 +196,8 @@ class FeishuBridge:
             state = BridgeState(state_path or settings.home_dir / "feishu.db")
         self.state: BridgeStateBackend = state
         self._owner: str | None = None  # read at start, cached: read on every message
+        self._instance = ""  # this instance's id in a shared state (see `_instance_id`)
+        self._alive_at = 0.0
         self.pairing_code: str | None = None
         self._pair_failures = 0
         self._bot_open_id: str | None = None
@@ -259,6 +264,8 @@ class FeishuBridge:
                 exc.message,
             )
         self._owner = await _db(self.state.owner)
+        self._instance = await asyncio.to_thread(_instance_id, settings.home_dir)
+        await _db(self.state.alive, self._instance)
         self._control_task = self._loop.create_task(self._control_worker(), name="feishu-control")
         self._intake_task = self._loop.create_task(self._intake_worker(), name="feishu-intake")
         await self._recover()
@@ -447,7 +454,10 @@ class FeishuBridge:
                 )
             else:
                 await _db(
-                    self.state.turn_accepted, msg.message_id, msg.chat_id, message_to_json(msg)
+                    functools.partial(self.state.turn_accepted, owner=self._instance),
+                    msg.message_id,
+                    msg.chat_id,
+                    message_to_json(msg),
                 )
                 self._lane(self._scope(msg).key).queue.put_nowait(_Turn(msg))
         elif command.ordered:
@@ -681,6 +691,9 @@ class FeishuBridge:
         assert self._outbox_wake is not None
         while True:
             try:
+                if time.monotonic() - self._alive_at > ALIVE_EVERY_SECONDS:
+                    await _db(self.state.alive, self._instance)
+                    self._alive_at = time.monotonic()
                 await self._outbox_round()
             except Exception:  # a state or network surprise; the next round tries again
                 logger.exception("outbox round failed")
@@ -737,7 +750,14 @@ class FeishuBridge:
     async def _recover(self) -> None:
         """At start: answer or re-run what a crash left, and close its "working" cards."""
         now = time.time()
-        for turn in await _db(self.state.unfinished_turns):
+        # Only this instance's turns, and those of instances no longer alive: on a shared
+        # database another instance may be answering the rest right now.
+        unfinished = functools.partial(
+            self.state.unfinished_turns,
+            owner=self._instance,
+            dead_before=now - INSTANCE_DEAD_SECONDS,
+        )
+        for turn in await _db(unfinished):
             try:
                 msg = message_from_json(turn.message)
             except (ValueError, TypeError, KeyError) as exc:
@@ -1113,6 +1133,22 @@ class FeishuBridge:
             logging.getLogger(name).removeHandler(handler)
         with contextlib.suppress(Exception):
             handler.close()
+
+
+def _instance_id(home: Path) -> str:
+    """This instance's id, kept in the home: a restart is the same instance (it recovers its own
+    unfinished turns at once); another home on the same database is another instance."""
+    path = home / "run" / "feishu-instance"
+    try:
+        known = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        known = ""
+    if known:
+        return known
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    made = f"{socket.gethostname()}-{secrets.token_hex(6)}"
+    path.write_text(made, encoding="utf-8")
+    return made
 
 
 async def _db(fn: Callable[..., _T], *args: Any) -> _T:

@@ -67,6 +67,15 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX outbox_by_due ON outbox(next_at);
     """,
+    # Several instances may share the state (PostgreSQL): each turn names the instance that
+    # runs it, and instances say they are alive, so a start recovers only what a dead one left.
+    """
+    ALTER TABLE turns ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    CREATE TABLE instances (
+        id TEXT PRIMARY KEY,
+        seen_at REAL NOT NULL
+    );
+    """,
 )
 
 TurnStage = Literal["accepted", "started"]
@@ -135,9 +144,19 @@ class BridgeStateBackend(Protocol):
         ...
 
     def turn_accepted(
-        self, message_id: str, chat_id: str, message: str, *, now: float | None = None
+        self,
+        message_id: str,
+        chat_id: str,
+        message: str,
+        *,
+        now: float | None = None,
+        owner: str = "",
     ) -> None:
-        """A message was queued for a turn (stage `accepted`)."""
+        """A message was queued for a turn (stage `accepted`) by instance `owner`."""
+        ...
+
+    def alive(self, instance: str, *, now: float | None = None) -> None:
+        """Instance `instance` is running (a heartbeat)."""
         ...
 
     def turn_started(self, message_id: str) -> None:
@@ -152,8 +171,12 @@ class BridgeStateBackend(Protocol):
         """The message got its answer (or a notice); forget it."""
         ...
 
-    def unfinished_turns(self) -> list[PendingTurn]:
-        """Turns accepted and never finished, oldest first."""
+    def unfinished_turns(
+        self, *, owner: str | None = None, dead_before: float | None = None
+    ) -> list[PendingTurn]:
+        """Turns accepted and never finished, oldest first. With `owner`: only that instance's,
+        those of no instance, and those of instances last alive before `dead_before` (the
+        others are still being answered elsewhere)."""
         ...
 
     def outbox_put(self, item: OutboxItem) -> None:
@@ -256,13 +279,27 @@ class BridgeState:
 
     # --- turns in flight -------------------------------------------------------------------------
     def turn_accepted(
-        self, message_id: str, chat_id: str, message: str, *, now: float | None = None
+        self,
+        message_id: str,
+        chat_id: str,
+        message: str,
+        *,
+        now: float | None = None,
+        owner: str = "",
     ) -> None:
         with self._db.write() as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO turns(message_id, chat_id, message, stage, accepted_at) "
-                "VALUES (?, ?, ?, 'accepted', ?)",
-                (message_id, chat_id, message, time.time() if now is None else now),
+                "INSERT OR IGNORE INTO turns(message_id, chat_id, message, stage, accepted_at, "
+                "owner) VALUES (?, ?, ?, 'accepted', ?, ?)",
+                (message_id, chat_id, message, time.time() if now is None else now, owner),
+            )
+
+    def alive(self, instance: str, *, now: float | None = None) -> None:
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT INTO instances(id, seen_at) VALUES (?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET seen_at = excluded.seen_at",
+                (instance, time.time() if now is None else now),
             )
 
     def turn_started(self, message_id: str) -> None:
@@ -277,10 +314,15 @@ class BridgeState:
         with self._db.write() as conn:
             conn.execute("DELETE FROM turns WHERE message_id = ?", (message_id,))
 
-    def unfinished_turns(self) -> list[PendingTurn]:
+    def unfinished_turns(
+        self, *, owner: str | None = None, dead_before: float | None = None
+    ) -> list[PendingTurn]:
         rows = self._db.read(
-            "SELECT message_id, chat_id, message, stage, card_id, accepted_at FROM turns "
-            "ORDER BY accepted_at, rowid"
+            "SELECT t.message_id, t.chat_id, t.message, t.stage, t.card_id, t.accepted_at "
+            "FROM turns t LEFT JOIN instances i ON i.id = t.owner "
+            "WHERE ? IS NULL OR t.owner IN ('', ?) OR i.seen_at IS NULL OR i.seen_at < ? "
+            "ORDER BY t.accepted_at, t.rowid",
+            (owner, owner, dead_before if dead_before is not None else float("inf")),
         )
         return [PendingTurn(str(r[0]), str(r[1]), str(r[2]), r[3], r[4], float(r[5])) for r in rows]
 

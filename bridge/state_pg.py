@@ -62,6 +62,14 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX feishu_outbox_by_due ON feishu_outbox(next_at);
     """,
+    # Which instance runs a turn, and which instances are alive (see bridge/state.py).
+    """
+    ALTER TABLE feishu_turns ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    CREATE TABLE feishu_instances (
+        id TEXT PRIMARY KEY,
+        seen_at DOUBLE PRECISION NOT NULL
+    );
+    """,
 )
 
 
@@ -139,13 +147,27 @@ class PostgresBridgeState:
 
     # --- turns in flight -------------------------------------------------------------------------
     def turn_accepted(
-        self, message_id: str, chat_id: str, message: str, *, now: float | None = None
+        self,
+        message_id: str,
+        chat_id: str,
+        message: str,
+        *,
+        now: float | None = None,
+        owner: str = "",
     ) -> None:
         with self._db.connection() as conn:
             conn.execute(
-                "INSERT INTO feishu_turns(message_id, chat_id, message, stage, accepted_at)"
-                " VALUES (%s, %s, %s, 'accepted', %s) ON CONFLICT (message_id) DO NOTHING",
-                (message_id, chat_id, message, time.time() if now is None else now),
+                "INSERT INTO feishu_turns(message_id, chat_id, message, stage, accepted_at, owner)"
+                " VALUES (%s, %s, %s, 'accepted', %s, %s) ON CONFLICT (message_id) DO NOTHING",
+                (message_id, chat_id, message, time.time() if now is None else now, owner),
+            )
+
+    def alive(self, instance: str, *, now: float | None = None) -> None:
+        with self._db.connection() as conn:
+            conn.execute(
+                "INSERT INTO feishu_instances(id, seen_at) VALUES (%s, %s)"
+                " ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at",
+                (instance, time.time() if now is None else now),
             )
 
     def turn_started(self, message_id: str) -> None:
@@ -164,10 +186,15 @@ class PostgresBridgeState:
         with self._db.connection() as conn:
             conn.execute("DELETE FROM feishu_turns WHERE message_id = %s", (message_id,))
 
-    def unfinished_turns(self) -> list[PendingTurn]:
+    def unfinished_turns(
+        self, *, owner: str | None = None, dead_before: float | None = None
+    ) -> list[PendingTurn]:
         rows = self._db.fetch(
-            "SELECT message_id, chat_id, message, stage, card_id, accepted_at FROM feishu_turns"
-            " ORDER BY accepted_at, seq"
+            "SELECT t.message_id, t.chat_id, t.message, t.stage, t.card_id, t.accepted_at"
+            " FROM feishu_turns t LEFT JOIN feishu_instances i ON i.id = t.owner"
+            " WHERE %s::text IS NULL OR t.owner IN ('', %s) OR i.seen_at IS NULL"
+            " OR i.seen_at < %s ORDER BY t.accepted_at, t.seq",
+            (owner, owner, dead_before if dead_before is not None else float("inf")),
         )
         return [
             PendingTurn(

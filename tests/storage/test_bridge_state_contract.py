@@ -152,6 +152,24 @@ def test_a_turn_in_flight_is_remembered_until_it_is_finished(open_state: Open) -
     assert again.unfinished_turns() == []
 
 
+def test_a_start_recovers_only_its_own_turns_and_those_of_dead_instances(
+    open_state: Open,
+) -> None:
+    # Two instances on one database: a starting instance must not answer (or call
+    # interrupted) a turn that another, living instance is running right now.
+    state = open_state()
+    state.alive("alive", now=1000)
+    state.alive("dead", now=100)
+    state.alive("me", now=1000)
+    for message_id, owner in (("a", "alive"), ("d", "dead"), ("m", "me"), ("o", "")):
+        state.turn_accepted(message_id, "chat", "{}", now=50, owner=owner)
+    mine = state.unfinished_turns(owner="me", dead_before=1000 - 120)
+    assert [t.message_id for t in mine] == ["d", "m", "o"]
+    assert [t.message_id for t in state.unfinished_turns()] == ["a", "d", "m", "o"]
+    state.alive("alive", now=2000)  # a heartbeat moves an instance's time on
+    assert "a" not in [t.message_id for t in state.unfinished_turns(owner="x", dead_before=1900)]
+
+
 def test_the_outbox_keeps_a_send_once_until_it_is_delivered(open_state: Open) -> None:
     from bridge.state import OutboxItem
 

@@ -130,7 +130,8 @@ async def test_the_same_feishu_event_reaching_two_instances_is_answered_once(
             await wait_until(lambda: len(fake_feishu.acks) == 3)
             probe = fake_feishu.push_text("/status")  # B answers what is new to it
             await wait_answer(fake_feishu, message_id(probe))
-    assert len(fake_feishu.replies_to(message_id(event))) == 1
+    replies = fake_feishu.replies_to(message_id(event))
+    assert len(replies) == 1, [(r.msg_type, r.text[:200]) for r in replies]
     assert len(fake_model.requests_for("count me once")) == 1
     assert {a.code for a in fake_feishu.acks} == {200}
 
