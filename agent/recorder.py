@@ -43,13 +43,11 @@ class MemoryRecorder:
         pending: PendingStore,
         *,
         summarizer: Summarizer | None,
-        on_closed: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         self.episodes = episodes
         self.pending = pending
         self.summarizer = summarizer
-        self.on_closed = on_closed
         self._locks: dict[str, asyncio.Lock] = {}
 
     def _lock(self, conversation_id: str) -> asyncio.Lock:
@@ -97,5 +95,3 @@ class MemoryRecorder:
                 reason,
                 "summarized" if summary else "no summary",
             )
-        if self.on_closed is not None:
-            self.on_closed(conversation_id)
