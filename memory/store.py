@@ -929,12 +929,13 @@ class MemoryStore:
         rows = []
         # a scope of a few notes: rank only its matches (docs/search.md, "Filters first")
         first = few_pass(conn, filters)
+        fts_cap = self._ranking_cap(parsed) if first else cap
         if len(parsed.terms) > 1:
             # Notes with every word first: far fewer rows to rank than the OR of common words.
             match = parsed.fts(require_all=True)
-            rows = fts_rows(conn, match, filters, pool, cap, filters_first=first)
+            rows = fts_rows(conn, match, filters, pool, fts_cap, filters_first=first)
         if len(rows) < limit:
-            rows = fts_rows(conn, parsed.fts(), filters, pool, cap, filters_first=first)
+            rows = fts_rows(conn, parsed.fts(), filters, pool, fts_cap, filters_first=first)
         candidates = [Candidate(r, float(r["bm25"])) for r in rows]
         trigram = parsed.trigram()
         if len(candidates) < limit and trigram:
@@ -983,27 +984,50 @@ class MemoryStore:
         whole index, whatever the filters. The counts are kept until the index changes (its
         generation): common words come back in most searches, and counting one walks up to
         `_DF_CAP` matches."""
-        conn = self.index.conn()
+        counts = self._counts()
+        if "" not in counts:
+            counts[""] = self.index.count()
+        total = max(counts[""], 1)
+        return [idf(found, total) for found in self._doc_freqs_of(parsed)]
+
+    def _counts(self) -> dict[str, int]:
+        """The kept note counts, emptied when the index changed."""
         generation = self.index.generation()
         known, counts = self._doc_freqs
         if known != generation or len(counts) > _DF_CACHE:
             counts = {}
             self._doc_freqs = (generation, counts)
-        if "" not in counts:
-            counts[""] = self.index.count()
-        total = max(counts[""], 1)
-        weights = []
+        return counts
+
+    def _doc_freqs_of(self, parsed: ParsedQuery) -> builtins.list[int]:
+        """How many notes hold each query word (counted up to `_DF_CAP`, kept)."""
+        counts = self._counts()
+        found = []
         for term in parsed.terms:
-            found = counts.get(term.fts)
-            if found is None:
-                row = conn.execute(
-                    "SELECT count(*) FROM (SELECT 1 FROM notes_fts WHERE notes_fts MATCH ?"
-                    " LIMIT ?)",
-                    (term.fts, _DF_CAP),
-                ).fetchone()
-                found = counts[term.fts] = int(row[0])
-            weights.append(idf(found, total))
-        return weights
+            count = counts.get(term.fts)
+            if count is None:
+                row = (
+                    self.index.conn()
+                    .execute(
+                        "SELECT count(*) FROM (SELECT 1 FROM notes_fts WHERE notes_fts MATCH ?"
+                        " LIMIT ?)",
+                        (term.fts, _DF_CAP),
+                    )
+                    .fetchone()
+                )
+                count = counts[term.fts] = int(row[0])
+            found.append(count)
+        return found
+
+    def _ranking_cap(self, parsed: ParsedQuery) -> int:
+        """`max_ranked_matches`, or 0 when the query's words are in fewer notes than that
+        all together (their kept counts tell; the same counts weigh hybrid results): then
+        the cap cannot apply, and finding its floor would walk every match."""
+        cap = self.config.max_ranked_matches
+        found = self._doc_freqs_of(parsed)
+        if cap > 0 and all(n < _DF_CAP for n in found) and sum(found) <= cap:
+            return 0
+        return cap
 
     def _filtered_ids(self, filters: Filters, most: int) -> builtins.list[str] | None:
         """The ids of the notes that pass a narrowing filter (a scope, type, tag or status),

@@ -565,6 +565,18 @@ def test_very_common_words_rank_only_the_most_recent_matches(config: MemoryConfi
         assert search_ids(store, "unique1") == [ids[1]]  # rare words are not affected
 
 
+def test_the_match_cap_applies_before_a_scope_filter(config: MemoryConfig) -> None:
+    capped = MemoryConfig.for_home(config.root.parent, max_ranked_matches=3)
+    with MemoryStore.open(capped) as store:
+        ids = [
+            store.save(NoteDraft(content=f"common word rare{i}", scope=f"project:p{i % 2}")).id
+            for i in range(6)
+        ]
+        # the newest 3 matches of the whole index are 3, 4 and 5; of those, 4 is in p0
+        assert search_ids(store, "common", scope="project:p0") == [ids[4]]
+        assert search_ids(store, "rare2", scope="project:p0") == [ids[2]]
+
+
 def test_open_without_sync_still_checks_returned_files(config: MemoryConfig) -> None:
     with MemoryStore.open(config) as store:
         result = store.save(NoteDraft(content="Hooks open the store quickly: lemur."))
