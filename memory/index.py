@@ -548,7 +548,7 @@ class Index:
 
 
 PREFILTER_MAX: Final = 5000
-"""Most notes a filter may leave for searches to find them first (`few_pass`)."""
+"""Most notes a filter may leave for searches to find them first (`narrowed`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -672,16 +672,33 @@ def _rowid_floor(
     return 0 if row is None else int(row[0])
 
 
-def few_pass(conn: sqlite3.Connection, filters: Filters, most: int = PREFILTER_MAX) -> bool:
-    """Whether the filters narrow the notes (a scope, type, tag or status) to at most `most`:
-    then searches find those notes first and rank only matches among them."""
+@dataclass(frozen=True, slots=True)
+class Narrowed:
+    """The notes a narrowing filter leaves, when they are few enough to be found first."""
+
+    ids: tuple[str, ...]
+    low: int
+    """Their smallest rowid (0 when none)."""
+    high: int
+    """Their largest rowid (-1 when none)."""
+
+
+def narrowed(
+    conn: sqlite3.Connection, filters: Filters, most: int = PREFILTER_MAX
+) -> Narrowed | None:
+    """The notes that pass filters which narrow (a scope, type, tag or status), when they
+    are at most `most` (one query, stopping at `most + 1`); else None. Searches then rank
+    only matches among them (docs/search.md, "Filters first")."""
     if not filters.narrows:
-        return False
+        return None
     where, params = filters.sql()
-    row = conn.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM notes n WHERE {where} LIMIT ?)", [*params, most + 1]
-    ).fetchone()
-    return int(row[0]) <= most
+    rows = conn.execute(
+        f"SELECT n.nid, n.id FROM notes n WHERE {where} LIMIT ?", [*params, most + 1]
+    ).fetchall()
+    if len(rows) > most:
+        return None
+    nids = [int(r[0]) for r in rows]
+    return Narrowed(tuple(r[1] for r in rows), min(nids, default=0), max(nids, default=-1))
 
 
 def fts_rows(
@@ -691,27 +708,25 @@ def fts_rows(
     limit: int,
     cap: int = 0,
     *,
-    filters_first: bool = False,
+    first: Narrowed | None = None,
 ) -> list[sqlite3.Row]:
     """Best BM25 matches of an FTS expression (bm25 < 0; lower is better).
 
     With `cap`, only the newest `cap` matches (by rowid, i.e. most recently indexed) are
     ranked: BM25 costs ~1 µs per matching row, and a very common word can match most notes.
-    `filters_first` (few notes pass the filters, `few_pass`): FTS5 walks the matches and
-    computes BM25 only for the rows of those notes (its statistics stay the whole index's,
-    so the scores are the same). Else ranks inside FTS and joins only the best `4 x limit`
+    `first` (the few notes that pass the filters, `narrowed`): FTS5 walks the matches within
+    their rowids and computes BM25 only for their rows (its statistics stay the whole
+    index's, so the scores are the same). Else ranks inside FTS and joins only the best `4 x limit`
     rows (fast); when filters leave fewer than `limit` of those, ranks every (capped) match
     that passes the filters."""
     where, params = filters.sql()
     cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
     inner = f" SELECT rowid, bm25(notes_fts, {BM25_WEIGHTS}) AS bm25 FROM notes_fts"
     inner += " WHERE notes_fts MATCH ? AND rowid >= ?"
-    if filters_first and where != "1":
-        low, high = conn.execute(
-            f"SELECT min(n.nid), max(n.nid) FROM notes n WHERE {where}", params
-        ).fetchone()
-        if low is None:
+    if first is not None and where != "1":
+        if not first.ids:
             return []
+        low, high = first.low, first.high
         floor = _rowid_floor(conn, "notes_fts", match, cap, low) if cap > 0 else 0
         # `+rowid`: a filter on the walk, not a rowid lookup per note (each lookup would
         # restart the query and recount BM25's statistics)

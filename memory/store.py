@@ -63,11 +63,12 @@ from memory.index import (
     Entry,
     Filters,
     Index,
+    Narrowed,
     count_rows,
-    few_pass,
     fts_rows,
     list_rows,
     make_entry,
+    narrowed,
     trigram_rows,
 )
 from memory.model import (
@@ -928,14 +929,14 @@ class MemoryStore:
         cap = self.config.max_ranked_matches
         rows = []
         # a scope of a few notes: rank only its matches (docs/search.md, "Filters first")
-        first = few_pass(conn, filters)
-        fts_cap = self._ranking_cap(parsed) if first else cap
+        first = narrowed(conn, filters)
+        fts_cap = self._ranking_cap(parsed) if first is not None else cap
         if len(parsed.terms) > 1:
             # Notes with every word first: far fewer rows to rank than the OR of common words.
             match = parsed.fts(require_all=True)
-            rows = fts_rows(conn, match, filters, pool, fts_cap, filters_first=first)
+            rows = fts_rows(conn, match, filters, pool, fts_cap, first=first)
         if len(rows) < limit:
-            rows = fts_rows(conn, parsed.fts(), filters, pool, fts_cap, filters_first=first)
+            rows = fts_rows(conn, parsed.fts(), filters, pool, fts_cap, first=first)
         candidates = [Candidate(r, float(r["bm25"])) for r in rows]
         trigram = parsed.trigram()
         if len(candidates) < limit and trigram:
@@ -944,7 +945,7 @@ class MemoryStore:
             candidates += [Candidate(r, None) for r in extra if r["nid"] not in seen]
         found = semantic() if semantic is not None else None
         if found is not None:
-            return self._rank_hybrid(parsed, candidates, filters, limit, now_ts, found)
+            return self._rank_hybrid(parsed, candidates, filters, limit, now_ts, found, first)
         ranked = keyword_ranking(parsed, candidates, now_ts, self.config.ranking, limit)
         return [_ranked(s.row, s.score, s.parts, parsed) for s in ranked]
 
@@ -962,9 +963,13 @@ class MemoryStore:
         limit: int,
         now_ts: float,
         semantic: QueryVector,
+        first: Narrowed | None = None,
     ) -> builtins.list[_Ranked]:
         """Keyword candidates and the notes nearest by vector, fused (`memory.hybrid`), then
-        scored like keyword results with the fused relevance."""
+        scored like keyword results with the fused relevance. `first`: the few notes that
+        pass the filters (`narrowed`; found here when not given)."""
+        if first is None:
+            first = narrowed(self.index.conn(), filters)
         side = keyword_side(parsed, candidates, lambda: self._term_weights(parsed))
         rows: dict[str, sqlite3.Row] = dict(side.rows)
         nearest = self.vectors.search(
@@ -972,7 +977,7 @@ class MemoryStore:
             semantic.vector,
             self.fusion.vector_depth,
             allowed=lambda ids: self._allowed_ids(ids, filters),
-            subset=lambda most: self._filtered_ids(filters, most),
+            subset=lambda most: first.ids if first is not None and len(first.ids) <= most else None,
         )
         extra = self._rows_by_id([note_id for note_id, _ in nearest if note_id not in rows])
         rows.update({r["id"]: r for r in without_excluded(parsed, builtins.list(extra.values()))})
@@ -1028,19 +1033,6 @@ class MemoryStore:
         if cap > 0 and all(n < _DF_CAP for n in found) and sum(found) <= cap:
             return 0
         return cap
-
-    def _filtered_ids(self, filters: Filters, most: int) -> builtins.list[str] | None:
-        """The ids of the notes that pass a narrowing filter (a scope, type, tag or status),
-        when there are at most `most` of them; else None."""
-        if not filters.narrows or most <= 0:
-            return None
-        where, params = filters.sql()
-        rows = (
-            self.index.conn()
-            .execute(f"SELECT n.id FROM notes n WHERE {where} LIMIT ?", [*params, most + 1])
-            .fetchall()
-        )
-        return None if len(rows) > most else [r[0] for r in rows]
 
     def _allowed_ids(self, ids: builtins.list[str], filters: Filters) -> set[str]:
         where, params = filters.sql()

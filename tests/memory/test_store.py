@@ -659,7 +659,7 @@ def _fill_scopes(store: MemoryStore, small: int, big: int) -> None:
 
 
 def test_a_narrow_filter_ranks_the_same_keyword_rows_first_or_last(store: MemoryStore) -> None:
-    from memory.index import Filters, fts_rows
+    from memory.index import Filters, fts_rows, narrowed
     from memory.search import parse_query
 
     _fill_scopes(store, 12, 150)
@@ -669,7 +669,7 @@ def test_a_narrow_filter_ranks_the_same_keyword_rows_first_or_last(store: Memory
         for query in ["cache", "连接池 超时", "leak queue -lock", "索引"]:
             match = parse_query(query).fts()
             late = fts_rows(conn, match, filters, 10, 100)
-            first = fts_rows(conn, match, filters, 10, 100, filters_first=True)
+            first = fts_rows(conn, match, filters, 10, 100, first=narrowed(conn, filters))
             assert [(r["id"], r["bm25"]) for r in first] == [(r["id"], r["bm25"]) for r in late]
 
 
