@@ -751,16 +751,27 @@ def fts_rows(
 
 
 def trigram_rows(
-    conn: sqlite3.Connection, match: str, filters: Filters, limit: int, cap: int = 0
+    conn: sqlite3.Connection,
+    match: str,
+    filters: Filters,
+    limit: int,
+    cap: int = 0,
+    *,
+    first: Narrowed | None = None,
 ) -> list[sqlite3.Row]:
     """Notes whose identifiers contain the query's identifiers as substrings (newest first;
-    with `cap`, among the newest `cap` matches only)."""
+    with `cap`, among the newest `cap` matches only). `first`: the few notes that pass the
+    filters (`narrowed`): only matches within their rowids are read."""
     where, params = filters.sql()
     cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
-    floor = _rowid_floor(conn, "notes_tri", match, cap) if cap > 0 else 0
+    low, high = (first.low, first.high) if first is not None else (0, -1)
+    if first is not None and not first.ids:
+        return []
+    floor = _rowid_floor(conn, "notes_tri", match, cap, low) if cap > 0 else 0
+    span = " AND rowid <= ?" if first is not None else ""
     return conn.execute(
         f"SELECT {cols} FROM notes n WHERE n.nid IN (SELECT rowid FROM notes_tri"
-        f" WHERE notes_tri MATCH ? AND rowid >= ?) AND {where}"
+        f" WHERE notes_tri MATCH ? AND rowid >= ?{span}) AND {where}"
         f" ORDER BY n.updated_ts DESC, n.id LIMIT ?",
-        [match, floor, *params, limit],
+        [match, max(floor, low), *([high] if first is not None else []), *params, limit],
     ).fetchall()

@@ -941,7 +941,8 @@ class MemoryStore:
         trigram = parsed.trigram()
         if len(candidates) < limit and trigram:
             seen = {r["nid"] for r in rows}
-            extra = without_excluded(parsed, trigram_rows(conn, trigram, filters, pool, cap))
+            found_tri = trigram_rows(conn, trigram, filters, pool, cap, first=first)
+            extra = without_excluded(parsed, found_tri)
             candidates += [Candidate(r, None) for r in extra if r["nid"] not in seen]
         found = semantic() if semantic is not None else None
         if found is not None:

@@ -655,15 +655,16 @@ def _fill_scopes(store: MemoryStore, small: int, big: int) -> None:
     for n in range(small + big):
         words = random.Random(n).sample(_WORDS, 8)
         scope = "project:small" if n < small else "project:big"
-        store.save(NoteDraft(content=f"note {n}: {' '.join(words)} n{n}x", scope=scope))
+        store.save(NoteDraft(content=f"note {n}: {' '.join(words)} pool_size_{n}", scope=scope))
 
 
 def test_a_narrow_filter_ranks_the_same_keyword_rows_first_or_last(store: MemoryStore) -> None:
-    from memory.index import Filters, fts_rows, narrowed
+    from memory.index import Filters, fts_rows, narrowed, trigram_rows
     from memory.search import parse_query
 
     _fill_scopes(store, 12, 150)
     conn = store.index.conn()
+    assert trigram_rows(conn, '"size_1"', Filters(), 200)  # pool_size_1, pool_size_10 ... hold it
     for scope, kind in [("project:small", None), ("project:big", None), (None, "bug")]:
         filters = Filters.for_search(kind, scope, None, include_inactive=False, now_ts=time.time())
         for query in ["cache", "连接池 超时", "leak queue -lock", "索引"]:
@@ -671,6 +672,9 @@ def test_a_narrow_filter_ranks_the_same_keyword_rows_first_or_last(store: Memory
             late = fts_rows(conn, match, filters, 10, 100)
             first = fts_rows(conn, match, filters, 10, 100, first=narrowed(conn, filters))
             assert [(r["id"], r["bm25"]) for r in first] == [(r["id"], r["bm25"]) for r in late]
+        late = trigram_rows(conn, '"size_1"', filters, 10, 100)
+        first = trigram_rows(conn, '"size_1"', filters, 10, 100, first=narrowed(conn, filters))
+        assert [r["id"] for r in first] == [r["id"] for r in late]
 
 
 def test_a_narrow_filter_scans_only_its_vectors_and_finds_the_same(store: MemoryStore) -> None:
