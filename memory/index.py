@@ -662,7 +662,10 @@ def _rowid_floor(
     """The smallest rowid among the newest `cap` matches (0 when there are fewer). With
     `low`, 0 also when that cannot exceed `low` (fewer than `cap` notes from `low` on), which
     two index lookups tell instead of walking `cap` matches."""
-    span = conn.execute("SELECT min(nid), max(nid) FROM notes").fetchone()
+    # two subqueries: SQLite reads min and max off the rowid b-tree only one per SELECT
+    span = conn.execute(
+        "SELECT (SELECT min(nid) FROM notes), (SELECT max(nid) FROM notes)"
+    ).fetchone()
     if span[0] is None or span[1] - max(span[0], low or 0) + 1 <= cap:
         return 0
     row = conn.execute(
