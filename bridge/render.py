@@ -686,21 +686,9 @@ def _fit_table(table: str, budget: int, measure: Callable[[str], int]) -> list[s
     room = budget - measure("\n".join(header)) - measure("\n")
     if room < 64:  # a header this wide cannot carry rows: show the table as lines of text
         return _split_lines(table.split("\n"), budget, measure)
-    out: list[str] = []
-    current: list[str] = []
-    size = 0
-    newline = measure("\n")
-    for row in rows:
-        for piece in _cut_line(row, room, measure) if measure(row) > room else [row]:
-            cost = measure(piece)
-            if current and size + newline + cost > room:
-                out.append("\n".join([*header, *current]))
-                current, size = [], 0
-            size += (newline if current else 0) + cost
-            current.append(piece)
-    if current or not out:
-        out.append("\n".join([*header, *current]))
-    return out
+    # The rows packed as lines within the room the header leaves, each part under the header.
+    parts = _split_lines(rows, room, measure)
+    return ["\n".join([*header, part]) for part in parts] or ["\n".join(header)]
 
 
 def _escaped_cost(text: str) -> int:
