@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -97,3 +101,23 @@ def answer_only(text: str) -> str:
 
 def message_id(event: dict[str, Any]) -> str:
     return str(event["event"]["message"]["message_id"])
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def start_bridge_process(env: dict[str, str], output: Path) -> asyncio.subprocess.Process:
+    """`claude-memory feishu` as a real process (its own process group, so a test's SIGKILL of
+    the group takes its Claude CLI along), its output appended to `output`."""
+    with output.open("ab") as sink:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "cli",
+            "feishu",
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+        )

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.bridge.conftest import message_id, wait_answer
+from tests.bridge.conftest import REPO, message_id, start_bridge_process, wait_answer
 from tests.fakes.anthropic_api import FakeMessagesAPI
 from tests.fakes.feishu_platform import FakeFeishu
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.e2e
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 async def test_feishu_command_runs_the_bridge_alone_and_stops_on_sigterm(
@@ -36,17 +34,7 @@ async def test_feishu_command_runs_the_bridge_alone_and_stops_on_sigterm(
         "FEISHU_DOMAIN": fake_feishu.url,
     }
     output = tmp_path / "stdout.txt"
-    with output.open("wb") as sink:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "cli",
-            "feishu",
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-        )
+    proc = await start_bridge_process(env, output)
     log = home / "logs" / "feishu_ws_bridge.log"
     try:
         await wait_until(lambda: fake_feishu.connected or proc.returncode is not None, timeout=45)

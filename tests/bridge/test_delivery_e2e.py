@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,14 +14,12 @@ from pathlib import Path
 import pytest
 
 from settings import Settings
-from tests.bridge.conftest import feishu_app, message_id, wait_answer
+from tests.bridge.conftest import feishu_app, message_id, start_bridge_process, wait_answer
 from tests.fakes.anthropic_api import FakeMessagesAPI, text
 from tests.fakes.feishu_platform import OWNER_OPEN_ID, FakeFeishu
 from tests.helpers import assert_private_tree, wait_until
 
 pytestmark = pytest.mark.e2e
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def working(fake: FakeFeishu) -> list[str]:
@@ -202,28 +198,13 @@ def _bridge_env(home: Path, fake_feishu: FakeFeishu, fake_model: FakeMessagesAPI
     }
 
 
-async def _start_bridge(env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
-    with log.open("ab") as sink:
-        return await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "cli",
-            "feishu",
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            start_new_session=True,  # its own group: SIGKILL takes the Claude CLI along
-        )
-
-
 async def test_killed_mid_turn_the_restart_answers_or_says_so_and_closes_every_card(
     tmp_path: Path, fake_feishu: FakeFeishu, fake_model: FakeMessagesAPI
 ) -> None:
     fake_model.on("slow job", text("never delivered", delay=120))
     env = _bridge_env(tmp_path / "home", fake_feishu, fake_model)
     output = tmp_path / "bridge.txt"
-    proc = await _start_bridge(env, output)
+    proc = await start_bridge_process(env, output)
     try:
         await wait_until(lambda: fake_feishu.connected or proc.returncode is not None, timeout=45)
         assert proc.returncode is None, output.read_text()
@@ -238,7 +219,7 @@ async def test_killed_mid_turn_the_restart_answers_or_says_so_and_closes_every_c
         assert working(fake_feishu)  # the crash left the card "working"
         assert fake_model.requests_for("the queued question") == []
 
-        proc = await _start_bridge(env, output)
+        proc = await start_bridge_process(env, output)
         answer = await wait_answer(fake_feishu, message_id(queued), timeout=60)
         await wait_until(lambda: working(fake_feishu) == [], timeout=30)
         await wait_until(lambda: len(fake_feishu.replies_to(message_id(running))) == 2, timeout=30)
