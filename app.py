@@ -26,15 +26,14 @@ from agent.recorder import MemoryRecorder
 from agent.sessions import SessionManager, TurnLock
 from agent.summarizer import model_summary
 from errors import ClaudeMemoryError, ConfigurationError
-from memory.api import create_memory_router
-from memory.backend import MemoryBackend
-from memory.encoder_client import EncoderClient, EncoderReady, ThreadEncoder, VectorSync
-from memory.entities import PendingStore
-from memory.episodes import EpisodeStore
-from memory.hooks import HookService, create_hooks_router
+from memory.api import create_memory_router, create_pending_router
+from memory.backend import MemoryBackend, StateBackend
+from memory.clients.hooks import HookService, create_hooks_router
+from memory.encoders.client import EncoderClient, EncoderReady, ThreadEncoder
+from memory.loop.entities import PendingStore
+from memory.loop.episodes import EpisodeStore
 from memory.opening import open_memory, open_state
-from memory.pending_api import create_pending_router
-from memory.state import StateBackend
+from memory.vector_sync import VectorSync
 from settings import Settings, load_settings
 from storage.private import private_process, tighten_home
 from storage.urls import safe_url, safe_urls_in

@@ -39,7 +39,7 @@ def configure_logging(level: str = "INFO", log_file: Path | None = None) -> None
                 log_file, maxBytes=5_000_000, backupCount=3, encoding="utf-8"
             )
         )
-    from memory.capture import RedactingFilter
+    from memory.notes.capture import RedactingFilter
 
     for handler in handlers:  # chat text and tool input reach log lines: no secret on disk
         handler.addFilter(RedactingFilter())
@@ -52,7 +52,7 @@ def configure_logging(level: str = "INFO", log_file: Path | None = None) -> None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from memory.embeddings import WORKER_THREAD_ENV
+    from memory.encoders.models import WORKER_THREAD_ENV
 
     # Before numpy loads: the app's own vector products are small, and a BLAS thread pool
     # spinning here would take the cores from the encoder worker (docs/retrieval.md).
@@ -486,7 +486,7 @@ def _hook_argv(argv: Sequence[str]) -> list[str] | None:
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
-    from memory.hooks import main as hook_main
+    from memory.clients.hooks import main as hook_main
 
     home = ["--home", args.home] if getattr(args, "home", None) else []
     return hook_main([*home, args.event, "--client", args.client])
@@ -499,11 +499,11 @@ def _memory_home(args: argparse.Namespace) -> Path:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from memory.embeddings import WORKER_THREAD_ENV
+    from memory.encoders.models import WORKER_THREAD_ENV
 
     for name, value in WORKER_THREAD_ENV.items():  # before numpy loads, as for `serve`
         os.environ.setdefault(name, value)
-    from memory.mcp_server import McpConfig, serve_stdio
+    from memory.clients.mcp_server import McpConfig, serve_stdio
 
     settings = _settings(args, dotenv=False)
     config = McpConfig(
@@ -517,7 +517,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from memory import installer
+    from memory.clients import installer
 
     explicit = getattr(args, "home", None) or os.environ.get("CLAUDE_MEMORY_HOME")
     return installer.run(
@@ -535,7 +535,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     hook_argv = _hook_argv(sys.argv[1:] if argv is None else argv)
     if hook_argv is not None:
-        from memory.hooks import main as hook_main
+        from memory.clients.hooks import main as hook_main
 
         return hook_main(hook_argv)
     parser = build_parser()

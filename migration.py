@@ -250,7 +250,7 @@ async def _copy_transcripts(
 
 # --- memory state ---------------------------------------------------------------------------------
 
-# Same tables and columns on both sides (memory/state.py, memory/state_pg.py).
+# Same tables and columns on both sides (memory/sqlite/state.py, memory/postgres/state.py).
 _STATE_TABLES: tuple[tuple[str, str], ...] = (
     ("mem_episodes", "episodes"),
     ("mem_episode_messages", "episode messages"),
@@ -261,7 +261,7 @@ _STATE_TABLES: tuple[tuple[str, str], ...] = (
 
 
 def _copy_state(db: PostgresDatabase, state: sqlite3.Connection | None) -> list[Count]:
-    from memory.state_pg import PostgresStateDB
+    from memory.postgres.state import PostgresStateDB
 
     PostgresStateDB(db)
     counts = []
@@ -287,8 +287,8 @@ def _copy_notes(
 ) -> list[Count]:
     """Notes as they are (ids, paths, dates, status), then the vectors of every model whose
     chunks still match; a note whose vectors do not match is embedded again by the app."""
-    from memory.pg_store import PostgresMemoryStore
-    from memory.store import MemoryStore
+    from memory.postgres.store import PostgresMemoryStore
+    from memory.sqlite.store import MemoryStore
 
     config = settings.memory_config()
     source_config = dataclasses.replace(config, database_url=None)

@@ -19,7 +19,7 @@ from memory.settings_fields import SharedField
 
 if TYPE_CHECKING:
     from memory.config import MemoryConfig
-    from memory.embeddings import EncoderSpec
+    from memory.encoders.models import EncoderSpec
 
 DEFAULT_BASH_ALLOWLIST: tuple[str, ...] = (
     "ls", "cat", "mkdir", "cp", "mv", "rm", "pwd", "head", "tail", "wc", "touch", "echo",
@@ -347,7 +347,7 @@ class Settings(BaseSettings):
 
     def encoder_spec(self) -> EncoderSpec | None:
         """The encoder to load, or None for keyword search only."""
-        from memory.embeddings import parse_encoder_setting
+        from memory.encoders.models import parse_encoder_setting
 
         return parse_encoder_setting(
             self.encoder,

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from memory.capture import sanitize, sanitize_data
-from memory.sqlite import SQLiteDB
+from memory.notes.capture import sanitize, sanitize_data
+from storage.sqlite import SQLiteDB
 
 _MIGRATIONS: tuple[str, ...] = (
     """

@@ -19,7 +19,7 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Json
 
 from agent.conversations import Conversation, TurnRecord
-from memory.capture import sanitize, sanitize_data
+from memory.notes.capture import sanitize, sanitize_data
 from storage.postgres import LOCK_CLASS_CONVERSATION_TURN, PostgresDatabase
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
-"""Per-turn memory injection for the chat agent: the SDK hook side of `memory.loop`.
+"""Per-turn memory injection for the chat agent: the SDK hook side of `memory.loop.prompt`.
 
-What each prompt carries is assembled by `memory.loop.MemoryLoop`, the same code the Claude
+What each prompt carries is assembled by `memory.loop.prompt.MemoryLoop`, the same code the Claude
 Code and Codex hooks use (docs/memory-loop.md): the session-start brief with a conversation's
 first prompt (the SDK has no session-start hook), the prompt's recall, the topic reminder, and
 the dedup window, kept per conversation in the memory state database so it survives a restart.
@@ -21,9 +21,9 @@ from claude_agent_sdk import HookMatcher
 from agent.memory_tools import SERVER_NAME, memory_mcp_server
 from agent.options import OptionsExtras
 from memory.backend import MemoryBackend
-from memory.episodes import EpisodeStore
-from memory.loop import CHAT, CHAT_TOOLS, MemoryLoop
-from memory.windows import WindowStore
+from memory.loop.episodes import EpisodeStore
+from memory.loop.prompt import CHAT, CHAT_TOOLS, MemoryLoop
+from memory.loop.windows import WindowStore
 
 logger = logging.getLogger(__name__)
 

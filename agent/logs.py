@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any, Literal
 
-from memory.capture import sanitize_data
+from memory.notes.capture import sanitize_data
 
 logger = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from claude_agent_sdk import (
 from claude_agent_sdk.types import HookEvent
 
 from agent.policy import Allowed, Decision, Denied, PolicyConfig, evaluate_tool_call
-from memory.clients import claude_project_dirs
+from memory.clients.conventions import claude_project_dirs
 from settings import Settings
 
 # The app's own Claude Code plugin (its skills): read from the installed package, never copied

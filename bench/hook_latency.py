@@ -46,8 +46,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from memory_bench import EN_WORDS, IDENTIFIERS, ZH_WORDS, make_note  # noqa: E402
 
 from memory.config import MemoryConfig  # noqa: E402
-from memory.files import ensure_memory_layout, note_folder, render_note  # noqa: E402
-from memory.store import MemoryStore  # noqa: E402
+from memory.notes.files import ensure_memory_layout, note_folder, render_note  # noqa: E402
+from memory.sqlite.store import MemoryStore  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "claude-memory"
 TARGETS = {"server": 150.0, "direct": 400.0}

@@ -9,7 +9,7 @@ For each size: note files are written straight to a fresh home, then timed:
   dedup check on);
 - search: `MemoryStore.search()` with Chinese, English, mixed and identifier queries (access
   counting on, freshness check as configured by default);
-- context: `loop_context(store, query, 1500)`, what `memory.loop` injects;
+- context: `loop_context(store, query, 1500)`, what `memory.loop.prompt` injects;
 - sync: an incremental sync that finds nothing changed (the cost of a full file rescan);
 - index size: index.db after a WAL checkpoint.
 Targets: search p95 <= 15 ms at 10k and <= 60 ms at 100k; save p95 <= 10 ms; reindex 10k
@@ -80,16 +80,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
-from memory.episodes import EpisodeStore
-from memory.files import ensure_memory_layout, note_folder, render_note
-from memory.loop import CHAT, MemoryLoop
+from memory.loop.episodes import EpisodeStore
+from memory.loop.prompt import CHAT, MemoryLoop
 from memory.model import NOTE_TYPES, Note, NoteDraft, new_note_id
-from memory.state import StateDB
-from memory.store import MemoryStore
-from memory.vectors import PendingNote
+from memory.notes.files import ensure_memory_layout, note_folder, render_note
+from memory.search.vectors import PendingNote
+from memory.sqlite.state import StateDB
+from memory.sqlite.store import MemoryStore
 
 if TYPE_CHECKING:
-    from memory.pg_store import PostgresMemoryStore
+    from memory.postgres.store import PostgresMemoryStore
 
 
 @functools.cache
@@ -98,7 +98,7 @@ def _loop_state() -> StateDB:
 
 
 def loop_context(store: MemoryBackend, query: str | None, budget_tokens: int = 1500) -> str:
-    """What `memory.loop` injects (every front door): with a query, a new chat conversation's
+    """What `memory.loop.prompt` injects (every front door): with a query, a new chat conversation's
     first prompt (the brief, then the recall); without one, a Claude Code session's brief."""
     loop = MemoryLoop(lambda: store, EpisodeStore(_loop_state()), budget_tokens=budget_tokens)
     key = f"bench:{uuid.uuid4()}"
@@ -581,7 +581,7 @@ def run_size_pg(
     hnsw: str = "bulk",
 ) -> dict[str, float]:
     """The SQLite run's notes, saves and queries (same seed), on `PostgresMemoryStore`."""
-    from memory.pg_store import PostgresMemoryStore
+    from memory.postgres.store import PostgresMemoryStore
     from storage.postgres import PostgresDatabase
 
     rng = random.Random(seed + size)
@@ -648,7 +648,7 @@ def run_scoped_pg(
     base: Path, seed: int, operations: int, server: PostgresServer
 ) -> dict[str, float]:
     """The scoped-search row on PostgreSQL: the same notes, vectors and queries."""
-    from memory.pg_store import PostgresMemoryStore
+    from memory.postgres.store import PostgresMemoryStore
     from storage.postgres import PostgresDatabase
 
     rng = random.Random(seed)

@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from memory.config import MemoryConfig  # noqa: E402
-from memory.embeddings import load_encoder, parse_encoder_setting  # noqa: E402
-from memory.hybrid import SearchMode  # noqa: E402
+from memory.encoders.models import load_encoder, parse_encoder_setting  # noqa: E402
 from memory.model import NoteDraft  # noqa: E402
-from memory.pg_store import PostgresMemoryStore  # noqa: E402
-from memory.store import MemoryStore  # noqa: E402
+from memory.postgres.store import PostgresMemoryStore  # noqa: E402
+from memory.search.fusion import SearchMode  # noqa: E402
+from memory.sqlite.store import MemoryStore  # noqa: E402
 from migration import _copy_vectors, _read_only  # noqa: E402
 from storage.postgres import PostgresDatabase  # noqa: E402
 from tests.fakes.postgres import EmbeddedPostgres  # noqa: E402

@@ -15,8 +15,8 @@ Sets:
   sessions of the top 5 turns), MRR of the first evidence turn.
 
 Every retriever runs through the product's code: notes are saved with `MemoryStore.save`,
-keyword results come from `MemoryStore.search`, vectors from `memory.vectors`, fusion from
-`memory.hybrid`. Embeddings are cached in ~/.cache/claude-memory-bench (by model and text),
+keyword results come from `MemoryStore.search`, vectors from `memory.sqlite.vectors`, fusion from
+`memory.search.fusion`. Embeddings are cached in ~/.cache/claude-memory-bench (by model and text),
 so sweeps and re-runs do not re-encode.
 """
 
@@ -46,7 +46,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from memory.config import MemoryConfig  # noqa: E402
-from memory.embeddings import (  # noqa: E402
+from memory.encoders.client import (  # noqa: E402
+    EncoderClient,
+    EncoderFailed,
+    EncoderReady,
+    ThreadEncoder,
+)
+from memory.encoders.models import (  # noqa: E402
     WORKER_THREAD_ENV,
     ConcatEncoder,
     Encoder,
@@ -55,15 +61,9 @@ from memory.embeddings import (  # noqa: E402
     load_encoder,
     parse_encoder_setting,
 )
-from memory.encoder_client import (  # noqa: E402
-    EncoderClient,
-    EncoderFailed,
-    EncoderReady,
-    ThreadEncoder,
-)
-from memory.hybrid import FusionWeights, SearchMode  # noqa: E402
 from memory.model import NoteDraft  # noqa: E402
-from memory.store import MemoryStore  # noqa: E402
+from memory.search.fusion import FusionWeights, SearchMode  # noqa: E402
+from memory.sqlite.store import MemoryStore  # noqa: E402
 
 # As `claude-memory serve` does (cli.py), before numpy loads: one BLAS thread.
 for _name, _value in WORKER_THREAD_ENV.items():
@@ -361,7 +361,7 @@ class TimedEncoder:
 
 @contextlib.contextmanager
 def worker_encoder(spec: EncoderSpec) -> Iterator[Encoder]:
-    """The encoder as the app runs it: in the worker process (memory.encoder_worker), asked
+    """The encoder as the app runs it: in the worker process (memory.encoders.worker), asked
     over its pipes by `EncoderClient` on an event loop in another thread."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="bench-loop", daemon=True)

@@ -87,7 +87,7 @@ from bridge.scopes import Scope, scope_of
 from bridge.sender import QUICK_WINDOW, FeishuAPIError, RetryPolicy, Sender, send_uuid
 from bridge.state import BridgeState, BridgeStateBackend, OutboxItem
 from errors import ClaudeMemoryError, ConfigurationError
-from memory.capture import RedactingFilter
+from memory.notes.capture import RedactingFilter
 from settings import Settings
 
 logger = logging.getLogger("bridge.feishu")

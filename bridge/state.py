@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from memory.sqlite import SQLiteDB
+from storage.sqlite import SQLiteDB
 
 DEDUP_KEEP_SECONDS = 48 * 3600
 _PRUNE_EVERY_SECONDS = 3600.0

@@ -1,9 +1,11 @@
-"""Long-term memory: markdown notes as the truth, a bilingual SQLite index for search.
+"""Long-term memory: markdown notes as the truth, a derived bilingual index for search.
 
-Start with `memory.store.MemoryStore.open(MemoryConfig.for_home(home))`. Modules:
-`model` (Note, types, scopes), `files` (front matter, atomic writes, layout), `index`
-(SQLite, FTS5, migrations), `search` (query parsing, ranking), `context` (index-first
-listings, `_index.json`), `capture` (redaction, `<private>`), `transfer` (import/export),
-`api` (FastAPI router), `cli` (`claude-memory memory ...`). Nothing here imports agent/,
-bridge/, web/ or settings; importing `memory.store` stays light (no FastAPI).
+The folders say what each part does (docs/architecture.md, "memory/, by job"):
+`notes/` the files, `search/` pure ranking, `encoders/` text to vectors, `sqlite/` and
+`postgres/` the two backends behind the seams of `backend.py`, `loop/` what goes into a
+model's context, `clients/` Claude Code and Codex (hooks, MCP server, installer). Open a
+memory with `memory.opening.open_memory(MemoryConfig.for_home(home))`.
+
+This package imports nothing at import time (the hook process imports only what its event
+needs), and nothing here imports agent/, bridge/, web/ or settings.
 """

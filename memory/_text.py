@@ -169,3 +169,9 @@ def slugify(text: str, limit: int = 40) -> str:
     """A file-name friendly slug; keeps CJK and other letters, drops punctuation."""
     slug = _NON_WORD_RE.sub("-", unicodedata.normalize("NFKC", text).lower()).strip("-")
     return slug[:limit].strip("-") or "note"
+
+
+def one_line(text: str, limit: int) -> str:
+    """Whitespace collapsed, cut to `limit` characters with an ellipsis."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: max(limit - 1, 1)].rstrip() + "…"

@@ -1,4 +1,4 @@
-"""HTTP API: `/api/memories...` (see docs/ARCHITECTURE contract).
+"""HTTP API: `/api/memories...` and `/api/memories/pending` (see docs/ARCHITECTURE contract).
 
 The app mounts `create_memory_router(get_store)` and adds auth around it. Store calls block
 (SQLite, files), so every endpoint runs them with `asyncio.to_thread`. Store errors become
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from errors import ClaudeMemoryError
 from memory.backend import MemoryBackend
+from memory.loop.entities import PendingStore, pending_filter
 from memory.model import Note, NoteDraft, SearchHit
 
 T = TypeVar("T")
@@ -287,5 +288,45 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
         """Delete the note file and its index entry."""
         await _run(get_store().delete, note_id)
         return DeleteResponse(id=note_id, deleted=True)
+
+    return router
+
+
+# --- /api/memories/pending: captured entities waiting for the user's confirm or reject ------
+# Mounted before the main memory router so `/api/memories/{id}` never captures `pending`.
+
+
+def create_pending_router(
+    get_pending: Callable[[], PendingStore], get_store: Callable[[], MemoryBackend]
+) -> APIRouter:
+    router = APIRouter(prefix="/api/memories/pending", tags=["memories"])
+
+    @router.get("")
+    async def list_pending(status: str = "pending", limit: int = 100) -> dict[str, Any]:
+        wanted = pending_filter(status)  # an unknown status: 422 saying which ones exist
+        items = await asyncio.to_thread(get_pending().list, wanted, limit)
+        return {"pending": [p.to_dict() for p in items]}
+
+    @router.post("/{pending_id}/confirm")
+    async def confirm(pending_id: str) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            pending = get_pending()
+            entity = pending.get(pending_id)
+            if entity.status == "confirmed" and entity.note_id:
+                return {"id": entity.note_id, "pending": entity.to_dict()}
+            saved = get_store().save(entity.draft())
+            resolved = pending.resolve(pending_id, "confirmed", saved.id)
+            return {
+                "id": saved.id,
+                "deduplicated": saved.deduplicated,
+                "pending": resolved.to_dict(),
+            }
+
+        return await asyncio.to_thread(run)
+
+    @router.post("/{pending_id}/reject")
+    async def reject(pending_id: str) -> dict[str, Any]:
+        resolved = await asyncio.to_thread(get_pending().resolve, pending_id, "rejected")
+        return {"pending": resolved.to_dict()}
 
     return router

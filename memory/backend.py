@@ -1,27 +1,31 @@
 """The seam between the app and wherever the memory lives.
 
 `MemoryBackend` is the surface the app, the agent tools, the hooks, the MCP server and the CLI
-use of a memory store; `NoteVectors` the part of it that `memory.encoder_client.VectorSync`
+use of a memory store; `NoteVectors` the part of it that `memory.vector_sync.VectorSync`
 uses to embed notes in the background. Two implementations satisfy both:
 
-* `memory.store.MemoryStore`: markdown files as the truth, a SQLite index (one machine);
-* `memory.pg_store.PostgresMemoryStore`: the notes themselves in PostgreSQL, shared by every
+* `memory.sqlite.store.MemoryStore`: markdown files as the truth, a SQLite index (one machine);
+* `memory.postgres.store.PostgresMemoryStore`: the notes themselves in PostgreSQL, shared by every
   app instance on the database (docs/postgres.md).
 
 One behavioural suite runs on both (`tests/storage/test_memory_contract.py`). File-only
 operations (`abspath`, `root`, `sync`, `_index.json`) stay on `MemoryStore`.
+
+`StateBackend` is the seam of the state database (episodes, pending memories, injection
+windows): `memory.sqlite.state.StateDB` or `memory.postgres.state.PostgresStateDB`.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
-from memory.embeddings import Encoder
-from memory.hybrid import SearchMode, SearchOutcome
+from memory.encoders.models import Encoder
 from memory.model import Note, NoteDraft, SaveResult, SearchHit, SyncReport
-from memory.vectors import PendingNote, VectorStats
+from memory.search.fusion import SearchMode, SearchOutcome
+from memory.search.vectors import PendingNote, VectorStats
 
 if TYPE_CHECKING:
     import numpy as np
@@ -173,3 +177,47 @@ class MemoryBackend(Protocol):
     def reindex_vectors(self, progress: ProgressFn | None = None) -> int: ...
 
     def reset_vectors(self) -> dict[str, Any]: ...
+
+
+# --- the state database (episodes, pending memories, windows) ------------------------------
+
+
+class StateRow(Protocol):
+    """A result row: `sqlite3.Row` on SQLite, a dict on PostgreSQL. Index by column name."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+class StateCursor(Protocol):
+    """What a statement inside `write()` returns."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...  # a StateRow, or None
+
+    def fetchall(self) -> Sequence[Any]: ...  # StateRows
+
+
+class StateWriter(Protocol):
+    """One write transaction: its statements commit together, or not at all."""
+
+    def execute(self, sql: str, params: Sequence[object] = (), /) -> StateCursor: ...
+
+    def executemany(self, sql: str, params: Iterable[Sequence[object]], /) -> object: ...
+
+
+class StateBackend(Protocol):
+    """The memory state database, SQLite (`StateDB`) or PostgreSQL (`PostgresStateDB`).
+
+    Write transactions are serialized across every process and instance sharing the storage
+    (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: an advisory lock), so a read-then-insert inside
+    `write()` — "start an episode unless one is active" — never races another writer.
+    Do not nest `write()` blocks, nor read through `read()` inside one: use the writer.
+    """
+
+    def read(self, sql: str, params: Sequence[object] = ()) -> Sequence[StateRow]: ...
+
+    def write(self) -> AbstractContextManager[StateWriter]: ...
+
+    def close(self) -> None: ...

@@ -21,11 +21,11 @@ from typing import Any, TextIO
 from errors import ClaudeMemoryError, ConfigurationError
 from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
-from memory.embeddings import EncoderSpec, load_encoder
-from memory.files import render_note
+from memory.encoders.models import EncoderSpec, load_encoder
 from memory.model import NOTE_STATUSES, NOTE_TYPES, SORT_KEYS, NoteDraft
+from memory.notes.files import render_note
 from memory.opening import open_memory
-from memory.store import MemoryStore
+from memory.sqlite.store import MemoryStore
 
 GetConfig = Callable[[argparse.Namespace], MemoryConfig]
 GetEncoder = Callable[[argparse.Namespace], EncoderSpec | None]

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from memory.backend import MemoryBackend
+    from memory.backend import MemoryBackend, StateBackend
     from memory.config import MemoryConfig
-    from memory.embeddings import Encoder
-    from memory.state import StateBackend
+    from memory.encoders.models import Encoder
     from storage.postgres import PostgresDatabase
 
 log = logging.getLogger(__name__)
@@ -57,10 +56,10 @@ def open_memory(
     in the home."""
     url = config.database_url
     if database is None and url is None:
-        from memory.store import MemoryStore
+        from memory.sqlite.store import MemoryStore
 
         return MemoryStore.open(config, sync=sync, encoder=encoder, clock=clock)
-    from memory.pg_store import PostgresMemoryStore
+    from memory.postgres.store import PostgresMemoryStore
 
     return _on_database(
         database,
@@ -75,10 +74,10 @@ def open_state(
     """Episodes, pending entities and injection windows: `<home>/state.db`, or the shared
     database (as for `open_memory`)."""
     if database is None and url is None:
-        from memory.state import StateDB
+        from memory.sqlite.state import StateDB
 
         return StateDB(path)
-    from memory.state_pg import PostgresStateDB
+    from memory.postgres.state import PostgresStateDB
 
     return _on_database(database, url, PostgresStateDB)
 

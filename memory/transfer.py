@@ -23,9 +23,9 @@ from typing import Any, Final, TextIO
 from errors import ClaudeMemoryError, InvalidInputError, NotFoundError
 from memory import _text
 from memory.backend import MemoryBackend
-from memory.files import is_note_name, iter_note_files, parse_note, render_note, safe_relpath
 from memory.model import NoteDraft, path_note_id
-from memory.store import MemoryStore
+from memory.notes.files import is_note_name, iter_note_files, parse_note, render_note, safe_relpath
+from memory.sqlite.store import MemoryStore
 
 ProgressFn = Callable[[str, int, int], None]
 CLAUDE_FILES: Final = frozenset({"memory.md", "claude.md", "claude.local.md"})

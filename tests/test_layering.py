@@ -29,6 +29,11 @@ OURS = (
 )
 """Every top-level package and module of ours."""
 
+_MEMORY_ABOVE_LOOP: frozenset[str] = frozenset({"clients", "cli", "api", "opening", "transfer"})
+_MEMORY_ABOVE_BACKENDS = _MEMORY_ABOVE_LOOP | {"loop", "vector_sync"}
+_MEMORY_ABOVE_SEARCH = _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres", "backend"}
+_MEMORY_ABOVE_ENCODERS = _MEMORY_ABOVE_SEARCH | {"search", "notes"}
+
 RULES: dict[str, frozenset[str]] = {
     # memory stands alone: the app, the hooks, the MCP server and the CLI all build on it.
     "memory": frozenset({"agent", "bridge", "web", "settings", "app", "cli", "migration"}),
@@ -43,15 +48,31 @@ RULES: dict[str, frozenset[str]] = {
     ),
     # the exception hierarchy everyone imports imports nothing of ours.
     "errors": frozenset(OURS) - {"errors"},
+    # Inside memory/ (docs/architecture.md, "memory/, by job"): from the bottom, the encoders
+    # and the notes know nothing of search; search is pure and backend-neutral; the two
+    # backends know neither each other nor what is built on them (the conversation loop, the
+    # clients, the chooser); the loop works over the seam, never a backend.
+    "memory.encoders": frozenset({"memory." + p for p in _MEMORY_ABOVE_ENCODERS}),
+    "memory.notes": frozenset(
+        {"memory." + p for p in (_MEMORY_ABOVE_ENCODERS - {"notes"}) | {"encoders"}}
+    ),
+    "memory.search": frozenset({"memory." + p for p in _MEMORY_ABOVE_SEARCH}),
+    "memory.sqlite": frozenset({"memory." + p for p in _MEMORY_ABOVE_BACKENDS | {"postgres"}}),
+    "memory.postgres": frozenset({"memory." + p for p in _MEMORY_ABOVE_BACKENDS | {"sqlite"}}),
+    "memory.backend": frozenset(
+        {"memory." + p for p in _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres"}}
+    ),
+    "memory.loop": frozenset({"memory." + p for p in _MEMORY_ABOVE_LOOP | {"sqlite", "postgres"}}),
 }
-"""Layer -> what it must never import."""
+"""Layer (a package, a module, or a sub-package such as `memory.search`) -> what it must never
+import (a name forbids the module and everything under it)."""
 
 
 def _sources(root: Path, layer: str) -> list[Path]:
-    folder = root / layer
+    folder = root.joinpath(*layer.split("."))
     if folder.is_dir():
         return sorted(folder.rglob("*.py"))
-    return [root / f"{layer}.py"]
+    return [folder.with_suffix(".py")]
 
 
 def imported_modules(root: Path, path: Path) -> list[tuple[int, str]]:
@@ -63,7 +84,15 @@ def imported_modules(root: Path, path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            found.append((node.lineno, node.module or ""))
+            module = node.module or ""
+            found.append((node.lineno, module))
+            # `from memory import sqlite` imports the module `memory.sqlite` too
+            folder = root.joinpath(*module.split("."))
+            found += [
+                (node.lineno, f"{module}.{a.name}")
+                for a in node.names
+                if (folder / a.name).is_dir() or (folder / f"{a.name}.py").is_file()
+            ]
         elif isinstance(node, ast.ImportFrom):
             base = package[: len(package) - (node.level - 1)]
             if node.module:
@@ -79,7 +108,7 @@ def violations(layer: str, root: Path = ROOT) -> list[str]:
         f"{path.relative_to(root).as_posix()}:{line} imports {module}"
         for path in _sources(root, layer)
         for line, module in imported_modules(root, path)
-        if module.split(".")[0] in forbidden
+        if any(module == name or module.startswith(name + ".") for name in forbidden)
     ]
 
 
@@ -117,7 +146,7 @@ def test_imports_inside_functions_and_under_type_checking_count(tmp_path: Path) 
 def test_importing_the_memory_store_is_light() -> None:
     # The hook process imports the store: no web framework, no numpy, no tokenizer on that path.
     code = (
-        "import sys, memory.store, memory.context, memory.capture;"
+        "import sys, memory.sqlite.store, memory.loop.context, memory.notes.capture;"
         "heavy = [m for m in ('fastapi', 'numpy', 'pydantic', 'rjieba', 'httpx')"
         " if m in sys.modules]; print(heavy)"
     )
@@ -125,3 +154,20 @@ def test_importing_the_memory_store_is_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_a_backend_reaching_into_the_other_is_caught(tmp_path: Path) -> None:
+    # The rule that made Filters leave the SQLite index: postgres/ may not import sqlite/,
+    # however the import is spelled.
+    folder = tmp_path / "memory" / "postgres"
+    folder.mkdir(parents=True)
+    (tmp_path / "memory" / "sqlite").mkdir()
+    (folder / "store.py").write_text(
+        "from memory.sqlite.index import Filters\n"
+        "from memory import sqlite\n"
+        "from memory.search.filters import Filters as F\n"
+    )
+    assert violations("memory.postgres", tmp_path) == [
+        "memory/postgres/store.py:1 imports memory.sqlite.index",
+        "memory/postgres/store.py:2 imports memory.sqlite",
+    ]

@@ -11,7 +11,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from memory.embeddings import HashingEncoder
+from memory.encoders.models import HashingEncoder
 
 
 class FakeEmbeddingsAPI:

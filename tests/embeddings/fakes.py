@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memory.embeddings import EncoderUnavailableError, HashingEncoder, TextKind, normalize_rows
+from memory.encoders.models import EncoderUnavailableError, HashingEncoder, TextKind, normalize_rows
 
 
 class ScriptedEncoder:

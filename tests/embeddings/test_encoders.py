@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from errors import ConfigurationError
-from memory.embeddings import (
+from memory.encoders.models import (
     CenteredEncoder,
     Encoder,
     EncoderSpec,

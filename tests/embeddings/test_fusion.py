@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.hybrid import (
+from memory.search.fusion import (
     FusionWeights,
     fuse,
     idf,
@@ -13,7 +13,7 @@ from memory.hybrid import (
     rrf,
     vector_trust,
 )
-from memory.search import parse_query
+from memory.search.keyword import parse_query
 
 PLAIN = FusionWeights(keyword=2, vector=1, k=60)
 

@@ -10,7 +10,7 @@ import pytest
 
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
-from memory.store import MemoryStore
+from memory.sqlite.store import MemoryStore
 from tests.embeddings.fakes import ScriptedEncoder
 
 np = pytest.importorskip("numpy")

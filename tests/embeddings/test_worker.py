@@ -11,8 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from memory.embeddings import EncoderSpec, EncoderUnavailableError
-from memory.encoder_client import (
+from memory.encoders.client import (
     EncoderClient,
     EncoderDisabled,
     EncoderFailed,
@@ -21,6 +20,7 @@ from memory.encoder_client import (
     ThreadEncoder,
     state_name,
 )
+from memory.encoders.models import EncoderSpec, EncoderUnavailableError
 
 np = pytest.importorskip("numpy")
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from memory.clients.hooks import HookSettings, run_hook
 from memory.config import MemoryConfig
-from memory.hooks import HookSettings, run_hook
-from memory.state import StateDB
-from memory.store import MemoryStore
+from memory.sqlite.state import StateDB
+from memory.sqlite.store import MemoryStore
 
 CLAUDE_MEMORY = Path(sys.executable).parent / "claude-memory"
 

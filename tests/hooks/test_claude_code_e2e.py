@@ -20,8 +20,8 @@ import pytest
 
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
-from memory.state import StateDB
-from memory.store import MemoryStore
+from memory.sqlite.state import StateDB
+from memory.sqlite.store import MemoryStore
 from tests.fakes.anthropic_api import FakeMessagesAPI, RecordedRequest, text, tool
 from tests.hooks.conftest import CLAUDE_MEMORY
 

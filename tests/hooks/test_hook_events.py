@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from memory.clients import last_assistant_reply
-from memory.episodes import EpisodeStore
-from memory.hooks import IDLE_CLOSE_SECONDS, HookRequest, HookService
+from memory.clients.conventions import last_assistant_reply
+from memory.clients.hooks import IDLE_CLOSE_SECONDS, HookRequest, HookService
+from memory.clients.observations import observe_tool
+from memory.clients.project import identify
+from memory.loop.episodes import EpisodeStore
+from memory.loop.recall import WINDOW_TURNS
 from memory.model import NoteDraft
-from memory.observations import observe_tool
-from memory.project import identify
-from memory.recall import WINDOW_TURNS
-from memory.state import StateDB
-from memory.store import MemoryStore
+from memory.sqlite.state import StateDB
+from memory.sqlite.store import MemoryStore
 from tests.hooks.conftest import Hook, context_of
 
 USER_NOTE = "用户喜欢简洁的中文回答，代码注释用英文。"

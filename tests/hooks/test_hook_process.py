@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from memory.clients import EVENTS
+from memory.clients.conventions import EVENTS
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
-from memory.store import MemoryStore
+from memory.sqlite.store import MemoryStore
 from tests.hooks.conftest import CLAUDE_MEMORY, run_hook_process
 
 
@@ -202,7 +202,7 @@ def test_library_prints_never_reach_stdout(
 ) -> None:
     """Only the final JSON object may reach fd 1, even if something prints while we work."""
     code = (
-        "import builtins, sys, memory.hooks as h\n"
+        "import builtins, sys, memory.clients.hooks as h\n"
         "orig = h.run_direct\n"
         "def noisy(*a, **k):\n"
         "    print('stray print'); sys.stdout.flush()\n"
@@ -280,7 +280,7 @@ def test_light_events_do_not_even_load_the_store(
     code = (
         "import sys, cli\n"
         "cli.main(['hook', 'post-tool-use'])\n"
-        "loaded = [m for m in ('memory.store', 'yaml', 'rjieba') if m in sys.modules]\n"
+        "loaded = [m for m in ('memory.sqlite.store', 'yaml', 'rjieba') if m in sys.modules]\n"
         "sys.stderr.write(','.join(loaded))\n"
     )
     payload = {

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from errors import ConfigurationError
-from memory import installer
-from memory.clients import EVENT_NAMES
+from memory.clients import installer
+from memory.clients.conventions import EVENT_NAMES
 from tests.hooks.conftest import CLAUDE_MEMORY
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,10 +18,10 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from memory.config import MemoryConfig
-from memory.entities import EntityCandidate, PendingStore
+from memory.loop.entities import EntityCandidate, PendingStore
 from memory.model import NoteDraft
-from memory.state import StateDB
-from memory.store import MemoryStore
+from memory.sqlite.state import StateDB
+from memory.sqlite.store import MemoryStore
 from tests.embeddings.fake_openai import FakeEmbeddingsAPI
 from tests.hooks.conftest import CLAUDE_MEMORY
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from memory.clients.project import identify, normalize_remote
 from memory.model import normalize_scope
-from memory.project import identify, normalize_remote
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,7 @@ def test_a_worktree_reads_the_remote_of_its_main_repository(
 
 
 def test_long_remotes_stay_valid_scope_keys() -> None:
-    from memory.project import remote_key
+    from memory.clients.project import remote_key
 
     key = remote_key("example.com/" + "/".join(["very-long-group-name"] * 10))
     assert len(key) <= 100

@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from memory.config import MemoryConfig
-from memory.episodes import EpisodeStore
+from memory.loop.episodes import EpisodeStore
 from memory.model import NoteDraft
-from memory.state import StateDB
-from memory.store import MemoryStore
+from memory.sqlite.state import StateDB
+from memory.sqlite.store import MemoryStore
 from tests.hooks.conftest import free_port, run_hook_process
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memory.config import MemoryConfig
-from memory.store import MemoryStore
+from memory.sqlite.store import MemoryStore
 
 
 @pytest.fixture(autouse=True)

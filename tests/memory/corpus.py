@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from memory.model import NoteDraft
-from memory.store import MemoryStore
+from memory.sqlite.store import MemoryStore
 
 CORPUS: dict[str, NoteDraft] = {
     "pool_leak": NoteDraft(

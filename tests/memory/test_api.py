@@ -9,7 +9,7 @@ import pytest
 from fastapi import FastAPI
 
 from memory.api import create_memory_router
-from memory.store import MemoryStore
+from memory.sqlite.store import MemoryStore
 
 
 @pytest.fixture

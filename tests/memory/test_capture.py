@@ -7,9 +7,9 @@ import sqlite3
 
 import pytest
 
-from memory.capture import clean_message, redact, sanitize, strip_private
 from memory.model import NoteDraft
-from memory.store import MemoryStore
+from memory.notes.capture import clean_message, redact, sanitize, strip_private
+from memory.sqlite.store import MemoryStore
 from tests.security.corpus import LOOKALIKES, Secret
 from tests.security.corpus import SECRETS as CORPUS
 

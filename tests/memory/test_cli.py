@@ -14,7 +14,7 @@ import pytest
 from memory.cli import main, module_command, register
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
-from memory.store import MemoryStore
+from memory.sqlite.store import MemoryStore
 
 
 def run(home: Path, *argv: str) -> int:

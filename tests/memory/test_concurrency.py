@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from memory.config import MemoryConfig
-from memory.store import MemoryStore
+from memory.sqlite.store import MemoryStore
 
 WRITER = textwrap.dedent(
     """
@@ -16,7 +16,7 @@ WRITER = textwrap.dedent(
     from pathlib import Path
     from memory.config import MemoryConfig
     from memory.model import NoteDraft
-    from memory.store import MemoryStore
+    from memory.sqlite.store import MemoryStore
 
     home, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     sys.stdin.readline()  # start together
@@ -66,7 +66,7 @@ def test_two_processes_saving_500_notes_each(home: Path) -> None:
 def test_two_processes_opening_a_fresh_home_at_once(home: Path) -> None:
     code = (
         "import sys; from pathlib import Path; from memory.config import MemoryConfig;"
-        "from memory.store import MemoryStore;"
+        "from memory.sqlite.store import MemoryStore;"
         "MemoryStore.open(MemoryConfig.for_home(Path(sys.argv[1]))).close()"
     )
     procs = [subprocess.Popen([sys.executable, "-c", code, str(home)]) for _ in range(3)]

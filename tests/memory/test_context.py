@@ -10,9 +10,9 @@ import pytest
 
 from memory._text import estimate_tokens
 from memory.config import MemoryConfig
-from memory.context import select_context_entries
+from memory.loop.context import select_context_entries
 from memory.model import NoteDraft
-from memory.store import MemoryStore
+from memory.sqlite.store import MemoryStore
 from tests.memory.corpus import load_corpus
 
 

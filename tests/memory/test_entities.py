@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from errors import NotFoundError
-from memory.entities import AUTO_SAVE_CONFIDENCE, PendingStore, detect_entities
-from memory.state import StateDB
+from memory.loop.entities import AUTO_SAVE_CONFIDENCE, PendingStore, detect_entities
+from memory.sqlite.state import StateDB
 
 
 @pytest.mark.parametrize(

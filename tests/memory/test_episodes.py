@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memory.config import MemoryConfig
-from memory.episodes import (
+from memory.loop.episodes import (
     MAX_SUMMARIES_PER_SCOPE,
     EpisodeMessage,
     EpisodeStore,
@@ -16,8 +16,8 @@ from memory.episodes import (
     rule_based_summary,
     should_summarize,
 )
-from memory.state import StateDB
-from memory.store import MemoryStore
+from memory.sqlite.state import StateDB
+from memory.sqlite.store import MemoryStore
 
 
 @pytest.fixture

@@ -13,16 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from errors import InvalidInputError
-from memory.files import (
-    atomic_write,
-    create_inbox_note,
-    ensure_memory_layout,
-    fast_front_matter,
-    note_from_draft,
-    parse_note,
-    render_note,
-    safe_relpath,
-)
 from memory.model import (
     ENTITY_TYPE_MAP,
     FRONT_MATTER_KEYS,
@@ -33,6 +23,16 @@ from memory.model import (
     normalize_tags,
     normalize_type,
     path_note_id,
+)
+from memory.notes.files import (
+    atomic_write,
+    create_inbox_note,
+    ensure_memory_layout,
+    fast_front_matter,
+    note_from_draft,
+    parse_note,
+    render_note,
+    safe_relpath,
 )
 
 

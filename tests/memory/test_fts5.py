@@ -1,4 +1,4 @@
-"""memory/fts5.py: FTS5's words, laid out as a tsvector, and FTS5's IDF."""
+"""memory/search/fts5.py: FTS5's words, laid out as a tsvector, and FTS5's IDF."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from memory import fts5
 from memory.config import MemoryConfig
-from memory.store import MemoryStore
+from memory.search import fts5
+from memory.sqlite.store import MemoryStore
 from tests.memory.corpus import CORPUS
 
 

@@ -1,5 +1,5 @@
-"""What every front door injects (`memory.loop`): the brief, the recall, the reminders and the
-window, table-driven over the pure assembly, then through `MemoryLoop` on a real store and
+"""What every front door injects (`memory.loop.prompt`): the brief, the recall, the reminders
+and the window, table-driven over the pure assembly, then through `MemoryLoop` on a real store and
 state (the hooks and the chat agent use exactly this)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 
 from memory._text import estimate_tokens
 from memory.config import MemoryConfig
-from memory.context import ContextEntry
-from memory.episodes import Episode, EpisodeMessage, EpisodeStore
-from memory.loop import (
+from memory.loop.context import ContextEntry
+from memory.loop.episodes import Episode, EpisodeMessage, EpisodeStore
+from memory.loop.prompt import (
     CHAT,
     CHAT_TOOLS,
     CLI_TOOLS,
@@ -26,11 +26,11 @@ from memory.loop import (
     assemble_recall,
     render,
 )
+from memory.loop.recall import WINDOW_TURNS
+from memory.loop.windows import EMPTY, MemoryWindows, StateWindows, Window, WindowStore
 from memory.model import Note, NoteDraft
-from memory.recall import WINDOW_TURNS
-from memory.state import StateDB
-from memory.store import MemoryStore
-from memory.windows import EMPTY, MemoryWindows, StateWindows, Window, WindowStore
+from memory.sqlite.state import StateDB
+from memory.sqlite.store import MemoryStore
 
 APP = Place(key="github.com_acme_app", name="app", scope="project:github.com_acme_app")
 NOW = datetime(2026, 11, 1, tzinfo=UTC)

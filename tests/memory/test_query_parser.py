@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory.search import parse_query
-from memory.store import MemoryStore
+from memory.search.keyword import parse_query
+from memory.sqlite.store import MemoryStore
 from tests.memory.corpus import load_corpus
 
 SPECIAL = "\"*()-+:^{}[],.;!?'\\/_ \t\nORANDNOTNEAR"

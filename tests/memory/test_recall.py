@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.recall import (
+from memory.loop.recall import (
     FIRST_TURN_LIMIT,
     LATER_TURN_LIMIT,
     is_trivial_prompt,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.store import MemoryStore
+from memory.sqlite.store import MemoryStore
 from tests.memory.corpus import load_corpus
 
 QUERIES: list[tuple[str, str]] = [

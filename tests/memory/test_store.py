@@ -16,7 +16,7 @@ import yaml
 from errors import InvalidInputError, NotFoundError
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
-from memory.store import MemoryStore
+from memory.sqlite.store import MemoryStore
 from tests.memory.corpus import load_corpus
 
 
@@ -659,8 +659,9 @@ def _fill_scopes(store: MemoryStore, small: int, big: int) -> None:
 
 
 def test_a_narrow_filter_ranks_the_same_keyword_rows_first_or_last(store: MemoryStore) -> None:
-    from memory.index import Filters, fts_rows, narrowed, trigram_rows
-    from memory.search import parse_query
+    from memory.search.filters import Filters
+    from memory.search.keyword import parse_query
+    from memory.sqlite.index import fts_rows, narrowed, trigram_rows
 
     _fill_scopes(store, 12, 150)
     conn = store.index.conn()
@@ -679,7 +680,7 @@ def test_a_narrow_filter_ranks_the_same_keyword_rows_first_or_last(store: Memory
 
 def test_a_narrow_filter_scans_only_its_vectors_and_finds_the_same(store: MemoryStore) -> None:
     pytest.importorskip("numpy")
-    from memory.embeddings import HashingEncoder
+    from memory.encoders.models import HashingEncoder
 
     encoder = HashingEncoder()
     store.attach_encoder(encoder)

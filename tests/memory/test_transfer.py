@@ -8,7 +8,7 @@ from pathlib import Path
 
 from memory.cli import ProgressBar
 from memory.model import NoteDraft
-from memory.store import MemoryStore
+from memory.sqlite.store import MemoryStore
 from memory.transfer import export_jsonl, import_path, split_sections
 
 

@@ -1,4 +1,4 @@
-"""PostgreSQL ranks keyword matches as SQLite's FTS5 does (memory/fts5.py): the same notes,
+"""PostgreSQL ranks keyword matches as SQLite's FTS5 does (memory/search/fts5.py): the same notes,
 moved into the database, answer every query with the same hits in the same order and with
 the same scores, down to the last bit of the float."""
 
@@ -13,8 +13,8 @@ import pytest
 
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
-from memory.pg_store import PostgresMemoryStore
-from memory.store import MemoryStore
+from memory.postgres.store import PostgresMemoryStore
+from memory.sqlite.store import MemoryStore
 from storage.postgres import PostgresDatabase
 from tests.memory.corpus import CORPUS
 from tests.memory.test_search_bilingual import QUERIES

@@ -17,10 +17,10 @@ import pytest
 from errors import InvalidInputError, NotFoundError
 from memory.backend import MemoryBackend, NoteVectors
 from memory.config import MemoryConfig
-from memory.embeddings import HashingEncoder
+from memory.encoders.models import HashingEncoder
 from memory.model import NoteDraft
-from memory.pg_store import PostgresMemoryStore
-from memory.store import MemoryStore
+from memory.postgres.store import PostgresMemoryStore
+from memory.sqlite.store import MemoryStore
 from memory.transfer import export_markdown, import_path
 from storage.postgres import PostgresDatabase
 from tests.memory.corpus import CORPUS

@@ -17,16 +17,17 @@ from pathlib import Path
 import pytest
 
 from errors import NotFoundError
+from memory.backend import StateBackend
+from memory.clients.hooks import HookRequest, HookService
+from memory.clients.project import ProjectIdentity
 from memory.config import MemoryConfig
-from memory.entities import EntityCandidate, PendingStore
-from memory.episodes import MAX_SUMMARIES_PER_SCOPE, EpisodeStore
-from memory.hooks import HookRequest, HookService
-from memory.project import ProjectIdentity
-from memory.recall import WINDOW_TURNS
-from memory.state import StateBackend, StateDB
-from memory.state_pg import PostgresStateDB
-from memory.store import MemoryStore
-from memory.windows import StateWindows
+from memory.loop.entities import EntityCandidate, PendingStore
+from memory.loop.episodes import MAX_SUMMARIES_PER_SCOPE, EpisodeStore
+from memory.loop.recall import WINDOW_TURNS
+from memory.loop.windows import StateWindows
+from memory.postgres.state import PostgresStateDB
+from memory.sqlite.state import StateDB
+from memory.sqlite.store import MemoryStore
 from storage.postgres import PostgresDatabase
 
 Open = Callable[[], StateBackend]

@@ -20,13 +20,13 @@ import httpx
 import pytest
 
 from bridge.state import BridgeState
-from memory.embeddings import HashingEncoder
-from memory.entities import EntityCandidate, PendingStore
-from memory.episodes import EpisodeStore
+from memory.encoders.models import HashingEncoder
+from memory.loop.entities import EntityCandidate, PendingStore
+from memory.loop.episodes import EpisodeStore
 from memory.model import NoteDraft
-from memory.pg_store import PostgresMemoryStore
-from memory.state import StateDB
-from memory.store import MemoryStore
+from memory.postgres.store import PostgresMemoryStore
+from memory.sqlite.state import StateDB
+from memory.sqlite.store import MemoryStore
 from settings import Settings
 from storage.postgres import PostgresDatabase
 from tests.conftest import running_app
@@ -147,7 +147,7 @@ async def test_a_sqlite_home_moves_to_postgresql_and_goes_on_there(
             targets = {q["query"]: ids[q["target"]] for q in BILINGUAL["queries"]}
             at_home = {q: _top5(before, q) for q in queries}
             moved_top5 = {q: _top5(after, q) for q in queries}
-            # the database ranks with FTS5's words and BM25 (memory/fts5.py): same lists
+            # the database ranks with FTS5's words and BM25 (memory/search/fts5.py): same lists
             differ = {
                 q: (at_home[q], moved_top5[q]) for q in queries if at_home[q] != moved_top5[q]
             }

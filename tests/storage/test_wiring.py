@@ -15,10 +15,10 @@ from app import build_container
 from bridge.state_pg import PostgresBridgeState
 from cli import main as cli_main
 from errors import ConfigurationError
-from memory.mcp_server import McpConfig, MemoryResources
+from memory.clients.mcp_server import McpConfig, MemoryResources
 from memory.model import NoteDraft
-from memory.pg_store import PostgresMemoryStore
-from memory.state_pg import PostgresStateDB
+from memory.postgres.state import PostgresStateDB
+from memory.postgres.store import PostgresMemoryStore
 from settings import Settings
 from tests.conftest import running_app
 from tests.hooks.conftest import run_hook_process

@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from memory.entities import EntityCandidate
+from memory.loop.entities import EntityCandidate
 from tests.web.conftest import Served, open_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]

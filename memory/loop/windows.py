@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from memory.recall import WINDOW_TURNS
+from memory.loop.recall import WINDOW_TURNS
 
 if TYPE_CHECKING:
-    from memory.state import StateBackend
+    from memory.backend import StateBackend
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from errors import ConfigurationError
-from memory.clients import EVENT_NAMES, SERVER_NAME, claude_config_dir, codex_home
+from memory.clients.conventions import EVENT_NAMES, SERVER_NAME, claude_config_dir, codex_home
 
 Target = Literal["claude-code", "codex"]
 TARGETS: Final[tuple[Target, ...]] = ("claude-code", "codex")

@@ -32,7 +32,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
-from memory.search import HAYSTACK_CHARS, ParsedQuery, match_pattern
+from memory.search.keyword import HAYSTACK_CHARS, ParsedQuery, match_pattern
 
 if TYPE_CHECKING:
     from memory.model import SearchHit

@@ -1,6 +1,6 @@
 """`PostgresMemoryStore`: the memory's notes in PostgreSQL, shared by every app instance.
 
-The `MemoryBackend` twin of `memory.store.MemoryStore` (same contract, same suite in
+The `MemoryBackend` twin of `memory.sqlite.store.MemoryStore` (same contract, same suite in
 `tests/storage/test_memory_contract.py`). Where the SQLite store keeps markdown files as the
 truth and derives an index from them, here the database holds the notes themselves:
 
@@ -11,10 +11,11 @@ truth and derives an index from them, here the database holds the notes themselv
   cosine index per model (`memory_vector_models`); rebuildable from the notes at any time.
 
 Ranking, dedup, redaction, supersession and expiry reuse the pure functions the SQLite store
-uses (`memory.ranking`, `memory.search`, `memory.hybrid`, `memory.files`); see
+uses (`memory.search.ranking`, `memory.search.keyword`, `memory.search.fusion`,
+`memory.notes.files`); see
 docs/postgres.md for what differs (exact vs HNSW vector search, tsvector limits).
 
-Keyword search matches and ranks as the SQLite index does (`memory.fts5`): the `search`
+Keyword search matches and ranks as the SQLite index does (`memory.search.fts5`): the `search`
 tsvector holds the words SQLite's FTS5 tokenizer makes of each column (it is run to make
 them), weighted A-D by column, plus the multi-character rjieba words of the CJK runs; a query
 word becomes a phrase of the same words (`连接池` -> `'连' <-> '接' <-> '池' | '连接池'`); and
@@ -50,21 +51,9 @@ import psycopg
 from psycopg import sql
 
 from errors import ClaudeMemoryError, ConfigurationError, InvalidInputError, NotFoundError
-from memory import _text, fts5
-from memory.capture import sanitize
+from memory import _text
 from memory.config import MemoryConfig
-from memory.embeddings import Encoder, EncoderUnavailableError
-from memory.files import (
-    NOTE_SUFFIX,
-    PROFILE_TEXT,
-    note_folder,
-    note_from_draft,
-    parse_note,
-    render_note,
-    safe_relpath,
-)
-from memory.hybrid import DEFAULT_WEIGHTS, FusionWeights, SearchMode, SearchOutcome, idf
-from memory.index import Filters
+from memory.encoders.models import Encoder, EncoderUnavailableError
 from memory.model import (
     TYPE_PROFILES,
     Note,
@@ -75,8 +64,30 @@ from memory.model import (
     normalize_sort,
     utcnow,
 )
-from memory.query_vectors import QueryVector, QueryVectors, plan_search
-from memory.ranking import (
+from memory.notes.capture import sanitize
+from memory.notes.files import (
+    NOTE_SUFFIX,
+    PROFILE_TEXT,
+    note_folder,
+    note_from_draft,
+    parse_note,
+    render_note,
+    safe_relpath,
+)
+from memory.search import fts5
+from memory.search.filters import Filters
+from memory.search.fusion import DEFAULT_WEIGHTS, FusionWeights, SearchMode, SearchOutcome, idf
+from memory.search.keyword import (
+    HAYSTACK_CHARS,
+    Candidate,
+    ParsedQuery,
+    Term,
+    segment,
+    snippet,
+    without_excluded,
+)
+from memory.search.plan import QueryVector, QueryVectors, plan_search
+from memory.search.ranking import (
     Scored,
     check_limit,
     check_offset,
@@ -88,16 +99,7 @@ from memory.ranking import (
     rank_rows,
     rederived,
 )
-from memory.search import (
-    HAYSTACK_CHARS,
-    Candidate,
-    ParsedQuery,
-    Term,
-    segment,
-    snippet,
-    without_excluded,
-)
-from memory.vectors import (
+from memory.search.vectors import (
     PendingNote,
     VectorStats,
     chunk_note,
@@ -120,7 +122,7 @@ COMPONENT: Final = "memory-notes"
 TEXT_VERSION: Final = 2
 """Bump when the derived columns change (tokens, segmentation): `open` recomputes them."""
 TS_CONFIG: Final = "memory_text"
-"""Migration 1's text search configuration; words are made by `memory.fts5` since 2."""
+"""Migration 1's text search configuration; words are made by `memory.search.fts5` since 2."""
 
 # Advisory lock classes, apart from storage/postgres.py's 0x434D_0001 (migrations) and
 # 0x434D_0002 (conversation turns).
@@ -213,7 +215,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         'memory_notes_identifiers', 'memory_notes_tag_keys', 'memory_notes_bands']) AS i;
     ALTER TABLE memory_notes SET (fillfactor = 85);
     """,
-    # 4: BM25 as FTS5 computes it needs each note's word count (`memory.fts5`); text
+    # 4: BM25 as FTS5 computes it needs each note's word count (`memory.search.fts5`); text
     # version 2 fills it in and rewrites `search` with FTS5's own words.
     """
     ALTER TABLE memory_notes ADD COLUMN fts_tokens INTEGER NOT NULL DEFAULT 0;
@@ -363,7 +365,7 @@ class _Derived:
     identifiers: str
     tag_keys: tuple[str, ...]
     search: str
-    """The `search` tsvector's text (`memory.fts5.tsvector_text`)."""
+    """The `search` tsvector's text (`memory.search.fts5.tsvector_text`)."""
     fts_tokens: int
     """How many words FTS5 makes of the note: BM25's document length."""
 
@@ -449,7 +451,7 @@ def _note(row: dict[str, Any]) -> Note:
 
 
 def _rank_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A row in the shape `memory.search` ranks (tags as JSON text, `updated_ts`)."""
+    """A row in the shape `memory.search.keyword` ranks (tags as JSON text, `updated_ts`)."""
     out = dict(row)
     out["tags"] = json.dumps(list(row["tags"]), ensure_ascii=False)
     out["updated_ts"] = row["updated"].timestamp()
@@ -475,7 +477,7 @@ def _hit(scored: Scored, parsed: ParsedQuery) -> SearchHit:
 
 
 def _where(filters: Filters) -> tuple[str, list[Any]]:
-    """`memory.index.Filters` as a PostgreSQL condition on `memory_notes n`."""
+    """`memory.sqlite.index.Filters` as a PostgreSQL condition on `memory_notes n`."""
     clauses: list[str] = []
     params: list[Any] = []
     if filters.type:
@@ -1480,7 +1482,8 @@ class PostgresMemoryStore:
         require_all: bool = False,
     ) -> builtins.list[dict[str, Any]]:
         """Best BM25 matches among the most recently changed `cap` matching notes, scored as
-        FTS5's `bm25()` scores them (`memory.fts5`); ties in id order, as the SQLite index."""
+        FTS5's `bm25()` scores them (`memory.search.fts5`); ties in id order, as the SQLite
+        index."""
         tsquery = query_text(parsed, require_all=require_all)
         if tsquery is None:
             return []
@@ -1552,7 +1555,7 @@ class PostgresMemoryStore:
         now_ts: float,
         semantic: QueryVector,
     ) -> builtins.list[Scored]:
-        """Keyword candidates and the notes nearest by vector, fused (`memory.hybrid`)."""
+        """Keyword candidates and the notes nearest by vector, fused (`memory.search.fusion`)."""
         side = keyword_side(parsed, candidates, lambda: self._term_weights(conn, parsed))
         rows = dict(side.rows)
         nearest = self.vectors.search(

@@ -14,10 +14,10 @@ open and the segmenter loaded); otherwise it works directly on the files and the
 process. Both run `HookService.handle`, so they behave the same.
 
 Import weight matters: every tool call starts a hook process. This module imports only the
-standard library and `memory.project`, `memory.clients` (what Claude Code and Codex look
-like from here) and `memory.observations` (what a tool call teaches) at the top; the store
-and its dependencies are imported only by the events that need them (`session-start`,
-`user-prompt-submit`, `session-end`).
+standard library and `memory.clients.project`, `memory.clients.conventions` (what Claude
+Code and Codex look like from here) and `memory.clients.observations` (what a tool call
+teaches) at the top; the store and its dependencies are imported only by the events that
+need them (`session-start`, `user-prompt-submit`, `session-end`).
 `post-tool-use`, `stop` and `pre-compact` only touch `state.db`.
 """
 
@@ -35,19 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
-from memory.clients import EVENT_NAMES, EVENTS, last_assistant_reply, resolve_session_id
-from memory.observations import observe_tool
-from memory.project import ProjectIdentity, identify
+from memory.clients.conventions import EVENT_NAMES, EVENTS, last_assistant_reply, resolve_session_id
+from memory.clients.observations import observe_tool
+from memory.clients.project import ProjectIdentity, identify
 from memory.settings_fields import hook_values
 
 if TYPE_CHECKING:
-    from memory.backend import MemoryBackend
-    from memory.entities import PendingStore
-    from memory.episodes import Episode, EpisodeMessage, EpisodeStore
-    from memory.loop import MemoryLoop, Place
-    from memory.state import StateBackend
+    from memory.backend import MemoryBackend, StateBackend
+    from memory.loop.entities import PendingStore
+    from memory.loop.episodes import Episode, EpisodeMessage, EpisodeStore
+    from memory.loop.prompt import MemoryLoop, Place
 
-log = logging.getLogger("memory.hooks")
+log = logging.getLogger("memory.clients.hooks")
 
 CONTEXT_EVENTS: Final = frozenset({"session-start", "user-prompt-submit"})
 STORE_EVENTS: Final = frozenset({"session-start", "user-prompt-submit", "session-end"})
@@ -174,13 +173,13 @@ def parse_payload(raw: str | bytes) -> dict[str, Any]:
 
 def cli_episode_title(name: str, when: float) -> str:
     """The title of a CLI session: `{project} 开发会话 {MM-DD HH:MM}` (the form of
-    `memory.episodes.episode_title(..., kind="开发会话")`)."""
+    `memory.loop.episodes.episode_title(..., kind="开发会话")`)."""
     return f"{name} 开发会话 {time.strftime('%m-%d %H:%M', time.localtime(when))}"
 
 
 def clear_window(db: StateBackend, key: str) -> None:
     """Forget what the session `key` was given (compaction, `memory_clear_cache`)."""
-    from memory.windows import StateWindows
+    from memory.loop.windows import StateWindows
 
     StateWindows(db).clear(key)
 
@@ -221,13 +220,13 @@ class HookService:
     @property
     def episodes(self) -> EpisodeStore:
         """The episodes; the notes store opens only when a summary is written."""
-        from memory.episodes import EpisodeStore
+        from memory.loop.episodes import EpisodeStore
 
         return EpisodeStore(self.state, open_store=lambda: self.store, clock=self.clock)
 
     @property
     def loop(self) -> MemoryLoop:
-        from memory.loop import CLI_TOOLS, MemoryLoop
+        from memory.loop.prompt import CLI_TOOLS, MemoryLoop
 
         return MemoryLoop(
             lambda: self.store, self.episodes, budget_tokens=self.budget_tokens, tools=CLI_TOOLS
@@ -235,7 +234,7 @@ class HookService:
 
     @property
     def pending(self) -> PendingStore:
-        from memory.entities import PendingStore
+        from memory.loop.entities import PendingStore
 
         return PendingStore(self.state)
 
@@ -299,7 +298,7 @@ class HookService:
         ).text
 
     def user_prompt_submit(self, request: HookRequest) -> str:
-        from memory.recall import is_trivial_prompt
+        from memory.loop.recall import is_trivial_prompt
 
         prompt = str(request.payload.get("prompt") or "")
         episode_id = self._episode(request)
@@ -313,7 +312,7 @@ class HookService:
                 self._capture(prompt, request)
 
     def post_tool_use(self, request: HookRequest) -> None:
-        from memory.capture import sanitize_data
+        from memory.notes.capture import sanitize_data
 
         payload = request.payload
         # sanitized whole, before observe_tool cuts excerpts: a cut secret is no longer found
@@ -325,7 +324,7 @@ class HookService:
         )
         if observation is None:
             return
-        from memory.capture import clean_message, redact
+        from memory.notes.capture import clean_message, redact
 
         now = self.clock()
         episode_id = self._episode(request)
@@ -348,7 +347,7 @@ class HookService:
         )
 
     def stop(self, request: HookRequest) -> None:
-        from memory.capture import clean_message
+        from memory.notes.capture import clean_message
 
         payload = request.payload
         text = payload.get("last_assistant_message")
@@ -375,7 +374,7 @@ class HookService:
 
     # --- helpers ---
     def _close(self, episode: Episode) -> None:
-        from memory.episodes import should_summarize
+        from memory.loop.episodes import should_summarize
 
         episodes = self.episodes
         summary = None
@@ -386,7 +385,7 @@ class HookService:
 
     def _capture(self, prompt: str, request: HookRequest) -> None:
         """Decisions and architecture choices belong to the project; preferences to the user."""
-        from memory.entities import capture_entities
+        from memory.loop.entities import capture_entities
 
         project_scope = request.project.scope
         capture_entities(
@@ -399,7 +398,7 @@ class HookService:
 
 
 def _place(project: ProjectIdentity) -> Place:
-    from memory.loop import Place
+    from memory.loop.prompt import Place
 
     return Place(key=project.key, name=project.name, scope=project.scope)
 
@@ -410,7 +409,7 @@ def _replace_session(request: HookRequest, session_id: str) -> HookRequest:
 
 def session_summary(messages: Sequence[EpisodeMessage]) -> str:
     """The rule-based summary, plus the files changed when there is room (at most 300 chars)."""
-    from memory.episodes import SUMMARY_LIMIT, rule_based_summary
+    from memory.loop.episodes import SUMMARY_LIMIT, rule_based_summary
 
     base = rule_based_summary(messages)
     files: list[str] = []
@@ -555,7 +554,7 @@ def run_direct(settings: HookSettings, request: HookRequest) -> str:
         return service.handle(request)
     finally:
         for store in opened:
-            from memory.store import MemoryStore  # only once a store was opened
+            from memory.sqlite.store import MemoryStore  # only once a store was opened
 
             if isinstance(store, MemoryStore):
                 # `MemoryStore.close` rewrites `_index.json` in any new process (0.4 s at
@@ -643,7 +642,7 @@ def _setup_logging(home: Path) -> None:
     handler.setFormatter(
         logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     )
-    from memory.capture import RedactingFilter  # every hook event but the lightest loads it
+    from memory.notes.capture import RedactingFilter  # every hook event but the lightest loads it
 
     handler.addFilter(RedactingFilter())  # messages and tracebacks sanitized before writing
     root.addHandler(handler)

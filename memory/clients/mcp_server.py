@@ -7,12 +7,12 @@ the store itself opens on first use. `claude-memory mcp` builds its `McpConfig` 
 settings; nothing here reads the environment.
 
 Semantic search: with an encoder configured, the server runs the encoder worker itself
-(`memory.encoder_client.EncoderClient`, started in the background, as the app does): searches
+(`memory.encoders.client.EncoderClient`, started in the background, as the app does): searches
 answer with keywords until it is ready (and say so), then hybrid; notes without vectors are
 embedded in the background meanwhile (docs/retrieval.md, "Per front door").
 
 Project-aware tools take the project from the working directory the CLI started the server
-in (`memory.project.identify`), so two folders that share a name never share project memory.
+in (`memory.clients.project.identify`), so two folders that share a name never share project memory.
 
 Tools (as the model sees them, `mcp__claude-memory__<name>`): memory_recall, memory_search,
 memory_get, get_observations, memory_search_by_type, memory_save, memory_update,
@@ -43,21 +43,20 @@ from mcp.server.fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from errors import ClaudeMemoryError, InvalidInputError
-from memory.backend import MemoryBackend
-from memory.clients import SERVER_NAME
+from memory.backend import MemoryBackend, StateBackend
+from memory.clients.conventions import SERVER_NAME
+from memory.clients.hooks import clear_window, session_summary
+from memory.clients.project import ProjectIdentity, identify
 from memory.config import MemoryConfig
-from memory.entities import PendingStore, pending_filter
-from memory.episodes import Episode, EpisodeStatus, EpisodeStore, Role, should_summarize
-from memory.hooks import clear_window, session_summary
+from memory.loop.entities import PendingStore, pending_filter
+from memory.loop.episodes import Episode, EpisodeStatus, EpisodeStore, Role, should_summarize
 from memory.model import ENTITY_TYPE_MAP, NoteDraft, normalize_type
 from memory.opening import open_database, open_memory, open_state
-from memory.project import ProjectIdentity, identify
-from memory.state import StateBackend
 
 if TYPE_CHECKING:
     from memory.backend import SearchOutcome
-    from memory.embeddings import Encoder, EncoderSpec
-    from memory.encoder_client import EncoderClient
+    from memory.encoders.client import EncoderClient
+    from memory.encoders.models import Encoder, EncoderSpec
     from storage.postgres import PostgresDatabase
 
 log = logging.getLogger(__name__)
@@ -498,7 +497,7 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
         return start(None)
 
     def start(title: str | None) -> Episode:
-        from memory.hooks import cli_episode_title
+        from memory.clients.hooks import cli_episode_title
 
         episode = res.episodes.start(
             res.session_key,
@@ -672,7 +671,7 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
             encoder = dict(res.store.stats()["encoder"])
             hybrid = encoder.get("state") == "ready"
             return encoder | {
-                "encoder_module": importlib.util.find_spec("memory.embeddings") is not None,
+                "encoder_module": importlib.util.find_spec("memory.encoders.models") is not None,
                 "search": "hybrid (keywords + vectors)"
                 if hybrid
                 else "keyword (full-text, Chinese segmented + trigram)",
@@ -688,7 +687,7 @@ def _log_to_file(folder: Path) -> None:
     """Logs to `<logs>/mcp.log`; stdout belongs to the protocol. Sanitized as memory."""
     import logging.handlers
 
-    from memory.capture import RedactingFilter
+    from memory.notes.capture import RedactingFilter
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -726,7 +725,7 @@ async def _serve(server: FastMCP, res: MemoryResources) -> None:
     if spec is None:
         await server.run_stdio_async()
         return
-    from memory.encoder_client import EncoderClient, ThreadEncoder
+    from memory.encoders.client import EncoderClient, ThreadEncoder
 
     client = EncoderClient(
         spec,
@@ -747,7 +746,8 @@ async def _serve(server: FastMCP, res: MemoryResources) -> None:
 async def _embed_in_background(res: MemoryResources, client: EncoderClient) -> None:
     """Once the encoder is ready, embed the notes whose vectors are missing or stale (saved
     before, or by the hooks and the CLI meanwhile), as the app's `VectorSync` does."""
-    from memory.encoder_client import EncoderDisabled, EncoderReady, VectorSync
+    from memory.encoders.client import EncoderDisabled, EncoderReady
+    from memory.vector_sync import VectorSync
 
     while not isinstance(status := await client.wait_ready(60), EncoderReady):
         if isinstance(status, EncoderDisabled):

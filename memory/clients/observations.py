@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from memory.clients import SERVER_NAME
+from memory._text import one_line
+from memory.clients.conventions import SERVER_NAME
 
 ObservationKind = Literal["change", "how-it-works", "discovery"]
 
@@ -72,12 +73,6 @@ def _relative(path: str, root: str) -> str:
     text = path.replace("\\", "/")
     base = root.replace("\\", "/").rstrip("/") + "/"
     return text[len(base) :] if root and text.startswith(base) else text
-
-
-def one_line(text: str, limit: int) -> str:
-    """Whitespace collapsed, cut to `limit` characters with an ellipsis."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: max(limit - 1, 1)].rstrip() + "…"
 
 
 def _command_kind(command: str) -> ObservationKind:

@@ -20,13 +20,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from errors import NotFoundError
 from memory import _text
-from memory.capture import clean_message, sanitize
+from memory.loop.windows import StateWindows, WindowStore
 from memory.model import NoteDraft
-from memory.windows import StateWindows, WindowStore
+from memory.notes.capture import clean_message, sanitize
 
 if TYPE_CHECKING:
-    from memory.backend import MemoryBackend
-    from memory.state import StateBackend
+    from memory.backend import MemoryBackend, StateBackend
 
 SUMMARY_LIMIT = 300
 MAX_SUMMARIES_PER_SCOPE = 20

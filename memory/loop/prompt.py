@@ -1,7 +1,7 @@
 """The memory loop: everything memory puts into a model's context, assembled once.
 
 Every front door uses it: the chat agent (`agent/injection.py`, web and Feishu), the Claude Code
-and Codex hooks (`memory/hooks.py`), and the MCP server's recall tool. What the model sees
+and Codex hooks (`memory/clients/hooks.py`), and the MCP server's recall tool. What the model sees
 (docs/memory-loop.md, docs/claude-code.md):
 
 * **the session-start brief**: the user's own notes (`user/`), then the latest summaries of
@@ -12,9 +12,9 @@ and Codex hooks (`memory/hooks.py`), and the MCP server's recall tool. What the 
   the budget (the prompt's recall shares the message);
 * **per-prompt recall**: notes found for the prompt (`[id] type · title — summary` lines) and
   finished sessions of the same place whose title or summary matches, chosen by the pure rules
-  of `memory.recall` (window, first-turn and later-turn limits, trivial prompts);
+  of `memory.loop.recall` (window, first-turn and later-turn limits, trivial prompts);
 * **reminders**: when the topic changed, a line asking to save what was learned;
-* **the dedup window** (`memory.windows`), kept per session key in the state database, so a
+* **the dedup window** (`memory.loop.windows`), kept per session key in the state database, so a
   hook process and a restarted app find it.
 
 The assembly (`assemble_brief`, `assemble_recall`, `render`) is pure over small inputs;
@@ -29,15 +29,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
-from memory._text import estimate_tokens
-from memory.context import ContextEntry, select_context_entries
-from memory.observations import one_line
-from memory.recall import is_trivial_prompt, plan_injection, render_notes, user_notes
-from memory.windows import Window, WindowStore
+from memory._text import estimate_tokens, one_line
+from memory.loop.context import ContextEntry, select_context_entries
+from memory.loop.recall import is_trivial_prompt, plan_injection, render_notes, user_notes
+from memory.loop.windows import Window, WindowStore
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend
-    from memory.episodes import Episode, EpisodeMessage, EpisodeStore
+    from memory.loop.episodes import Episode, EpisodeMessage, EpisodeStore
     from memory.model import Note
 
 SESSION_SUMMARIES: Final = 2

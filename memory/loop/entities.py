@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from errors import InvalidInputError, NotFoundError
 from memory import _text
-from memory.capture import clean_message
+from memory.backend import StateBackend
 from memory.model import NoteDraft
-from memory.state import StateBackend
+from memory.notes.capture import clean_message
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend

@@ -1,7 +1,7 @@
 """The app's side of the encoder worker: start it, talk to it, restart it, never wait on it.
 
 `EncoderClient` (an async context manager owned by the app's lifespan) starts
-`python -m memory.encoder_worker` with its own pipes and returns at once; the model loads in
+`python -m memory.encoders.worker` with its own pipes and returns at once; the model loads in
 that process while the app serves requests. `status` is one of `EncoderDisabled`,
 `EncoderLoading`, `EncoderReady`, `EncoderFailed`. `encode()` raises `EncoderUnavailableError`
 at once unless the worker is ready, and after `request_timeout`. A worker that exits or
@@ -26,32 +26,29 @@ import json
 import logging
 import os
 import sys
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, Self
 
-from memory.embeddings import (
+from memory.encoders.models import (
     WORKER_THREAD_ENV,
     EncoderSpec,
     EncoderUnavailableError,
     TextKind,
 )
-from memory.vectors import by_note
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-    from memory.backend import NoteVectors
 
 log = logging.getLogger(__name__)
 
 _LINE_LIMIT: Final = 256 * 1024 * 1024
 """Largest protocol line (a batch of vectors in base64)."""
-_PROJECT_ROOT: Final = str(Path(__file__).resolve().parents[1])
+_PROJECT_ROOT: Final = str(Path(__file__).resolve().parents[2])
 QUERY_PRIORITY: Final = 0
 BULK_PRIORITY: Final = 10
 
@@ -343,7 +340,7 @@ class EncoderClient:
             process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "memory.encoder_worker",
+                "memory.encoders.worker",
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=log_file if log_file is not None else asyncio.subprocess.DEVNULL,
@@ -488,74 +485,3 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-class VectorSync:
-    """Background embedding: whenever the index changes, embed notes whose vectors are
-    missing or stale (`batch` notes per request, bulk priority), while the encoder is ready."""
-
-    def __init__(
-        self,
-        client: EncoderClient,
-        vectors: NoteVectors,
-        generation: Callable[[], object],
-        *,
-        batch: int = 16,
-        interval: float = 1.0,
-    ) -> None:
-        self.client = client
-        self.vectors = vectors
-        self.generation = generation
-        self.batch = batch
-        self.interval = interval
-        self.embedded = 0
-        self._task: asyncio.Task[None] | None = None
-        self._wake = threading.Event()
-
-    async def __aenter__(self) -> Self:
-        self._task = asyncio.create_task(self._run(), name="vector-sync")
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    def wake(self) -> None:
-        """Check for work now rather than at the next interval."""
-        self._wake.set()
-
-    async def step(self) -> int:
-        """Embed one batch of pending notes; returns how many were written (0: none left)."""
-        status = self.client.status
-        if not isinstance(status, EncoderReady):
-            return 0
-        pending = await asyncio.to_thread(self.vectors.pending, status.name, self.batch)
-        if not pending:
-            return 0
-        texts = [chunk for note in pending for chunk in note.chunks]
-        matrix = await self.client.encode(texts, "passage", priority=BULK_PRIORITY)
-        items = by_note(pending, matrix)
-        written = await asyncio.to_thread(self.vectors.write, status.name, items)
-        self.embedded += written
-        return max(written, 1)
-
-    async def _run(self) -> None:
-        seen: tuple[object, str] | None = None
-        while True:
-            status = self.client.status
-            if isinstance(status, EncoderReady):
-                try:
-                    current = (await asyncio.to_thread(self.generation), status.name)
-                    if current != seen and await self.step() == 0:
-                        seen = current
-                    elif current != seen:
-                        continue  # more to do: no pause between batches
-                except EncoderUnavailableError as exc:
-                    log.info("background embedding paused: %s", exc.message)
-                except Exception:  # logged, retried at the next interval; never kills the app
-                    log.exception("background embedding failed")
-            await asyncio.to_thread(self._wake.wait, self.interval)
-            self._wake.clear()

@@ -29,11 +29,23 @@ from typing import Any, Final, Self
 
 from errors import ClaudeMemoryError, InvalidInputError, NotFoundError
 from memory import _text
-from memory.capture import sanitize
 from memory.config import MemoryConfig
-from memory.context import write_index_json
-from memory.embeddings import Encoder, EncoderUnavailableError
-from memory.files import (
+from memory.encoders.models import Encoder, EncoderUnavailableError
+from memory.model import (
+    TYPE_PROFILES,
+    Note,
+    NoteDraft,
+    SaveResult,
+    ScoreParts,
+    SearchHit,
+    SyncIssue,
+    SyncReport,
+    normalize_sort,
+    parse_datetime,
+    utcnow,
+)
+from memory.notes.capture import sanitize
+from memory.notes.files import (
     ParsedFile,
     atomic_write,
     ensure_memory_layout,
@@ -49,19 +61,46 @@ from memory.files import (
     safe_relpath,
     write_temp,
 )
-from memory.hybrid import (
+from memory.search.filters import Filters
+from memory.search.fusion import (
     DEFAULT_WEIGHTS,
     FusionWeights,
     SearchMode,
     SearchOutcome,
     idf,
 )
-from memory.index import (
+from memory.search.keyword import (
+    Candidate,
+    ParsedQuery,
+    combine,
+    score_parts,
+    snippet,
+    without_excluded,
+)
+from memory.search.plan import QueryVector, QueryVectors, plan_search
+from memory.search.ranking import check_limit as _limit
+from memory.search.ranking import check_offset as _offset
+from memory.search.ranking import (
+    check_updatable,
+    clean_changes,
+    fused_ranking,
+    keyword_ranking,
+    keyword_side,
+    rederived,
+)
+from memory.search.vectors import (
+    PendingNote,
+    chunk_note,
+    doc_key,
+    embed_pending,
+    encoder_stats,
+    require_encoder,
+)
+from memory.sqlite.index import (
     NOTE_COLUMNS,
     SCHEMA_VERSION,
     TEXT_VERSION,
     Entry,
-    Filters,
     Index,
     Narrowed,
     count_rows,
@@ -71,47 +110,8 @@ from memory.index import (
     narrowed,
     trigram_rows,
 )
-from memory.model import (
-    TYPE_PROFILES,
-    Note,
-    NoteDraft,
-    SaveResult,
-    ScoreParts,
-    SearchHit,
-    SyncIssue,
-    SyncReport,
-    normalize_sort,
-    parse_datetime,
-    utcnow,
-)
-from memory.query_vectors import QueryVector, QueryVectors, plan_search
-from memory.ranking import check_limit as _limit
-from memory.ranking import check_offset as _offset
-from memory.ranking import (
-    check_updatable,
-    clean_changes,
-    fused_ranking,
-    keyword_ranking,
-    keyword_side,
-    rederived,
-)
-from memory.search import (
-    Candidate,
-    ParsedQuery,
-    combine,
-    score_parts,
-    snippet,
-    without_excluded,
-)
-from memory.vectors import (
-    PendingNote,
-    VectorIndex,
-    chunk_note,
-    doc_key,
-    embed_pending,
-    encoder_stats,
-    require_encoder,
-)
+from memory.sqlite.index_json import write_index_json
+from memory.sqlite.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -966,7 +966,7 @@ class MemoryStore:
         semantic: QueryVector,
         first: Narrowed | None = None,
     ) -> builtins.list[_Ranked]:
-        """Keyword candidates and the notes nearest by vector, fused (`memory.hybrid`), then
+        """Keyword candidates and the notes nearest by vector, fused (`memory.search.fusion`), then
         scored like keyword results with the fused relevance. `first`: the few notes that
         pass the filters (`narrowed`; found here when not given)."""
         if first is None:

@@ -1,8 +1,8 @@
-"""`python -m memory.encoder_worker`: the encoder in its own process, spoken to over pipes.
+"""`python -m memory.encoders.worker`: the encoder in its own process, spoken to over pipes.
 
 Why a process: loading a model in a thread of the app blocked every request (the GIL and
 native code held it for seconds), and a multiprocessing pool inherited the MCP server's stdio
-pipes and hung. This process is started by `memory.encoder_client.EncoderClient` with its own
+pipes and hung. This process is started by `memory.encoders.client.EncoderClient` with its own
 stdin/stdout pipes, stderr to a log file, no inherited descriptors and its own session.
 
 Protocol: JSON lines. The first line on stdin is the `EncoderSpec`; the worker answers
@@ -24,7 +24,7 @@ import time
 from typing import IO, Any
 
 from errors import ClaudeMemoryError
-from memory.embeddings import EncoderSpec, TextKind, load_encoder
+from memory.encoders.models import EncoderSpec, TextKind, load_encoder
 
 
 def _sender(out: IO[str]) -> Any:

@@ -466,7 +466,7 @@ class HashingEncoder:
 
 
 def _calibration_hash() -> str:
-    from memory import _calibration
+    from memory.encoders import _calibration
 
     blob = json.dumps([_calibration.STATEMENTS, _calibration.QUESTIONS], ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
@@ -477,8 +477,9 @@ def _slug(name: str) -> str:
 
 
 def compute_centering(encoder: Encoder) -> dict[str, Any]:
-    """Mean vector of each language for passages and queries, from `memory/_calibration.py`."""
-    from memory import _calibration
+    """Mean vector of each language for passages and queries, from the calibration text
+    (`memory/encoders/_calibration.py`)."""
+    from memory.encoders import _calibration
 
     means: dict[str, dict[str, list[float]]] = {"passage": {}, "query": {}}
     for lang in ("en", "zh"):

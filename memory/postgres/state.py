@@ -3,7 +3,8 @@ windows) in the shared PostgreSQL database, so every instance sees the same epis
 pending list and the same dedup windows.
 
 `PostgresStateDB` is the `StateBackend` twin of the SQLite `StateDB`: the same tables
-(`mem_*`), and the consumers' SQL runs unchanged (see `memory.state` for the portable subset):
+(`mem_*`), and the consumers' SQL runs unchanged (see `memory.sqlite.state` for the portable
+subset):
 
 * `?` placeholders become `%s` (and a literal `%` becomes `%%`, which psycopg expects
   everywhere once parameters are passed), outside quoted strings, identifiers and comments;
@@ -33,7 +34,7 @@ COMPONENT = "memory_state"  # not "memory": the memory index keeps its own migra
 
 # The two-key advisory lock (class, object) every memory-state write holds ("CM" =
 # claude-memory). Taken: 0x434D_0001-0002 (storage.postgres), 0x434D_0003-0004 (the memory
-# index, memory.pg_store); 0x434D_0010 keeps clear of that range as it grows.
+# index, memory.postgres.store); 0x434D_0010 keeps clear of that range as it grows.
 LOCK_CLASS_MEMORY_STATE = 0x434D_0010
 
 # The SQLite tables, typed for PostgreSQL: REAL -> DOUBLE PRECISION (PostgreSQL's REAL is 4

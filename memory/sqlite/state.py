@@ -1,9 +1,9 @@
 """Memory state that is *not* derived from the notes: episodes, their messages, pending entities
 and the hooks' injection windows. Lives in `<home>/state.db` (deleting `index.db` must lose
 nothing; this file is not rebuildable, so it is kept apart from the index), or in the shared
-PostgreSQL database (`memory.state_pg.PostgresStateDB`) when several instances run as one.
+PostgreSQL database (`memory.postgres.state.PostgresStateDB`) when several instances run as one.
 
-Tables carry a `mem_` prefix and migrate as component "memory" (see `memory.sqlite`), so the
+Tables carry a `mem_` prefix and migrate as component "memory" (see `storage.sqlite`), so the
 agent's conversation tables can share the file.
 
 The consumers (`EpisodeStore`, `PendingStore`, the hooks, the MCP server) write their SQL once,
@@ -20,54 +20,9 @@ against `StateBackend`, in a subset both databases run unchanged:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
 
-from memory.sqlite import SQLiteDB
-
-
-class StateRow(Protocol):
-    """A result row: `sqlite3.Row` on SQLite, a dict on PostgreSQL. Index by column name."""
-
-    def __getitem__(self, key: str, /) -> Any: ...
-
-
-class StateCursor(Protocol):
-    """What a statement inside `write()` returns."""
-
-    @property
-    def rowcount(self) -> int: ...
-
-    def fetchone(self) -> Any: ...  # a StateRow, or None
-
-    def fetchall(self) -> Sequence[Any]: ...  # StateRows
-
-
-class StateWriter(Protocol):
-    """One write transaction: its statements commit together, or not at all."""
-
-    def execute(self, sql: str, params: Sequence[object] = (), /) -> StateCursor: ...
-
-    def executemany(self, sql: str, params: Iterable[Sequence[object]], /) -> object: ...
-
-
-class StateBackend(Protocol):
-    """The memory state database, SQLite (`StateDB`) or PostgreSQL (`PostgresStateDB`).
-
-    Write transactions are serialized across every process and instance sharing the storage
-    (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: an advisory lock), so a read-then-insert inside
-    `write()` — "start an episode unless one is active" — never races another writer.
-    Do not nest `write()` blocks, nor read through `read()` inside one: use the writer.
-    """
-
-    def read(self, sql: str, params: Sequence[object] = ()) -> Sequence[StateRow]: ...
-
-    def write(self) -> AbstractContextManager[StateWriter]: ...
-
-    def close(self) -> None: ...
-
+from storage.sqlite import SQLiteDB
 
 _MIGRATIONS: tuple[str, ...] = (
     """

@@ -1,4 +1,4 @@
-"""Calibration text for language centering (see `memory.embeddings.LanguageCentering`).
+"""Calibration text for language centering (see `memory.encoders.models.LanguageCentering`).
 
 Small multilingual encoders place a Chinese text closer to any other Chinese text than to its
 English translation: each language has its own offset in the vector space. Subtracting the

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from memory.embeddings import Encoder, EncoderUnavailableError
-from memory.hybrid import SearchMode, UsedMode
-from memory.search import ParsedQuery, parse_query
+from memory.encoders.models import Encoder, EncoderUnavailableError
+from memory.search.fusion import SearchMode, UsedMode
+from memory.search.keyword import ParsedQuery, parse_query
 
 CACHE_SIZE: Final = 256
 NO_VECTORS_YET: Final = (

@@ -4,8 +4,8 @@
 validate and rewrite notes identically: the multi-factor score of keyword and fused
 (keyword + vector) candidates, the fields `update` accepts and how it cleans them, and how a
 derived title or summary follows a new body. Rows are anything indexable by column name
-(`sqlite3.Row`, a dict) with the columns `memory.search.score_parts` and
-`memory.search.relevance` read: id, title, tags (JSON text), summary, body, type,
+(`sqlite3.Row`, a dict) with the columns `memory.search.keyword.score_parts` and
+`memory.search.keyword.relevance` read: id, title, tags (JSON text), summary, body, type,
 updated_ts, importance.
 """
 
@@ -19,9 +19,7 @@ from typing import Any, Final
 
 from errors import InvalidInputError
 from memory import _text
-from memory.capture import sanitize
 from memory.config import RankingWeights
-from memory.hybrid import FusionWeights, fuse, keyword_coverage, term_patterns
 from memory.model import (
     Note,
     ScoreParts,
@@ -33,7 +31,9 @@ from memory.model import (
     normalize_type,
     parse_datetime,
 )
-from memory.search import Candidate, ParsedQuery, combine, relevance, score_parts
+from memory.notes.capture import sanitize
+from memory.search.fusion import FusionWeights, fuse, keyword_coverage, term_patterns
+from memory.search.keyword import Candidate, ParsedQuery, combine, relevance, score_parts
 
 UPDATABLE: Final = frozenset(
     {
@@ -173,7 +173,7 @@ def keyword_ranking(
 @dataclass(slots=True)
 class KeywordSide:
     """The keyword half of a hybrid search: rows by id, ids best first, and how much of the
-    query (IDF-weighted) each holds, the trust `memory.hybrid.fuse` gives it."""
+    query (IDF-weighted) each holds, the trust `memory.search.fusion.fuse` gives it."""
 
     rows: dict[str, Any] = field(default_factory=dict)
     ids: list[str] = field(default_factory=list)
@@ -223,7 +223,7 @@ def fused_ranking(
     limit: int,
 ) -> list[Scored]:
     """Keyword ids and the nearest notes by vector [(id, cosine)] fused into one relevance
-    (`memory.hybrid.fuse`), then scored like keyword hits. `rows`: every row that may be
+    (`memory.search.fusion.fuse`), then scored like keyword hits. `rows`: every row that may be
     returned (keyword rows and the vector hits that passed the filters); vector hits
     without a row are dropped."""
     kept = [(note_id, score) for note_id, score in nearest if note_id in rows]

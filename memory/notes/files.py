@@ -22,7 +22,6 @@ import yaml
 
 from errors import InvalidInputError
 from memory import _text
-from memory.capture import sanitize
 from memory.model import (
     DEFAULT_IMPORTANCE,
     FRONT_MATTER_KEYS,
@@ -39,6 +38,7 @@ from memory.model import (
     path_note_id,
     utcnow,
 )
+from memory.notes.capture import sanitize
 
 log = logging.getLogger(__name__)
 

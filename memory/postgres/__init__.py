@@ -1,0 +1,1 @@
+"""Backend 2, several instances as one: notes, vectors (pgvector) and state in PostgreSQL."""
