@@ -39,6 +39,13 @@ class InvalidInputError(ClaudeMemoryError):
     status_code = 422
 
 
+class ConflictError(ClaudeMemoryError):
+    """The request contradicts the record's state (a decision already taken cannot be undone
+    this way); the message says what can be done instead."""
+
+    status_code = 409
+
+
 class AgentUnavailableError(ClaudeMemoryError):
     """The Claude CLI could not be started or reached."""
 

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from errors import ClaudeMemoryError
+from errors import ClaudeMemoryError, ConflictError
 from memory.backend import MemoryBackend
 from memory.loop.entities import PendingStore, pending_filter
 from memory.model import Note, NoteDraft, SearchHit
@@ -104,7 +104,12 @@ class NoteList(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(max_length=2000)
+    query: str = Field(
+        min_length=1,
+        max_length=2000,
+        pattern=r"\S",
+        description="What to look for; blank queries are refused (list notes with GET instead).",
+    )
     limit: int = Field(default=10, ge=1, le=100)
     type: str | None = None
     scope: str | None = None
@@ -302,9 +307,14 @@ def create_pending_router(
     router = APIRouter(prefix="/api/memories/pending", tags=["memories"])
 
     @router.get("")
-    async def list_pending(status: str = "pending", limit: int = 100) -> dict[str, Any]:
-        wanted = pending_filter(status)  # an unknown status: 422 saying which ones exist
-        items = await asyncio.to_thread(get_pending().list, wanted, limit)
+    async def list_pending(
+        status: str = "pending", limit: int = Query(default=100, ge=1, le=500)
+    ) -> dict[str, Any]:
+        try:
+            wanted = pending_filter(status)
+        except ClaudeMemoryError as exc:  # an unknown status: 422 saying which ones exist
+            raise HTTPException(status_code=exc.status_code, detail=exc.message) from exc
+        items = await _run(get_pending().list, wanted, limit)
         return {"pending": [p.to_dict() for p in items]}
 
     @router.post("/{pending_id}/confirm")
@@ -314,19 +324,29 @@ def create_pending_router(
             entity = pending.get(pending_id)
             if entity.status == "confirmed" and entity.note_id:
                 return {"id": entity.note_id, "pending": entity.to_dict()}
-            saved = get_store().save(entity.draft())
-            resolved = pending.resolve(pending_id, "confirmed", saved.id)
+            if entity.status == "rejected":
+                pending.resolve(pending_id, "confirmed")  # raises the ConflictError (409)
+            store = get_store()
+            saved = store.save(entity.draft())
+            try:
+                resolved = pending.resolve(pending_id, "confirmed", saved.id)
+            except ConflictError:
+                # Rejected between our read and our save: the rejection stands, and the
+                # note it would have created must not outlive it.
+                if not saved.deduplicated:
+                    store.delete(saved.id)
+                raise
             return {
                 "id": saved.id,
                 "deduplicated": saved.deduplicated,
                 "pending": resolved.to_dict(),
             }
 
-        return await asyncio.to_thread(run)
+        return await _run(run)
 
     @router.post("/{pending_id}/reject")
     async def reject(pending_id: str) -> dict[str, Any]:
-        resolved = await asyncio.to_thread(get_pending().resolve, pending_id, "rejected")
+        resolved = await _run(get_pending().resolve, pending_id, "rejected")
         return {"pending": resolved.to_dict()}
 
     return router

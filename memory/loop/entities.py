@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from errors import InvalidInputError, NotFoundError
+from errors import ConflictError, InvalidInputError, NotFoundError
 from memory import _text
 from memory.backend import StateBackend
 from memory.model import NoteDraft
@@ -248,13 +248,30 @@ class PendingStore:
     def resolve(
         self, pending_id: str, status: PendingStatus, note_id: str | None = None
     ) -> PendingEntity:
-        self.get(pending_id)
+        """Confirm or reject a pending memory. The decision is final: deciding the same way
+        again returns the entity as it is; the other way raises ConflictError."""
+        if status == "pending":
+            raise InvalidInputError("a pending memory is resolved as confirmed or rejected")
+        self.get(pending_id)  # unknown id: NotFoundError
         with self.db.write() as db:
-            db.execute(
-                "UPDATE mem_pending SET status = ?, note_id = ? WHERE id = ?",
+            # Only a pending row changes, inside the writers' lock: a confirm and a reject
+            # racing each other cannot both win.
+            changed = db.execute(
+                "UPDATE mem_pending SET status = ?, note_id = ?"
+                " WHERE id = ? AND status = 'pending'",
                 (status, note_id, pending_id),
+            ).rowcount
+        entity = self.get(pending_id)
+        if not changed and entity.status != status:
+            raise ConflictError(
+                f"pending memory {pending_id!r} was already {entity.status}; that decision is "
+                + (
+                    "final: delete or edit the note instead"
+                    if entity.status == "confirmed"
+                    else "final: save the memory again if you want it kept"
+                )
             )
-        return self.get(pending_id)
+        return entity
 
 
 def _pending(row: Any) -> PendingEntity:
