@@ -142,6 +142,11 @@ class Settings(BaseSettings):
     denied_tools: CsvList = Field(
         default_factory=list, description="Tools always refused, even if allowed above."
     )
+    ask_tools: CsvList = Field(
+        default_factory=list,
+        description="Tools that run only once a person approves each call (Feishu shows "
+        "approve/deny buttons); refused where nobody can be asked. `mcp__*` prefixes allowed.",
+    )
     system_prompt_append: str = Field(
         default="", description="Extra instructions appended to the agent's system prompt."
     )
@@ -289,11 +294,39 @@ class Settings(BaseSettings):
         description="An answer that took longer than this and arrived by updating the progress "
         "card (which notifies nobody) is followed by a short reply, so the user gets a push.",
     )
+    feishu_streaming: bool = Field(
+        default=True,
+        validation_alias=AliasChoices("FEISHU_STREAMING"),
+        description="Stream answers into a CardKit card as the model writes them (off: a "
+        "progress card, then the answer).",
+    )
+    feishu_stream_interval_seconds: float = Field(
+        default=0.4,
+        ge=0.2,
+        validation_alias=AliasChoices("FEISHU_STREAM_INTERVAL_SECONDS"),
+        description="Least time between two updates of a streaming card (Feishu allows 10 "
+        "operations per second per card; each update is at most two).",
+    )
+    feishu_queue_max: int = Field(
+        default=5,
+        ge=1,
+        validation_alias=AliasChoices("FEISHU_QUEUE_MAX"),
+        description="Messages one conversation may have waiting behind its running answer; "
+        "more are refused with a line saying the queue is full.",
+    )
+    feishu_approval_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        validation_alias=AliasChoices("FEISHU_APPROVAL_TIMEOUT_SECONDS"),
+        description='How long an approval card for an "ask" tool waits for a tap; then the '
+        "call is denied.",
+    )
 
     @field_validator(
         "bash_allowlist",
         "allowed_tools",
         "denied_tools",
+        "ask_tools",
         "feishu_allowed_users",
         "feishu_allowed_chats",
         mode="before",

@@ -27,7 +27,7 @@ from agent.events import (
     TurnEvent,
 )
 from agent.logs import RequestLog
-from agent.policy import Allowed, Decision, Denied
+from agent.policy import Allowed, Approver, Ask, Decision, Denied
 from agent.replies import ToolFailure, TurnOutcome
 
 logger = logging.getLogger(__name__)
@@ -85,6 +85,7 @@ class TurnState:
     def __init__(self, log: RequestLog, sink: EventSink | None) -> None:
         self.log = log
         self.sink = sink
+        self.approver: Approver | None = None  # who answers "ask" calls (the Feishu bridge)
         self.texts: list[str] = []
         self.tool_names: dict[str, str] = {}
         self.tool_summaries: dict[str, str] = {}
@@ -135,6 +136,8 @@ class TurnState:
                     self.failures.append(ToolFailure(tool_name, reason, True, summary))
             case Allowed():
                 allowed, reason = True, ""
+            case Ask(reason=reason):
+                allowed = False  # not decided yet: the answer is recorded when it comes
         self.log.write(
             "permission",
             {

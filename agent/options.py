@@ -37,7 +37,7 @@ from claude_agent_sdk import (
 )
 from claude_agent_sdk.types import HookEvent
 
-from agent.policy import Allowed, Decision, Denied, PolicyConfig, evaluate_tool_call
+from agent.policy import Allowed, Ask, Decision, Denied, PolicyConfig, evaluate_tool_call
 from memory.clients.conventions import claude_project_dirs
 from settings import Settings
 
@@ -67,6 +67,10 @@ class PermissionRecorder(Protocol):
         tool_use_id: str | None,
         decision: Decision,
     ) -> None: ...
+
+    async def approve(self, tool_name: str, tool_input: Mapping[str, Any]) -> Allowed | Denied:
+        """A person's answer to an "ask" call (Denied where nobody can be asked)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +249,16 @@ def permission_gates(
                         "permissionDecisionReason": reason,
                     }
                 }
+            case Ask(reason=reason):
+                # The CLI then asks `can_use_tool`, which waits for the person's answer (a hook
+                # has a time limit; the permission prompt does not).
+                return {
+                    "hookSpecificOutput": {
+                        "hookEventName": "PreToolUse",
+                        "permissionDecision": "ask",
+                        "permissionDecisionReason": reason,
+                    }
+                }
             case Allowed():
                 # No opinion: the CLI continues and asks `can_use_tool` when it would prompt.
                 return {}
@@ -253,9 +267,15 @@ def permission_gates(
         tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResultAllow | PermissionResultDeny:
         decision = evaluate_tool_call(tool_name, tool_input, config)
+        tool_use_id = None
+        if isinstance(decision, Ask):
+            decision = await recorder.approve(tool_name, tool_input)
+            tool_use_id = context.tool_use_id  # the step shows its refusal, or runs
+            recorder.record_permission(tool_name, tool_input, tool_use_id, decision)
         match decision:
             case Denied(reason=reason):
-                recorder.record_permission(tool_name, tool_input, None, decision)
+                if tool_use_id is None:
+                    recorder.record_permission(tool_name, tool_input, None, decision)
                 return PermissionResultDeny(message=reason)
             case Allowed():
                 return PermissionResultAllow()

@@ -11,6 +11,9 @@ the shell would. The rules (see docs/permissions.md for the user-facing version)
 * File tools: their paths inside the workspace after following symbolic links.
 * Any other tool: refused when it matches `denied_tools`, else allowed when it matches
   `allowed_tools`, else refused.
+* The "ask" tier sits between the two: a call the rules above would allow, whose tool matches
+  `ask_tools`, gets `Ask(reason)`: it runs only if a person approves it (the Feishu bridge shows
+  approve/deny buttons); where nobody can be asked, it is refused. A refusal always wins.
 
 When in doubt the answer is `Denied`: a wrong refusal costs the model one retry with the reason
 in hand, a wrong permission can cost the user their files. The SDK client must run with the
@@ -24,7 +27,7 @@ import glob
 import os
 import re
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,7 +52,16 @@ class Denied:
     reason: str
 
 
-Decision = Allowed | Denied
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """The tool call may run only once a person approves it; `reason` says what is asked."""
+
+    reason: str
+
+
+Decision = Allowed | Ask | Denied
+Approver = Callable[[str, Mapping[str, Any]], Awaitable[Allowed | Denied]]
+"""Asks a person about one "ask" call (tool name, input): their answer, or Denied on timeout."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +75,7 @@ class PolicyConfig:
     bash_allowlist: frozenset[str]
     allowed_tools: tuple[str, ...]
     denied_tools: tuple[str, ...]
+    ask_tools: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # A relative workspace would be resolved against whatever directory the process is in.
@@ -79,6 +92,7 @@ class PolicyConfig:
             bash_allowlist=frozenset(settings.bash_allowlist),
             allowed_tools=tuple(settings.allowed_tools),
             denied_tools=tuple(settings.denied_tools),
+            ask_tools=tuple(settings.ask_tools),
         )
 
 
@@ -190,7 +204,14 @@ _SLASH_LOOKALIKES = str.maketrans(
 def evaluate_tool_call(
     tool_name: str, tool_input: Mapping[str, Any], config: PolicyConfig
 ) -> Decision:
-    """Decide whether the agent may make this tool call."""
+    """Decide whether the agent may make this tool call: allowed, refused, or to be asked."""
+    decision = _evaluate(tool_name, tool_input, config)
+    if isinstance(decision, Allowed) and _matches_any(tool_name, config.ask_tools):
+        return Ask(f"`{tool_name}` needs the user's approval first (CLAUDE_MEMORY_ASK_TOOLS).")
+    return decision
+
+
+def _evaluate(tool_name: str, tool_input: Mapping[str, Any], config: PolicyConfig) -> Decision:
     if _matches_any(tool_name, config.denied_tools):
         return Denied(
             f"`{tool_name}` is turned off by CLAUDE_MEMORY_DENIED_TOOLS; "

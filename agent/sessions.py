@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -41,7 +41,7 @@ from agent.options import (
     delete_transcripts,
     permission_gates,
 )
-from agent.policy import PolicyConfig
+from agent.policy import Allowed, Approver, Denied, PolicyConfig
 from agent.replies import Reply, TurnOutcome, build_reply, without_paths
 from errors import InvalidInputError
 from settings import Settings
@@ -84,6 +84,7 @@ class _TurnRequest:
     sink: EventSink | None
     future: asyncio.Future[TurnResult]
     enqueued: float = field(default_factory=time.monotonic)
+    approver: Approver | None = None
 
 
 class _Stop:
@@ -280,6 +281,7 @@ class _Actor:
         started = time.time()
         log = manager.logs.open(self.conversation_id)
         state = TurnState(log, turn.sink)
+        state.approver = turn.approver
         log.write(
             "request",
             {"conversation_id": self.conversation_id, "message": turn.message, "kind": turn.kind},
@@ -462,6 +464,15 @@ class _CurrentTurn:
         if state is not None:
             state.record_permission(*args)
 
+    async def approve(self, tool_name: str, tool_input: Mapping[str, Any]) -> Allowed | Denied:
+        state = self.actor.current
+        if state is None or state.approver is None:
+            return Denied(
+                f"`{tool_name}` needs the user's approval, which cannot be asked for here; "
+                "do the task without it."
+            )
+        return await state.approver(tool_name, tool_input)
+
 
 class SessionManager:
     """Owns every conversation actor; an async context manager owned by the app's lifespan."""
@@ -548,14 +559,17 @@ class SessionManager:
         new_conversation: bool = False,
         on_event: EventSink | None = None,
         source: str = "web",
+        approver: Approver | None = None,
     ) -> TurnResult:
-        """Run one turn and return its honest result. The single entry for every front door."""
+        """Run one turn and return its honest result. The single entry for every front door.
+
+        `approver`: asks a person about the policy's "ask" calls (else they are refused)."""
         self.validate_message(message)
         conversation_id = await self.resolve_conversation(conversation_id, new_conversation)
         await asyncio.to_thread(
             self.store.ensure, conversation_id, title=_title(message), source=source
         )
-        return await self._submit(conversation_id, message, "chat", on_event)
+        return await self._submit(conversation_id, message, "chat", on_event, approver)
 
     def validate_message(self, message: str) -> None:
         if not message or not message.strip():
@@ -652,12 +666,17 @@ class SessionManager:
 
     # --- internals -------------------------------------------------------------------------------
     async def _submit(
-        self, conversation_id: str, message: str, kind: TurnKind, sink: EventSink | None
+        self,
+        conversation_id: str,
+        message: str,
+        kind: TurnKind,
+        sink: EventSink | None,
+        approver: Approver | None = None,
     ) -> TurnResult:
         if self._closed:
             raise InvalidInputError("the app is shutting down; send the message again shortly")
         future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
-        self._requeue(conversation_id, _TurnRequest(message, kind, sink, future))
+        self._requeue(conversation_id, _TurnRequest(message, kind, sink, future, approver=approver))
         return await future
 
     def _requeue(self, conversation_id: str, turn: _TurnRequest) -> None:
