@@ -175,3 +175,37 @@ def one_line(text: str, limit: int) -> str:
     """Whitespace collapsed, cut to `limit` characters with an ellipsis."""
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[: max(limit - 1, 1)].rstrip() + "…"
+
+
+# A sentence ends at 。！？ (and their run), at .!? followed by a space or the end (so "3.5",
+# "app.py" and "e.g.x" stay whole), at a line break, and at a list bullet. English
+# abbreviations that end in a period before a space ("e.g. ", "i.e. ", "etc. ", "vs. ") are
+# re-joined after the split.
+_SENTENCE_END_RE = re.compile(r"(?<=[。！？；])|(?<=[.!?;])(?=\s)")
+_BULLET_RE = re.compile(r"^\s*(?:[-*•·]|\d+[.)、])\s+")
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "Mr.", "Ms.", "Dr.", "No.")
+_FENCE_RE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a Chinese, English or mixed text, code blocks left out, each stripped
+    of list bullets and surrounding space; empty ones dropped."""
+    out: list[str] = []
+    for line in _FENCE_RE.sub("\n", text).splitlines():
+        for piece in _SENTENCE_END_RE.split(_BULLET_RE.sub("", line)):
+            piece = piece.strip()
+            if not piece:
+                continue
+            if out and out[-1].endswith(_ABBREVIATIONS):
+                out[-1] = f"{out[-1]} {piece}"
+            else:
+                out.append(piece)
+    return out
+
+
+def is_mostly_chinese(text: str) -> bool:
+    """Whether a text reads as Chinese: at least a third of its words are CJK characters (a
+    Chinese character counts as a word, so a Chinese sentence with English names is Chinese)."""
+    cjk = len(HAS_CJK_RE.findall(text))
+    latin = len(re.findall(r"[A-Za-z]+", text))
+    return cjk > 0 and cjk >= (cjk + latin) / 3

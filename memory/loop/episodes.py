@@ -13,10 +13,10 @@ import builtins
 import re
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from errors import NotFoundError
 from memory import _text
@@ -99,27 +99,92 @@ def should_summarize(episode: Episode) -> bool:
     return episode.turns >= MIN_TURNS_FOR_SUMMARY or episode.file_changes > 0
 
 
-_DECISION = re.compile(r"决定|选定|采用|decid|chose|agreed|we will|we'll", re.IGNORECASE)
-_OPEN = re.compile(
-    r"待办|下一步|还需要|TODO|next step|later|remaining|follow[- ]?up", re.IGNORECASE
+_DECISION = re.compile(
+    r"决定|选定|选择了|采用|改用|确定|定为|decid|chose|choos|agreed|settled on|going with"
+    r"|we will|we'll|switch(?:ed)? to|instead of",
+    re.IGNORECASE,
 )
-_SENTENCE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
+_OPEN = re.compile(
+    r"待办|下一步|还需要|还要|尚未|未完成|没完成|以后再|稍后|TODO|next step|remaining|follow[- ]?up"
+    r"|still need|not yet|later|open question|left to do",
+    re.IGNORECASE,
+)
+_ACKNOWLEDGEMENT = re.compile(
+    r"(?:谢谢|多谢|好的?|嗯+|收到|可以|行|ok(?:ay)?|thanks?(?: you)?|great|cool|got it|nice|yes|no)"
+    r"[\s。！!.,，~～]*",
+    re.IGNORECASE,
+)
+"""A user message that asks nothing ("谢谢", "ok"): not what the session did."""
+_LABELS: dict[bool, tuple[str, str, str, str, str]] = {
+    # chinese -> (done, decisions, open, separator, item joiner)
+    True: ("完成：", "决定：", "待办：", "｜", "；"),
+    False: ("Done: ", "Decisions: ", "Open: ", " | ", "; "),
+}
+
+
+def conversation_is_chinese(messages: Sequence[EpisodeMessage]) -> bool:
+    """The conversation's language, from what the user wrote (the assistant's replies quote
+    code and names); no user text: from everything."""
+    users = " ".join(m.content for m in messages if m.role == "user")
+    return _text.is_mostly_chinese(users or " ".join(m.content for m in messages))
 
 
 def rule_based_summary(messages: Sequence[EpisodeMessage], limit: int = SUMMARY_LIMIT) -> str:
-    """A summary without a model: first request, decisions and open items found in the text."""
-    users = [m.content for m in messages if m.role == "user" and m.content.strip()]
-    texts = [m.content for m in messages if m.role in ("user", "assistant")]
-    sentences = [s.strip() for t in texts for s in _SENTENCE.findall(t) if s.strip()]
-    done = _text.shorten(" ".join(users[0].split()), 90) if users else "对话"
-    decisions = [s for s in sentences if _DECISION.search(s)][:2]
-    open_items = [s for s in sentences if _OPEN.search(s)][:2]
-    parts = [f"Done: {done}"]
+    """A summary without a model, in the conversation's language: what was done (the first
+    request, and the last one when there were several), the decisions and the open items
+    found sentence by sentence in what was said; at most `limit` characters."""
+    chinese = conversation_is_chinese(messages)
+    done_label, decided_label, open_label, separator, joiner = _LABELS[chinese]
+    requests = [
+        first[0]
+        for m in messages
+        if m.role == "user"
+        and (first := _text.sentences(m.content))
+        and not _ACKNOWLEDGEMENT.fullmatch(first[0])
+    ]
+    said = [
+        s for m in messages if m.role in ("user", "assistant") for s in _text.sentences(m.content)
+    ]
+    if not requests:
+        done = "对话" if chinese else "a conversation"
+    elif len(requests) == 1 or requests[-1] == requests[0]:
+        done = _text.shorten(requests[0], 90)
+    else:
+        done = f"{_text.shorten(requests[0], 60)}{joiner}{_text.shorten(requests[-1], 60)}"
+    decisions = _unique(s for s in said if _DECISION.search(s))[:2]
+    open_items = _unique(s for s in said if _OPEN.search(s) and not _DECISION.search(s))[:2]
+    parts = [done_label + done]
     if decisions:
-        parts.append("Decisions: " + "; ".join(_text.shorten(s, 70) for s in decisions))
+        parts.append(decided_label + joiner.join(_text.shorten(s, 70) for s in decisions))
     if open_items:
-        parts.append("Open: " + "; ".join(_text.shorten(s, 60) for s in open_items))
-    return _text.shorten(" | ".join(parts), limit)
+        parts.append(open_label + joiner.join(_text.shorten(s, 60) for s in open_items))
+    return _text.shorten(separator.join(parts), limit)
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def summary_path(key: str) -> str:
+    """`sessions/<session id>.md`: a client session's key is `<client>:<session id>`, a chat
+    conversation's key its id; the file name keeps only characters safe in a path."""
+    session = key.split(":", 1)[1] if ":" in key else key
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", session).strip(".-")[:80] or "session"
+    return f"sessions/{safe}.md"
+
+
+_KINDS_IN_ENGLISH: Final = (("开发会话", "coding session"), ("会话", "session"))
+
+
+def summary_title(episode_title: str, *, chinese: bool) -> str:
+    """The summary note's title in the summary's language: "<place> 会话 <time> 摘要" or
+    "<place> session <time> summary"."""
+    if chinese:
+        return f"{episode_title} 摘要"
+    for zh, en in _KINDS_IN_ENGLISH:
+        if f" {zh} " in episode_title:
+            return episode_title.replace(f" {zh} ", f" {en} ", 1) + " summary"
+    return f"{episode_title} summary"
 
 
 def transcript(messages: Sequence[EpisodeMessage], limit: int = 12_000) -> str:
@@ -353,34 +418,71 @@ class EpisodeStore:
         episode = self.get(episode_id)
         if episode.status == "completed":
             return episode
-        note_id = None
+        text, note_id = self.write_summary(episode_id, summary)
+        with self.db.write() as db:
+            db.execute(
+                "UPDATE mem_episodes SET status = 'completed', ended = ?, summary = ?,"
+                " summary_note_id = COALESCE(?, summary_note_id) WHERE id = ?",
+                (self.clock(), text, note_id, episode_id),
+            )
+        self.windows.clear(episode.key)
+        return self.get(episode_id)
+
+    def write_summary(self, episode_id: str, summary: str | None) -> tuple[str, str | None]:
+        """Create or overwrite the session's summary note, `sessions/<session id>.md` (seed
+        001's L2 summary: one file per client session, rewritten at each trigger point: the
+        user asks to remember, a commit, a new conversation, compaction, the session's end).
+        A resumed session (a new episode with the same key) rewrites the same file. Returns
+        the stored text (secrets redacted, at most 300 characters) and the note id."""
+        episode = self.get(episode_id)
         # a model-written summary may quote a secret: the episode row is stored text too
         text = _text.shorten(" ".join(sanitize(summary or "").split()), SUMMARY_LIMIT)
-        if text:
-            result = self.store.save(
+        if not text:
+            return "", None
+        path = summary_path(episode.key)
+        title = summary_title(episode.title, chinese=_text.is_mostly_chinese(text))
+        existing = self._summary_note(episode, path)
+        if existing is not None:
+            self.store.update(existing, content=text, summary=text, title=title)
+            note_id = existing
+        else:
+            note_id = self.store.save(
                 NoteDraft(
                     content=text,
-                    title=f"{episode.title} 摘要",
+                    title=title,
                     summary=text,
                     type="conversation",
                     scope=episode.scope,
                     tags=("session",),
                     importance=0.4,
                     source=f"episode:{episode.key}",
-                    path=f"sessions/{datetime.now():%Y%m%d-%H%M%S}-{_text.slugify(episode.key)}.md",
+                    path=path,
                 )
-            )
-            note_id = result.id
+            ).id
+            self._prune_summaries(episode.scope)
         with self.db.write() as db:
             db.execute(
-                "UPDATE mem_episodes SET status = 'completed', ended = ?, summary = ?,"
-                " summary_note_id = ? WHERE id = ?",
-                (self.clock(), text, note_id, episode_id),
+                "UPDATE mem_episodes SET summary = ?, summary_note_id = ? WHERE id = ?",
+                (text, note_id, episode_id),
             )
-        self.windows.clear(episode.key)
-        if note_id:
-            self._prune_summaries(episode.scope)
-        return self.get(episode_id)
+        return text, note_id
+
+    def _summary_note(self, episode: Episode, path: str) -> str | None:
+        """The id of this session's summary note if it still exists: the one an earlier episode
+        of the same key (or this one, at an earlier trigger) wrote."""
+        rows = self.db.read(
+            "SELECT summary_note_id FROM mem_episodes WHERE key = ? AND summary_note_id IS NOT"
+            " NULL ORDER BY started DESC",
+            (episode.key,),
+        )
+        for row in rows:
+            try:
+                note = self.store.get(row["summary_note_id"])
+            except NotFoundError:
+                continue
+            if note.path == path:
+                return note.id
+        return None
 
     def cleanup_messages(self, older_than_days: float) -> int:
         """Delete messages of completed episodes older than N days (summaries stay)."""

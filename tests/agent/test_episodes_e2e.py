@@ -59,9 +59,13 @@ async def test_summary_falls_back_to_rules_when_the_model_fails(
             await client.post("/api/chat", json={"message": message, "conversation_id": "zh"})
         await client.app.state.container.sessions.close_conversation("zh", reason="test")  # type: ignore[attr-defined]
     (summary,) = (settings.memory_dir / "sessions").glob("*.md")
+    assert summary.name == "zh.md"  # one file per session id
     content = summary.read_text(encoding="utf-8")
-    assert "Done: 我们决定采用 PostgreSQL" in content
-    assert "Open: 下一步写迁移脚本" in content
+    # In the conversation's language, with its three parts; "谢谢" is not what was done.
+    assert "完成：我们决定采用 PostgreSQL；下一步写迁移脚本｜" in content
+    assert "决定：我们决定采用 PostgreSQL" in content
+    assert "待办：下一步写迁移脚本" in content
+    assert "title: Web 会话 " in content
 
 
 async def test_decisions_are_captured_and_vague_mentions_wait_for_confirmation(

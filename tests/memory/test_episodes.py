@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from memory._text import sentences
 from memory.config import MemoryConfig
 from memory.loop.episodes import (
     MAX_SUMMARIES_PER_SCOPE,
@@ -15,6 +16,8 @@ from memory.loop.episodes import (
     episode_title,
     rule_based_summary,
     should_summarize,
+    summary_path,
+    summary_title,
 )
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
@@ -78,3 +81,133 @@ def test_messages_are_cleaned_and_redacted(episodes: EpisodeStore) -> None:
     (message,) = episodes.messages(ep.id)
     assert "sk-ant-api03" not in message.content
     assert "[代码块已省略]" in message.content
+
+
+def _said(*lines: tuple[str, str]) -> list[EpisodeMessage]:
+    return [EpisodeMessage(i, role, "message", "", text, 0) for i, (role, text) in enumerate(lines)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "We chose Postgres. Next: the index! Version 3.5 stays; app.py too.",
+            ["We chose Postgres.", "Next: the index!", "Version 3.5 stays;", "app.py too."],
+        ),
+        (
+            "我们决定用 PostgreSQL。下一步加索引！还要测 app.py。",
+            ["我们决定用 PostgreSQL。", "下一步加索引！", "还要测 app.py。"],
+        ),
+        ("Use a pool e.g. psycopg's. Done", ["Use a pool e.g. psycopg's.", "Done"]),
+        ("- one\n- two\n1. three", ["one", "two", "three"]),
+        ("before\n```\nx = 1. y = 2.\n```\nafter", ["before", "after"]),
+        ("  \n\n ", []),
+    ],
+)
+def test_sentences_split_chinese_english_and_lists(text: str, expected: list[str]) -> None:
+    assert sentences(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("messages", "starts", "contains", "absent"),
+    [
+        # English: the reply is split into sentences, so "Open" is one sentence, not the reply.
+        (
+            _said(
+                ("user", "Fix the flaky login test."),
+                (
+                    "assistant",
+                    "I found a race in the fixture. We decided to use a lock. "
+                    "The retry test still needs a look later. Everything else passes.",
+                ),
+            ),
+            "Done: Fix the flaky login test.",
+            [
+                "Decisions: We decided to use a lock.",
+                "Open: The retry test still needs a look later.",
+            ],
+            ["Everything else passes", "完成"],
+        ),
+        # Chinese: Chinese labels, the pleasantry is not what was done.
+        (
+            _said(
+                ("user", "把部署改成蓝绿发布。"),
+                ("assistant", "好的，我们采用蓝绿发布。下一步更新手册。"),
+                ("user", "谢谢"),
+            ),
+            "完成：把部署改成蓝绿发布。",
+            ["决定：", "采用蓝绿发布", "待办：下一步更新手册。"],
+            ["谢谢", "Done"],
+        ),
+        # Several requests: the first and the last.
+        (
+            _said(
+                ("user", "Set up CI."),
+                ("user", "Also add ruff."),
+                ("user", "And publish the docs."),
+            ),
+            "Done: Set up CI.; And publish the docs.",
+            [],
+            ["Also add ruff"],
+        ),
+        (_said(("assistant", "Hello.")), "Done: a conversation", [], []),
+    ],
+)
+def test_rule_based_summary_speaks_the_conversations_language(
+    messages: list[EpisodeMessage], starts: str, contains: list[str], absent: list[str]
+) -> None:
+    summary = rule_based_summary(messages)
+    assert summary.startswith(starts), summary
+    assert len(summary) <= 300
+    for part in contains:
+        assert part in summary, summary
+    for part in absent:
+        assert part not in summary, summary
+
+
+@pytest.mark.parametrize(
+    ("key", "path"),
+    [
+        (
+            "claude-code:0f7c9a2e-1b2c-4d5e-8f90-123456789abc",
+            "sessions/0f7c9a2e-1b2c-4d5e-8f90-123456789abc.md",
+        ),
+        ("codex:rollout/../../etc", "sessions/rollout-..-..-etc.md"),
+        ("feishu:p2p:v2", "sessions/p2p-v2.md"),
+        ("conv-1", "sessions/conv-1.md"),
+        ("..", "sessions/session.md"),
+    ],
+)
+def test_one_summary_file_per_session_id(key: str, path: str) -> None:
+    assert summary_path(key) == path
+
+
+def test_summary_title_follows_the_summary_language() -> None:
+    assert (
+        summary_title("atlas 开发会话 01-01 10:00", chinese=True)
+        == "atlas 开发会话 01-01 10:00 摘要"
+    )
+    assert (
+        summary_title("atlas 开发会话 01-01 10:00", chinese=False)
+        == "atlas coding session 01-01 10:00 summary"
+    )
+    assert summary_title("Web 会话 01-01 10:00", chinese=False) == "Web session 01-01 10:00 summary"
+
+
+def test_a_resumed_session_rewrites_its_own_summary_file(
+    episodes: EpisodeStore, tmp_path: Path
+) -> None:
+    key = "claude-code:6b1d"
+    first = episodes.start(key, title="atlas 开发会话 01-01 10:00")
+    episodes.close(first.id, "Done: set up CI.")
+    again = episodes.start(key, title="atlas 开发会话 01-02 09:00")  # the same session, resumed
+    mid = episodes.write_summary(again.id, "Done: set up CI and ruff.")  # a trigger point
+    episodes.close(again.id, "Done: set up CI, ruff and docs.")
+    files = list((tmp_path / "memory" / "sessions").glob("*.md"))
+    assert [f.name for f in files] == ["6b1d.md"]
+    text = files[0].read_text(encoding="utf-8")
+    assert "set up CI, ruff and docs." in text
+    assert "coding session" in text  # an English summary gets an English title
+    assert (
+        mid[1] == episodes.get(again.id).summary_note_id == episodes.get(first.id).summary_note_id
+    )
