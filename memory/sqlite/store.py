@@ -22,22 +22,22 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Self
 
 from errors import ClaudeMemoryError, InvalidInputError, NotFoundError
 from memory import _text
 from memory.config import MemoryConfig
-from memory.encoders.models import Encoder, EncoderUnavailableError
+from memory.core import Counts, Embedded, StoreCore, changed, draft_note, embed_note, save_locked
+from memory.encoders.models import Encoder
 from memory.model import (
-    TYPE_PROFILES,
     Note,
     NoteDraft,
     SaveResult,
-    ScoreParts,
     SearchHit,
+    SortKey,
     SyncIssue,
     SyncReport,
     normalize_sort,
@@ -54,48 +54,21 @@ from memory.notes.files import (
     list_dirs,
     new_note_path,
     note_folder,
-    note_from_draft,
     parse_note,
     publish,
     render_note,
     safe_relpath,
     write_temp,
 )
+from memory.search import engine
 from memory.search.filters import Filters
-from memory.search.fusion import (
-    DEFAULT_WEIGHTS,
-    FusionWeights,
-    SearchMode,
-    SearchOutcome,
-    idf,
-)
-from memory.search.keyword import (
-    Candidate,
-    ParsedQuery,
-    combine,
-    score_parts,
-    snippet,
-    without_excluded,
-)
-from memory.search.plan import QueryVector, QueryVectors, plan_search
+from memory.search.fusion import DEFAULT_WEIGHTS, FusionWeights
+from memory.search.keyword import Candidate, ParsedQuery
+from memory.search.plan import QueryVector, QueryVectors, SearchPlan
+from memory.search.ranking import Scored
 from memory.search.ranking import check_limit as _limit
 from memory.search.ranking import check_offset as _offset
-from memory.search.ranking import (
-    check_updatable,
-    clean_changes,
-    fused_ranking,
-    keyword_ranking,
-    keyword_side,
-    rederived,
-)
-from memory.search.vectors import (
-    PendingNote,
-    chunk_note,
-    doc_key,
-    embed_pending,
-    encoder_stats,
-    require_encoder,
-)
+from memory.search.vectors import doc_key
 from memory.sqlite.index import (
     NOTE_COLUMNS,
     SCHEMA_VERSION,
@@ -123,9 +96,6 @@ RACY_NS: Final = 1_000_000_000
 an edit within the file system's timestamp granularity would otherwise go unnoticed."""
 BATCH: Final = 500
 """Query vectors kept per store (by encoder and query text)."""
-_DF_CAP: Final = 5000
-"""Document frequencies for query-word IDF are counted up to this many notes (cheap, and
-words that common weigh little either way)."""
 _DF_CACHE: Final = 4096
 """Most words whose note counts a store keeps."""
 JSON_GENERATION: Final = "index_json_generation"
@@ -153,8 +123,10 @@ def _note_from_row(row: sqlite3.Row) -> Note:
     )
 
 
-class MemoryStore:
+class MemoryStore(StoreCore):
     """Markdown notes as the truth, a SQLite index for search. Open with `MemoryStore.open`."""
+
+    vectors: VectorIndex
 
     def __init__(
         self,
@@ -271,9 +243,6 @@ class MemoryStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _now(self) -> datetime:
-        return self._clock().astimezone(UTC).replace(microsecond=0)
 
     def abspath(self, relpath: str) -> Path:
         return self.root / relpath
@@ -527,76 +496,50 @@ class MemoryStore:
     # --- writes ------------------------------------------------------------------------------
 
     def save(self, draft: NoteDraft) -> SaveResult:
-        """Write a new note, or refresh the existing one if it is an (exact or near) duplicate.
-
-        Text is sanitized first (`<private>` spans dropped, secrets redacted).
-        """
+        """Write a new note, or refresh the existing one if it is an (exact or near) duplicate
+        (`memory.core.save_locked`). Text is sanitized first (`<private>` spans dropped,
+        secrets redacted)."""
         now = self._now()
-        note = note_from_draft(draft, now=now)
-        text = render_note(note)
-        if len(text.encode("utf-8")) > self.config.max_note_bytes:
-            raise InvalidInputError(
-                f"note is larger than {self.config.max_note_bytes} bytes; "
-                "split it or link to a file"
-            )
+        note, text = draft_note(draft, now, self.config.max_note_bytes, None)
         chash = _text.content_hash(note.body)
         grams = _text.shingles(note.body)
-        bands = _text.minhash_bands(grams)
-        embedded = self._embed_note(note, chash)  # outside the lock: an encoder takes ms
+        # outside the lock: an encoder takes ms
+        embedded = embed_note(self.encoder, note, doc_key(note.title, note.summary, chash))
         # Write (and fsync) the file before taking the lock: other processes wait less.
         rel = self._place(note, draft.path)
         tmp = write_temp((self.root / rel).parent, text, fsync=self.config.fsync)
         try:
-            result = self._save_locked(draft, note, text, tmp, chash, grams, bands, now, embedded)
+            with self.index.write() as tx:
+                self._flush_unsaved_access(tx)
+                result = save_locked(
+                    _SaveQueries(self, tx, draft.path, text, tmp, note.scope, now),
+                    draft,
+                    note,
+                    content_hash=chash,
+                    grams=grams,
+                    bands=_text.minhash_bands(grams),
+                    embedded=embedded,
+                    threshold=self.config.dedup_threshold,
+                    now=now,
+                )
         finally:
             tmp.unlink(missing_ok=True)
         self._after_change(True)
         return result
 
-    def _save_locked(
-        self,
-        draft: NoteDraft,
-        note: Note,
-        text: str,
-        tmp: Path,
-        chash: str,
-        grams: set[str],
-        bands: list[int],
-        now: datetime,
-        embedded: _Embedded | None = None,
-    ) -> SaveResult:
-        with self.index.write() as tx:
-            self._flush_unsaved_access(tx)
-            if draft.id and tx.execute("SELECT 1 FROM notes WHERE id = ?", (note.id,)).fetchone():
-                raise InvalidInputError(f"a note with id {note.id!r} already exists")
-            old_row = None
-            if draft.supersedes:
-                old_row = tx.execute(
-                    "SELECT nid, path FROM notes WHERE id = ?", (draft.supersedes,)
-                ).fetchone()
-                if old_row is None:
-                    raise NotFoundError("note", draft.supersedes)
-            dup = self._find_duplicate(tx, note, chash, grams, bands, now, embedded)
-            if dup is not None and old_row is None:
-                refreshed = self._rewrite(tx, dup, {"updated": now}, extra_access=1, lenient=True)
-                return SaveResult(id=refreshed.id, deduplicated=True, path=refreshed.path)
-            note = replace(note, path=self._place(note, draft.path))
-            path = self.root / note.path
-            verified_ns = time.time_ns()
-            if path.parent == tmp.parent:
-                publish(tmp, path, exclusive=True)
-            else:  # the wanted path was taken meanwhile: placed elsewhere
-                atomic_write(path, text, fsync=self.config.fsync, exclusive=True)
-            self._index_written(tx, note, text, path, verified_ns)
-            if embedded is not None:
-                self.vectors.write(embedded.model, [(embedded.note, embedded.vectors)], tx=tx)
-            if old_row is not None:
-                self._rewrite(
-                    tx,
-                    old_row,
-                    {"status": "superseded", "superseded_by": note.id, "updated": now},
-                )
-        return SaveResult(id=note.id, deduplicated=False, path=note.path)
+    def _publish(
+        self, tx: sqlite3.Connection, note: Note, wanted: str | None, text: str, tmp: Path
+    ) -> Note:
+        """The new note's file in place (the temp file renamed) and indexed."""
+        note = replace(note, path=self._place(note, wanted))
+        path = self.root / note.path
+        verified_ns = time.time_ns()
+        if path.parent == tmp.parent:
+            publish(tmp, path, exclusive=True)
+        else:  # the wanted path was taken meanwhile: placed elsewhere
+            atomic_write(path, text, fsync=self.config.fsync, exclusive=True)
+        self._index_written(tx, note, text, path, verified_ns)
+        return note
 
     def _place(self, note: Note, wanted: str | None) -> str:
         if wanted:
@@ -624,42 +567,6 @@ class MemoryStore:
             # our own write: do not make the next read rescan this folder
             self._dir_mtimes[folder] = _dir_mtime(self.root, folder)
 
-    def _find_duplicate(
-        self,
-        tx: sqlite3.Connection,
-        note: Note,
-        chash: str,
-        grams: set[str],
-        bands: list[int],
-        now: datetime,
-        embedded: _Embedded | None = None,
-    ) -> sqlite3.Row | None:
-        active = "scope = ? AND status = 'active' AND (expires_ts IS NULL OR expires_ts > ?)"
-        params = (note.scope, now.timestamp())
-        exact = tx.execute(
-            f"SELECT nid, path FROM notes WHERE content_hash = ? AND {active} ORDER BY nid LIMIT 1",
-            (chash, *params),
-        ).fetchone()
-        if exact is None and embedded is not None and self.config.dedup_threshold < 1.0:
-            exact = self._cosine_duplicate(tx, embedded, active, params)
-        if exact is not None or self.config.dedup_threshold >= 1.0 or not bands:
-            return exact
-        marks = ", ".join("?" * len(bands))
-        # the notes sharing most bands first; only a few are compared in full
-        rows = tx.execute(
-            f"SELECT n.nid, n.path, n.body FROM (SELECT nid, count(*) AS shared"
-            f" FROM note_bands WHERE band IN ({marks}) GROUP BY nid) b"
-            f" JOIN notes n ON n.nid = b.nid WHERE {active}"
-            f" ORDER BY b.shared DESC, n.nid LIMIT 10",
-            (*bands, *params),
-        ).fetchall()
-        best, best_sim = None, self.config.dedup_threshold
-        for row in rows:
-            similarity = _text.jaccard(grams, _text.shingles(row["body"]))
-            if similarity >= best_sim:
-                best, best_sim = row, similarity
-        return best
-
     def _rewrite(
         self,
         tx: sqlite3.Connection,
@@ -669,7 +576,6 @@ class MemoryStore:
         extra_access: int = 0,
         lenient: bool = False,
         extra: dict[str, Any] | None = None,
-        rederive: bool = False,
     ) -> Note:
         """Read the file (the truth), apply changes, write it back and re-index it.
 
@@ -707,11 +613,7 @@ class MemoryStore:
             tags=tuple(sanitize(t) for t in old.tags),
             source=sanitize(old.source) if old.source else None,
         )
-        if rederive:
-            # title/summary that were derived from the old body follow the new body
-            changes = rederived(old, changes, rel)
-        if extra:
-            changes = {**changes, "extra": {**old.extra, **extra}}
+        changes = changed(old, changes, rel, extra=extra)
         note = replace(
             old,
             id=current["id"] if current is not None else old.id,
@@ -760,15 +662,6 @@ class MemoryStore:
             raise NotFoundError("note", note_id)
         return row
 
-    def update(self, note_id: str, **changes: Any) -> Note:
-        """Change some fields (and/or `content`); the note is rewritten and re-indexed.
-
-        Accepts title, summary, content (or body), type, scope, tags, importance, status,
-        superseded_by, expires_at, source. Text is sanitized; `updated` is set to now.
-        """
-        check_updatable(changes)
-        return self._update(note_id, self._clean_changes(changes))
-
     def _update(
         self, note_id: str, clean: dict[str, Any], extra: dict[str, Any] | None = None
     ) -> Note:
@@ -778,13 +671,9 @@ class MemoryStore:
             current = self.index.row_by_path(row["path"])
             if current is None or current["id"] != note_id:
                 raise NotFoundError("note", note_id)
-            clean = {**clean, "updated": self._now()}
-            note = self._rewrite(tx, current, clean, extra=extra, rederive="body" in clean)
+            note = self._rewrite(tx, current, {**clean, "updated": self._now()}, extra=extra)
         self._after_change(True)
         return note
-
-    def _clean_changes(self, changes: dict[str, Any]) -> dict[str, Any]:
-        return clean_changes(changes, max_note_bytes=self.config.max_note_bytes)
 
     def delete(self, note_id: str) -> None:
         """Delete the note's file and its index row (raises NotFoundError)."""
@@ -801,19 +690,6 @@ class MemoryStore:
         with self._access_lock:
             self._unsaved_access.pop(int(current["nid"]), None)
         self._after_change(True)
-
-    def supersede(self, old_id: str, new_id: str) -> Note:
-        """Mark `old_id` superseded by `new_id` (both must exist)."""
-        if old_id == new_id:
-            raise InvalidInputError("a note cannot supersede itself")
-        self._row_or_sync(new_id)
-        return self.update(old_id, status="superseded", superseded_by=new_id)
-
-    def deprecate(self, note_id: str, reason: str | None = None) -> Note:
-        """Mark a note deprecated (left out of search); the reason is kept in the front
-        matter as `deprecated_reason`."""
-        extra = {"deprecated_reason": sanitize(reason)} if reason else None
-        return self._update(note_id, {"status": "deprecated"}, extra=extra)
 
     # --- reads -------------------------------------------------------------------------------
 
@@ -845,159 +721,35 @@ class MemoryStore:
     ) -> int:
         return count_rows(self.index.conn(), Filters.of(type, scope, tag, status))
 
-    def search(
-        self,
-        query: str,
-        limit: int = 10,
-        type: str | None = None,
-        scope: str | None = None,
-        include_inactive: bool = False,
-        *,
-        tag: str | None = None,
-        record_access: bool = True,
-    ) -> builtins.list[SearchHit]:
-        """Ranked search (Chinese, English, mixed, identifiers): hybrid keyword + vector when
-        an encoder is attached and notes have vectors, else keyword (`search_detailed` says
-        which, and why).
+    # --- search (the algorithm: memory.search.engine) ------------------------------------------
 
-        `scope="project:x"` also returns `user` notes (they apply to every project). Expired,
-        deprecated and superseded notes are left out unless `include_inactive`. Each hit
-        counts as an access of its note unless `record_access=False`.
-        """
-        return self.search_detailed(
-            query,
-            limit,
-            type,
-            scope,
-            include_inactive,
-            tag=tag,
-            record_access=record_access,
-        ).hits
-
-    def search_detailed(
-        self,
-        query: str,
-        limit: int = 10,
-        type: str | None = None,
-        scope: str | None = None,
-        include_inactive: bool = False,
-        *,
-        tag: str | None = None,
-        record_access: bool = True,
-        mode: SearchMode = "auto",
-    ) -> SearchOutcome:
-        """`search` with the mode used (`keyword`, `vector`, `hybrid`) and a `notice` when
-        semantic search was wanted but could not run (encoder loading or failed, no vectors
-        yet): keyword results come back then. `mode="keyword"` never touches the encoder;
-        `mode="vector"` ranks by vectors alone."""
+    def _before_read(self) -> None:
         self._ensure_fresh()
-        # the query vector first: encoding beside the keyword search was slower (query_vectors)
-        plan = plan_search(query, mode, self._query_vectors, self.encoder, self.vectors.has_vectors)
-        if plan.empty:
-            return SearchOutcome([], "keyword", plan.notice)
-        parsed = plan.parsed
-        limit = _limit(limit)
-        now = self._now()
-        filters = Filters.for_search(
-            type, scope, tag, include_inactive=include_inactive, now_ts=now.timestamp()
-        )
 
-        def rank() -> builtins.list[_Ranked]:
-            if plan.vector_first and plan.vector is not None:
-                return self._rank_hybrid(parsed, [], filters, limit, now.timestamp(), plan.vector)
-            return self._rank(parsed, filters, limit, now.timestamp(), plan.semantic)
+    def _ranked_hits(
+        self, plan: SearchPlan, filters: Filters, limit: int, now_ts: float, record: bool
+    ) -> builtins.list[SearchHit]:
+        def rank() -> builtins.list[Scored]:
+            queries = _SearchQueries(self, self.index.conn(), filters)
+            weights = self.config.ranking
+            return engine.rank(
+                queries, plan, filters, limit, now_ts, weights=weights, fusion=self.fusion
+            )
 
-        hits = rank()
-        stale = [h.hit.path for h in hits if not _same_file(self.root / h.hit.path, h)]
+        ranked = rank()
+        # the files are the truth: a hit whose file changed since it was indexed is re-read
+        stale = [s.row["path"] for s in ranked if not _same_file(self.root, s.row)]
         if stale:
             self._sync_paths(stale)
-            hits = rank()
-        if record_access and hits:
-            self._record_access(hits)
-        return SearchOutcome([h.hit for h in hits], plan.used, plan.notice)
+            ranked = rank()
+        if record and ranked:
+            self._record_access([int(s.row["nid"]) for s in ranked])
+        return engine.hits(ranked, plan.parsed)
 
-    def _rank(
-        self,
-        parsed: ParsedQuery,
-        filters: Filters,
-        limit: int,
-        now_ts: float,
-        semantic: Callable[[], QueryVector | None] | None = None,
-    ) -> builtins.list[_Ranked]:
-        conn = self.index.conn()
-        pool = max(limit * 5, 50)
-        cap = self.config.max_ranked_matches
-        rows = []
-        # a scope of a few notes: rank only its matches (docs/search.md, "Filters first")
-        first = narrowed(conn, filters)
-        fts_cap = self._ranking_cap(parsed) if first is not None else cap
-        if len(parsed.terms) > 1:
-            # Notes with every word first: far fewer rows to rank than the OR of common words.
-            match = parsed.fts(require_all=True)
-            rows = fts_rows(conn, match, filters, pool, fts_cap, first=first)
-        if len(rows) < limit:
-            rows = fts_rows(conn, parsed.fts(), filters, pool, fts_cap, first=first)
-        candidates = [Candidate(r, float(r["bm25"])) for r in rows]
-        trigram = parsed.trigram()
-        if len(candidates) < limit and trigram:
-            seen = {r["nid"] for r in rows}
-            found_tri = trigram_rows(conn, trigram, filters, pool, cap, first=first)
-            extra = without_excluded(parsed, found_tri)
-            candidates += [Candidate(r, None) for r in extra if r["nid"] not in seen]
-        found = semantic() if semantic is not None else None
-        if found is not None:
-            return self._rank_hybrid(parsed, candidates, filters, limit, now_ts, found, first)
-        ranked = keyword_ranking(parsed, candidates, now_ts, self.config.ranking, limit)
-        return [_ranked(s.row, s.score, s.parts, parsed) for s in ranked]
-
-    # --- semantic search (docs/retrieval.md) ---------------------------------------------------
-
-    def attach_encoder(self, encoder: Encoder | None) -> None:
-        """Use `encoder` for searches and saves from now on (None: keyword search only)."""
-        self.encoder = encoder
-
-    def _rank_hybrid(
-        self,
-        parsed: ParsedQuery,
-        candidates: builtins.list[Candidate],
-        filters: Filters,
-        limit: int,
-        now_ts: float,
-        semantic: QueryVector,
-        first: Narrowed | None = None,
-    ) -> builtins.list[_Ranked]:
-        """Keyword candidates and the notes nearest by vector, fused (`memory.search.fusion`), then
-        scored like keyword results with the fused relevance. `first`: the few notes that
-        pass the filters (`narrowed`; found here when not given)."""
-        if first is None:
-            first = narrowed(self.index.conn(), filters)
-        side = keyword_side(parsed, candidates, lambda: self._term_weights(parsed))
-        rows: dict[str, sqlite3.Row] = dict(side.rows)
-        nearest = self.vectors.search(
-            semantic.model,
-            semantic.vector,
-            self.fusion.vector_depth,
-            allowed=lambda ids: self._allowed_ids(ids, filters),
-            subset=lambda most: first.ids if first is not None and len(first.ids) <= most else None,
-        )
-        extra = self._rows_by_id([note_id for note_id, _ in nearest if note_id not in rows])
-        rows.update({r["id"]: r for r in without_excluded(parsed, builtins.list(extra.values()))})
-        ranked = fused_ranking(side, rows, nearest, self.fusion, now_ts, self.config.ranking, limit)
-        return [_ranked(s.row, s.score, s.parts, parsed) for s in ranked]
-
-    def _term_weights(self, parsed: ParsedQuery) -> builtins.list[float]:
-        """IDF of each query word (document frequency counted up to `_DF_CAP` notes) in the
-        whole index, whatever the filters. The counts are kept until the index changes (its
-        generation): common words come back in most searches, and counting one walks up to
-        `_DF_CAP` matches."""
-        counts = self._counts()
-        if "" not in counts:
-            counts[""] = self.index.count()
-        total = max(counts[""], 1)
-        return [idf(found, total) for found in self._doc_freqs_of(parsed)]
-
-    def _counts(self) -> dict[str, int]:
-        """The kept note counts, emptied when the index changed."""
+    def _df_counts(self) -> dict[str, int]:
+        """The kept note counts (the index's generation -> notes ("") and notes holding each
+        query word), emptied when the index changed: common words come back in most
+        searches, and counting one walks up to `DF_CAP` matches."""
         generation = self.index.generation()
         known, counts = self._doc_freqs
         if known != generation or len(counts) > _DF_CACHE:
@@ -1006,8 +758,8 @@ class MemoryStore:
         return counts
 
     def _doc_freqs_of(self, parsed: ParsedQuery) -> builtins.list[int]:
-        """How many notes hold each query word (counted up to `_DF_CAP`, kept)."""
-        counts = self._counts()
+        """How many notes hold each query word (counted up to `DF_CAP`, kept)."""
+        counts = self._df_counts()
         found = []
         for term in parsed.terms:
             count = counts.get(term.fts)
@@ -1017,7 +769,7 @@ class MemoryStore:
                     .execute(
                         "SELECT count(*) FROM (SELECT 1 FROM notes_fts WHERE notes_fts MATCH ?"
                         " LIMIT ?)",
-                        (term.fts, _DF_CAP),
+                        (term.fts, engine.DF_CAP),
                     )
                     .fetchone()
                 )
@@ -1031,124 +783,18 @@ class MemoryStore:
         the cap cannot apply, and finding its floor would walk every match."""
         cap = self.config.max_ranked_matches
         found = self._doc_freqs_of(parsed)
-        if cap > 0 and all(n < _DF_CAP for n in found) and sum(found) <= cap:
+        if cap > 0 and all(n < engine.DF_CAP for n in found) and sum(found) <= cap:
             return 0
         return cap
 
-    def _allowed_ids(self, ids: builtins.list[str], filters: Filters) -> set[str]:
-        where, params = filters.sql()
+    def _top_rows(
+        self, filters: Filters, order: SortKey, limit: int
+    ) -> builtins.list[tuple[sqlite3.Row, Note]]:
+        rows = list_rows(self.index.conn(), filters, order, limit, 0)
+        return [(r, _note_from_row(r)) for r in rows]
+
+    def _counts(self, now: datetime) -> Counts:
         conn = self.index.conn()
-        allowed: set[str] = set()
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ", ".join("?" * len(part))
-            allowed.update(
-                r[0]
-                for r in conn.execute(
-                    f"SELECT n.id FROM notes n WHERE n.id IN ({marks}) AND {where}",
-                    [*part, *params],
-                )
-            )
-        return allowed
-
-    def _rows_by_id(self, ids: builtins.list[str]) -> dict[str, sqlite3.Row]:
-        cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
-        conn = self.index.conn()
-        rows: dict[str, sqlite3.Row] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            marks = ", ".join("?" * len(part))
-            for row in conn.execute(f"SELECT {cols} FROM notes n WHERE n.id IN ({marks})", part):
-                rows[row["id"]] = row
-        return rows
-
-    def _embed_note(self, note: Note, chash: str) -> _Embedded | None:
-        """A new note's vectors (for near-duplicate detection and storage), or None when no
-        encoder can answer now (the note gets vectors later, from `sync_vectors`)."""
-        encoder = self.encoder
-        if encoder is None:
-            return None
-        chunks = chunk_note(note.title, note.summary, note.body)
-        try:
-            model = encoder.name
-            vectors = encoder.encode(chunks, "passage")
-        except EncoderUnavailableError as exc:
-            log.debug("note saved without vectors for now: %s", exc.message)
-            return None
-        pending = PendingNote(note.id, doc_key(note.title, note.summary, chash), tuple(chunks))
-        return _Embedded(pending, vectors, model)
-
-    def _cosine_duplicate(
-        self,
-        tx: sqlite3.Connection,
-        embedded: _Embedded,
-        active: str,
-        params: tuple[Any, ...],
-    ) -> sqlite3.Row | None:
-        """An active note of the same scope whose vector has cosine > `dedup_threshold` with
-        the new note's. Only short (one-chunk) notes: a long note is never folded into
-        another because its first part matches."""
-        if len(embedded.note.chunks) != 1:
-            return None
-
-        def allowed(ids: builtins.list[str]) -> set[str]:
-            marks = ", ".join("?" * len(ids))
-            found = tx.execute(
-                f"SELECT id FROM notes WHERE id IN ({marks}) AND {active}", (*ids, *params)
-            )
-            return {r[0] for r in found}
-
-        nearest = self.vectors.search(embedded.model, embedded.vectors[0], 1, allowed=allowed)
-        if not nearest or nearest[0][1] <= self.config.dedup_threshold:
-            return None
-        row: sqlite3.Row | None = tx.execute(
-            "SELECT nid, path FROM notes WHERE id = ?", (nearest[0][0],)
-        ).fetchone()
-        return row
-
-    def sync_vectors(self, progress: ProgressFn | None = None, *, batch: int = 32) -> int:
-        """Embed the notes whose vectors are missing or stale (blocking; needs an encoder).
-        Returns how many notes were embedded; `progress("embed", done, total)`."""
-        return embed_pending(self.vectors, require_encoder(self.encoder), progress, batch=batch)
-
-    def reindex_vectors(self, progress: ProgressFn | None = None) -> int:
-        """Drop the vectors of other encoders and of deleted notes, then embed every note
-        whose vectors are missing or stale (`memory reindex --vectors`)."""
-        encoder = require_encoder(self.encoder)
-        self.vectors.prune(encoder.name)
-        return self.sync_vectors(progress)
-
-    def reset_vectors(self) -> dict[str, Any]:
-        """Drop every note vector (all notes become pending for the encoder)."""
-        require_encoder(self.encoder)
-        self.vectors.clear()
-        return {"cleared": True, "pending": self.index.count()}
-
-    def top_notes(
-        self, limit: int = 50, scope: str | None = None
-    ) -> builtins.list[tuple[Note, float]]:
-        """Active notes ranked without a query (type weight, recency, importance)."""
-        self._ensure_fresh()
-        now = self._now()
-        filters = Filters.of(None, scope, None, None, include_user=True, active_at=now.timestamp())
-        conn = self.index.conn()
-        rows = {r["nid"]: r for r in list_rows(conn, filters, "updated", max(limit * 4, 200), 0)}
-        rows.update(
-            {r["nid"]: r for r in list_rows(conn, filters, "importance", max(limit * 2, 100), 0)}
-        )
-        weights = self.config.ranking
-        scored = [
-            (_note_from_row(r), combine(score_parts(r, 0.0, now.timestamp()), weights))
-            for r in rows.values()
-        ]
-        scored.sort(key=lambda pair: (-pair[1], pair[0].id))
-        return scored[: _limit(limit)]
-
-    def stats(self) -> dict[str, Any]:
-        """Counts by type, scope and status, and the state of the index."""
-        self._ensure_fresh()
-        conn = self.index.conn()
-        now = self._now().timestamp()
 
         def grouped(column: str) -> dict[str, int]:
             rows = conn.execute(
@@ -1156,13 +802,23 @@ class MemoryStore:
             ).fetchall()
             return {r[0]: r[1] for r in rows}
 
-        total = self.index.count()
-        by_type = grouped("type")
         expired = conn.execute(
-            "SELECT count(*) FROM notes WHERE expires_ts IS NOT NULL AND expires_ts <= ?", (now,)
+            "SELECT count(*) FROM notes WHERE expires_ts IS NOT NULL AND expires_ts <= ?",
+            (now.timestamp(),),
         ).fetchone()[0]
         broken = conn.execute("SELECT count(*) FROM notes WHERE parse_ok = 0").fetchone()[0]
         pending = conn.execute("SELECT coalesce(sum(access_pending), 0) FROM notes").fetchone()[0]
+        return Counts(
+            total=self.index.count(),
+            by_type=grouped("type"),
+            by_scope=grouped("scope"),
+            by_status=grouped("status"),
+            expired=expired,
+            broken_front_matter=broken,
+            pending_access_counts=pending,
+        )
+
+    def _index_stats(self) -> tuple[str, dict[str, Any]]:
         size = sum(
             p.stat().st_size
             for p in (
@@ -1172,25 +828,14 @@ class MemoryStore:
             )
             if p.exists()
         )
-        return {
-            "total": total,
-            "by_type": {t: by_type.get(t, 0) for t in TYPE_PROFILES},
-            "by_scope": grouped("scope"),
-            "by_status": grouped("status"),
-            "expired": expired,
-            "broken_front_matter": broken,
-            "pending_access_counts": pending,
-            "root": str(self.root),
-            "index": {
-                "path": str(self.config.index_path),
-                "size_bytes": size,
-                "schema_version": SCHEMA_VERSION,
-                "text_version": TEXT_VERSION,
-                "sqlite_version": sqlite3.sqlite_version,
-                "keyword": "fts5 unicode61 (CJK per character) + trigram; query: rjieba",
-                "last_sync": self._last_report.to_dict(),
-            },
-            "encoder": encoder_stats(self.encoder, self.vectors),
+        return str(self.root), {
+            "path": str(self.config.index_path),
+            "size_bytes": size,
+            "schema_version": SCHEMA_VERSION,
+            "text_version": TEXT_VERSION,
+            "sqlite_version": sqlite3.sqlite_version,
+            "keyword": "fts5 unicode61 (CJK per character) + trigram; query: rjieba",
+            "last_sync": self._last_report.to_dict(),
         }
 
     def iter_notes(self) -> Iterator[Note]:
@@ -1211,11 +856,11 @@ class MemoryStore:
 
     # --- access counts -----------------------------------------------------------------------
 
-    def _record_access(self, ranked: builtins.list[_Ranked]) -> None:
+    def _record_access(self, nids: builtins.list[int]) -> None:
         """Count hits in the index now (or in memory if the index is busy: a rebuild must not
         stall searches); they reach the files on `flush_access_counts`/`close`."""
         with self._access_lock:
-            self._unsaved_access.update(r.nid for r in ranked)
+            self._unsaved_access.update(nids)
         with self.index.try_write(0.05) as tx:
             if tx is not None:
                 self._flush_unsaved_access(tx)
@@ -1286,43 +931,165 @@ class MemoryStore:
                 self._dir_mtimes[""] = _dir_mtime(self.root, "")
 
 
-@dataclass(frozen=True, slots=True)
-class _Ranked:
-    hit: SearchHit
-    nid: int
-    mtime_ns: int
-    size: int
+class _SearchQueries:
+    """`memory.search.engine.SearchQueries` on the SQLite index, for one search."""
+
+    def __init__(self, store: MemoryStore, conn: sqlite3.Connection, filters: Filters) -> None:
+        self._store = store
+        self._conn = conn
+        self._filters = filters
+        self._first: tuple[Narrowed | None] | None = None
+
+    def first(self) -> Narrowed | None:
+        """The few notes that pass the filters (a scope of a few notes: only its matches are
+        ranked and only its vectors compared; docs/search.md, "Filters first")."""
+        if self._first is None:
+            self._first = (narrowed(self._conn, self._filters),)
+        return self._first[0]
+
+    def keyword_candidates(
+        self, parsed: ParsedQuery, filters: Filters, limit: int, *, require_all: bool
+    ) -> builtins.list[Candidate]:
+        first = self.first()
+        cap = self._store.config.max_ranked_matches
+        if first is not None:
+            cap = self._store._ranking_cap(parsed)
+        match = parsed.fts(require_all=require_all)
+        rows = fts_rows(self._conn, match, filters, limit, cap, first=first)
+        return [Candidate(r, float(r["bm25"])) for r in rows]
+
+    def identifier_rows(
+        self, parsed: ParsedQuery, filters: Filters, limit: int
+    ) -> builtins.list[sqlite3.Row]:
+        trigram = parsed.trigram()
+        if not trigram:
+            return []
+        cap = self._store.config.max_ranked_matches
+        return trigram_rows(self._conn, trigram, filters, limit, cap, first=self.first())
+
+    def doc_freqs(self, parsed: ParsedQuery) -> tuple[int, builtins.list[int]]:
+        found = self._store._doc_freqs_of(parsed)
+        counts = self._store._df_counts()
+        if "" not in counts:
+            counts[""] = self._store.index.count()
+        return counts[""], found
+
+    def nearest(
+        self, vector: QueryVector, k: int, filters: Filters
+    ) -> builtins.list[tuple[str, float]]:
+        first = self.first()
+        return self._store.vectors.search(
+            vector.model,
+            vector.vector,
+            k,
+            allowed=lambda ids: _ids_where(self._conn, ids, *filters.sql()),
+            subset=lambda most: first.ids if first is not None and len(first.ids) <= most else None,
+        )
+
+    def rows_by_id(self, ids: builtins.list[str]) -> dict[str, sqlite3.Row]:
+        cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
+        rows: dict[str, sqlite3.Row] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ", ".join("?" * len(part))
+            sql = f"SELECT {cols} FROM notes n WHERE n.id IN ({marks})"
+            for row in self._conn.execute(sql, part):
+                rows[row["id"]] = row
+        return rows
 
 
-@dataclass(frozen=True, slots=True)
-class _Embedded:
-    """A note being saved, already embedded (outside the write lock)."""
-
-    note: PendingNote
-    vectors: Any
-    model: str
+_ACTIVE: Final = (
+    "n.scope = ? AND n.status = 'active' AND (n.expires_ts IS NULL OR n.expires_ts > ?)"
+)
+"""Dedup looks among the active, unexpired notes of the new note's scope."""
 
 
-def _ranked(row: sqlite3.Row, score: float, parts: ScoreParts, parsed: ParsedQuery) -> _Ranked:
-    hit = SearchHit(
-        id=row["id"],
-        title=row["title"],
-        type=row["type"],
-        scope=row["scope"],
-        summary=row["summary"],
-        path=row["path"],
-        tags=tuple(_json_list(row["tags"])),
-        status=row["status"],
-        updated=parse_datetime(row["updated"]) or utcnow(),
-        score=score,
-        parts=parts,
-        snippet=snippet(row["body"], parsed),
-    )
-    return _Ranked(hit, int(row["nid"]), int(row["mtime_ns"]), int(row["size"]))
+class _SaveQueries:
+    """`memory.core.SaveQueries` inside the SQLite writer lock, for one save."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        tx: sqlite3.Connection,
+        wanted: str | None,
+        text: str,
+        tmp: Path,
+        scope: str,
+        now: datetime,
+    ) -> None:
+        self._store = store
+        self._tx = tx
+        self._wanted = wanted
+        self._text = text
+        self._tmp = tmp
+        self._active = (scope, now.timestamp())
+
+    def same_content(self, content_hash: str) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._tx.execute(
+            f"SELECT n.nid, n.path FROM notes n WHERE n.content_hash = ? AND {_ACTIVE}"
+            " ORDER BY n.nid LIMIT 1",
+            (content_hash, *self._active),
+        ).fetchone()
+        return row
+
+    def nearest_vector(self, model: str, vector: Any) -> tuple[str, float] | None:
+        nearest = self._store.vectors.search(
+            model,
+            vector,
+            1,
+            allowed=lambda ids: _ids_where(self._tx, ids, _ACTIVE, builtins.list(self._active)),
+        )
+        return nearest[0] if nearest else None
+
+    def row(self, note_id: str) -> sqlite3.Row | None:
+        return self._tx.execute("SELECT nid, path FROM notes WHERE id = ?", (note_id,)).fetchone()
+
+    def sharing_bands(self, bands: builtins.list[int]) -> builtins.list[sqlite3.Row]:
+        marks = ", ".join("?" * len(bands))
+        # the notes sharing most bands first; only a few are compared in full
+        return self._tx.execute(
+            f"SELECT n.nid, n.path, n.body FROM (SELECT nid, count(*) AS shared"
+            f" FROM note_bands WHERE band IN ({marks}) GROUP BY nid) b"
+            f" JOIN notes n ON n.nid = b.nid WHERE {_ACTIVE}"
+            f" ORDER BY b.shared DESC, n.nid LIMIT 10",
+            (*bands, *self._active),
+        ).fetchall()
+
+    def exists(self, note_id: str) -> bool:
+        found = self._tx.execute("SELECT 1 FROM notes WHERE id = ?", (note_id,)).fetchone()
+        return found is not None
+
+    def row_to_supersede(self, note_id: str) -> sqlite3.Row | None:
+        return self.row(note_id)  # the writer lock is held until the save ends
+
+    def refresh(self, row: sqlite3.Row, now: datetime) -> SaveResult:
+        note = self._store._rewrite(self._tx, row, {"updated": now}, extra_access=1, lenient=True)
+        return SaveResult(id=note.id, deduplicated=True, path=note.path)
+
+    def insert(self, note: Note, embedded: Embedded | None) -> Note:
+        placed = self._store._publish(self._tx, note, self._wanted, self._text, self._tmp)
+        if embedded is not None:
+            self._store.vectors.write(
+                embedded.model, [(embedded.note, embedded.vectors)], tx=self._tx
+            )
+        return placed
+
+    def mark_superseded(self, row: sqlite3.Row, new_id: str, now: datetime) -> None:
+        changes = {"status": "superseded", "superseded_by": new_id, "updated": now}
+        self._store._rewrite(self._tx, row, changes)
 
 
-def _json_list(text: str) -> list[str]:
-    return list(json.loads(text))
+def _ids_where(
+    conn: sqlite3.Connection, ids: builtins.list[str], where: str, params: builtins.list[Any]
+) -> set[str]:
+    """Those of `ids` whose notes pass `where` (a condition on `notes n`)."""
+    allowed: set[str] = set()
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        marks = ", ".join("?" * len(part))
+        sql = f"SELECT n.id FROM notes n WHERE n.id IN ({marks}) AND {where}"
+        allowed.update(r[0] for r in conn.execute(sql, [*part, *params]))
+    return allowed
 
 
 def _insert_order(entry: Entry) -> tuple[datetime, str, str]:
@@ -1345,9 +1112,9 @@ def _same_stat(path: Path, entry: Entry) -> bool:
     return stat.st_mtime_ns == entry.mtime_ns and stat.st_size == entry.size
 
 
-def _same_file(path: Path, ranked: _Ranked) -> bool:
+def _same_file(root: Path, row: sqlite3.Row) -> bool:
     try:
-        stat = path.stat()
+        stat = (root / row["path"]).stat()
     except OSError:
         return False
-    return stat.st_mtime_ns == ranked.mtime_ns and stat.st_size == ranked.size
+    return stat.st_mtime_ns == row["mtime_ns"] and stat.st_size == row["size"]

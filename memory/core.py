@@ -1,0 +1,449 @@
+"""What every memory backend does the same way, written once: save (with dedup and
+supersession), update, the search entry point, notes ranked without a query, stats and the
+vector chores.
+
+`StoreCore` is the half of `MemoryBackend` that is algorithm; a backend subclasses it and
+answers a few questions in its own SQL and lifecycle: `memory.sqlite.store.MemoryStore`
+(markdown files as the truth, a SQLite index) and `memory.postgres.store.PostgresMemoryStore`
+(the notes in PostgreSQL). The search algorithm itself is `memory.search.engine`; a save's
+locked step (`save_locked`) runs over `SaveQueries`, answered inside the backend's writer
+lock or transaction.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from errors import InvalidInputError, NotFoundError
+from memory import _text
+from memory.config import MemoryConfig
+from memory.encoders.models import Encoder, EncoderUnavailableError
+from memory.model import TYPE_PROFILES, Note, NoteDraft, SaveResult, SearchHit, SortKey
+from memory.notes.capture import sanitize
+from memory.notes.files import note_from_draft, render_note
+from memory.search.filters import Filters
+from memory.search.fusion import FusionWeights, SearchMode, SearchOutcome
+from memory.search.plan import QueryVectors, SearchPlan, plan_search
+from memory.search.ranking import (
+    check_limit,
+    check_updatable,
+    clean_changes,
+    rank_rows,
+    rederived,
+)
+from memory.search.vectors import (
+    PendingNote,
+    chunk_note,
+    embed_pending,
+    encoder_stats,
+    require_encoder,
+)
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+# --- the write path --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    """A note being saved, already embedded (outside the write lock: an encoder takes ms)."""
+
+    note: PendingNote
+    vectors: Any
+    model: str
+
+
+def draft_note(
+    draft: NoteDraft, now: datetime, max_note_bytes: int, adapt: Callable[[Note], Note] | None
+) -> tuple[Note, str]:
+    """A draft made a note (sanitized; `adapt`: what the backend must change to hold it) and
+    its file text; refused when larger than `max_note_bytes`."""
+    note = note_from_draft(draft, now=now)
+    if adapt is not None:
+        note = adapt(note)
+    text = render_note(note)
+    if len(text.encode("utf-8")) > max_note_bytes:
+        raise InvalidInputError(
+            f"note is larger than {max_note_bytes} bytes; split it or link to a file"
+        )
+    return note, text
+
+
+def embed_note(encoder: Encoder | None, note: Note, key: str) -> Embedded | None:
+    """A new note's vectors (for near-duplicate detection and storage), or None when no
+    encoder can answer now (the note gets vectors later, from background embedding or
+    `sync_vectors`). `key`: its doc key (`memory.search.vectors.doc_key`)."""
+    if encoder is None:
+        return None
+    chunks = chunk_note(note.title, note.summary, note.body)
+    try:
+        model = encoder.name
+        vectors = encoder.encode(chunks, "passage")
+    except EncoderUnavailableError as exc:
+        log.debug("note saved without vectors for now: %s", exc.message)
+        return None
+    return Embedded(PendingNote(note.id, key, tuple(chunks)), vectors, model)
+
+
+class DuplicateQueries(Protocol):
+    """What dedup asks about the active, unexpired notes of the new note's scope (a row: a
+    mapping with at least `path` and, for `sharing_bands`, `body`)."""
+
+    def same_content(self, content_hash: str) -> Any | None:
+        """The oldest such note with this content hash."""
+        ...
+
+    def nearest_vector(self, model: str, vector: Any) -> tuple[str, float] | None:
+        """(id, cosine) of the such note nearest to `vector`."""
+        ...
+
+    def row(self, note_id: str) -> Any | None: ...
+
+    def sharing_bands(self, bands: list[int]) -> list[Any]:
+        """Up to 10 such notes sharing MinHash bands with the new note, most shared first."""
+        ...
+
+
+def find_duplicate(
+    queries: DuplicateQueries,
+    *,
+    content_hash: str,
+    grams: set[str],
+    bands: list[int],
+    embedded: Embedded | None,
+    threshold: float,
+) -> Any | None:
+    """The note a new one duplicates: the same content, else (with `threshold` < 1) a short
+    note whose vector has cosine > `threshold`, else the most similar by shingles (Jaccard
+    >= `threshold`) among the notes sharing most MinHash bands."""
+    exact = queries.same_content(content_hash)
+    # by vector: short (one-chunk) notes only, a long note is never folded into another
+    # because its first part matches
+    if (
+        exact is None
+        and embedded is not None
+        and threshold < 1.0
+        and len(embedded.note.chunks) == 1
+    ):
+        nearest = queries.nearest_vector(embedded.model, embedded.vectors[0])
+        if nearest is not None and nearest[1] > threshold:
+            exact = queries.row(nearest[0])
+    if exact is not None or threshold >= 1.0 or not bands:
+        return exact
+    best, best_sim = None, threshold
+    for row in queries.sharing_bands(bands):
+        similarity = _text.jaccard(grams, _text.shingles(row["body"]))
+        if similarity >= best_sim:
+            best, best_sim = row, similarity
+    return best
+
+
+class SaveQueries(DuplicateQueries, Protocol):
+    """A save's locked step, answered inside the backend's writer lock or transaction."""
+
+    def exists(self, note_id: str) -> bool: ...
+
+    def row_to_supersede(self, note_id: str) -> Any | None:
+        """The note a draft supersedes (locked until the end of the save), or None."""
+        ...
+
+    def refresh(self, row: Any, now: datetime) -> SaveResult:
+        """A duplicate found: its `updated` becomes now and its access count grows by one."""
+        ...
+
+    def insert(self, note: Note, embedded: Embedded | None) -> Note:
+        """Store the new note (and its vectors); the note as placed (its path)."""
+        ...
+
+    def mark_superseded(self, row: Any, new_id: str, now: datetime) -> None: ...
+
+
+def save_locked(
+    queries: SaveQueries,
+    draft: NoteDraft,
+    note: Note,
+    *,
+    content_hash: str,
+    grams: set[str],
+    bands: list[int],
+    embedded: Embedded | None,
+    threshold: float,
+    now: datetime,
+) -> SaveResult:
+    """Refuse a taken id, find the superseded note, then refresh a duplicate or insert the
+    new note and mark the superseded one (a draft that supersedes is never deduplicated)."""
+    if draft.id and queries.exists(note.id):
+        raise InvalidInputError(f"a note with id {note.id!r} already exists")
+    old = None
+    if draft.supersedes:
+        old = queries.row_to_supersede(draft.supersedes)
+        if old is None:
+            raise NotFoundError("note", draft.supersedes)
+    dup = find_duplicate(
+        queries,
+        content_hash=content_hash,
+        grams=grams,
+        bands=bands,
+        embedded=embedded,
+        threshold=threshold,
+    )
+    if dup is not None and old is None:
+        return queries.refresh(dup, now)
+    placed = queries.insert(note, embedded)
+    if old is not None:
+        queries.mark_superseded(old, placed.id, now)
+    return SaveResult(id=placed.id, deduplicated=False, path=placed.path)
+
+
+def changed(
+    old: Note, changes: dict[str, Any], relpath: str, *, extra: dict[str, Any] | None
+) -> dict[str, Any]:
+    """An update's changes to `old`: title/summary that were derived from the old body follow
+    a new body; `extra` fields join the note's."""
+    if "body" in changes:
+        changes = rederived(old, changes, relpath)
+    if extra:
+        changes = {**changes, "extra": {**old.extra, **extra}}
+    return changes
+
+
+# --- the store -------------------------------------------------------------------------------
+
+
+class CoreVectors(Protocol):
+    """What the shared code asks of a backend's vectors."""
+
+    def pending(self, model: str, limit: int | None = None) -> builtins.list[PendingNote]: ...
+
+    def write(self, model: str, items: Sequence[tuple[PendingNote, Any]]) -> int: ...
+
+    def has_vectors(self, model: str) -> bool: ...
+
+    def prune(self, model: str | None = None) -> int: ...
+
+    def clear(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """What `stats` counts, alike on every backend."""
+
+    total: int
+    by_type: dict[str, int]
+    by_scope: dict[str, int]
+    by_status: dict[str, int]
+    expired: int
+    broken_front_matter: int = 0
+    pending_access_counts: int = 0
+
+
+class StoreCore:
+    """The algorithm half of a `MemoryBackend`: a subclass sets `config`, `encoder`,
+    `vectors`, `fusion` and `_query_vectors` and answers the hooks below."""
+
+    config: MemoryConfig
+    encoder: Encoder | None
+    vectors: CoreVectors
+    fusion: FusionWeights
+    _query_vectors: QueryVectors
+    _clock: Callable[[], datetime]
+
+    # --- hooks -------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        """Raise when the store cannot be used (closed)."""
+
+    def _before_read(self) -> None:
+        """Bring what reads see up to date (the SQLite index with hand edits)."""
+        self._check_open()
+
+    def _ranked_hits(
+        self, plan: SearchPlan, filters: Filters, limit: int, now_ts: float, record: bool
+    ) -> builtins.list[SearchHit]:
+        """`memory.search.engine.rank` over this backend's queries, as hits; each hit counts
+        as an access of its note when `record`."""
+        raise NotImplementedError
+
+    def _update(
+        self, note_id: str, clean: dict[str, Any], extra: dict[str, Any] | None = None
+    ) -> Note:
+        """Apply cleaned changes (and `extra` front matter fields) to a note, `updated` now."""
+        raise NotImplementedError
+
+    def _top_rows(self, filters: Filters, order: SortKey, limit: int) -> Iterable[tuple[Any, Note]]:
+        """(ranking row, note) of the first `limit` notes passing `filters` by `order`."""
+        raise NotImplementedError
+
+    def _counts(self, now: datetime) -> Counts:
+        raise NotImplementedError
+
+    def _index_stats(self) -> tuple[str, dict[str, Any]]:
+        """(where the notes are, what the index is)."""
+        raise NotImplementedError
+
+    def get(self, note_id: str) -> Note:
+        raise NotImplementedError
+
+    def count(
+        self,
+        type: str | None = None,
+        scope: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+    ) -> int:
+        raise NotImplementedError
+
+    # --- shared ------------------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        return self._clock().astimezone(UTC).replace(microsecond=0)
+
+    def update(self, note_id: str, **changes: Any) -> Note:
+        """Change some fields (and/or `content`); the note is rewritten and re-indexed.
+
+        Accepts title, summary, content (or body), type, scope, tags, importance, status,
+        superseded_by, expires_at, source. Text is sanitized; `updated` is set to now.
+        """
+        check_updatable(changes)
+        return self._update(
+            note_id, clean_changes(changes, max_note_bytes=self.config.max_note_bytes)
+        )
+
+    def supersede(self, old_id: str, new_id: str) -> Note:
+        """Mark `old_id` superseded by `new_id` (both must exist)."""
+        if old_id == new_id:
+            raise InvalidInputError("a note cannot supersede itself")
+        self.get(new_id)
+        return self.update(old_id, status="superseded", superseded_by=new_id)
+
+    def deprecate(self, note_id: str, reason: str | None = None) -> Note:
+        """Mark a note deprecated (left out of search); the reason is kept in the front
+        matter as `deprecated_reason`."""
+        extra = {"deprecated_reason": sanitize(reason)} if reason else None
+        return self._update(note_id, {"status": "deprecated"}, extra=extra)
+
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        type: str | None = None,
+        scope: str | None = None,
+        include_inactive: bool = False,
+        *,
+        tag: str | None = None,
+        record_access: bool = True,
+    ) -> builtins.list[SearchHit]:
+        """Ranked search (Chinese, English, mixed, identifiers): hybrid keyword + vector when
+        an encoder is attached and notes have vectors, else keyword (`search_detailed` says
+        which, and why).
+
+        `scope="project:x"` also returns `user` notes (they apply to every project). Expired,
+        deprecated and superseded notes are left out unless `include_inactive`. Each hit
+        counts as an access of its note unless `record_access=False`.
+        """
+        return self.search_detailed(
+            query, limit, type, scope, include_inactive, tag=tag, record_access=record_access
+        ).hits
+
+    def search_detailed(
+        self,
+        query: str,
+        limit: int = 10,
+        type: str | None = None,
+        scope: str | None = None,
+        include_inactive: bool = False,
+        *,
+        tag: str | None = None,
+        record_access: bool = True,
+        mode: SearchMode = "auto",
+    ) -> SearchOutcome:
+        """`search` with the mode used (`keyword`, `vector`, `hybrid`) and a `notice` when
+        semantic search was wanted but could not run (encoder loading or failed, no vectors
+        yet): keyword results come back then. `mode="keyword"` never touches the encoder;
+        `mode="vector"` ranks by vectors alone."""
+        self._before_read()
+        # the query vector first: encoding beside the keyword search was slower (query_vectors)
+        plan = plan_search(query, mode, self._query_vectors, self.encoder, self.vectors.has_vectors)
+        if plan.empty:
+            return SearchOutcome([], "keyword", plan.notice)
+        limit = check_limit(limit)
+        now_ts = self._now().timestamp()
+        filters = Filters.for_search(
+            type, scope, tag, include_inactive=include_inactive, now_ts=now_ts
+        )
+        found = self._ranked_hits(plan, filters, limit, now_ts, record_access)
+        return SearchOutcome(found, plan.used, plan.notice)
+
+    def top_notes(
+        self, limit: int = 50, scope: str | None = None
+    ) -> builtins.list[tuple[Note, float]]:
+        """Active notes ranked without a query (type weight, recency, importance)."""
+        self._before_read()
+        now_ts = self._now().timestamp()
+        filters = Filters.of(None, scope, None, None, include_user=True, active_at=now_ts)
+        notes: dict[str, Note] = {}
+        rows: dict[str, Any] = {}
+        orders: tuple[tuple[SortKey, int], ...] = (
+            ("updated", max(limit * 4, 200)),
+            ("importance", max(limit * 2, 100)),
+        )
+        for order, count in orders:
+            for row, note in self._top_rows(filters, order, count):
+                rows[note.id], notes[note.id] = row, note
+        ranked = rank_rows(
+            ((r, 0.0) for r in rows.values()), now_ts, self.config.ranking, check_limit(limit)
+        )
+        return [(notes[s.row["id"]], s.score) for s in ranked]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts by type, scope and status, and the state of the index."""
+        self._before_read()
+        counts = self._counts(self._now())
+        root, index = self._index_stats()
+        return {
+            "total": counts.total,
+            "by_type": {t: counts.by_type.get(t, 0) for t in TYPE_PROFILES},
+            "by_scope": counts.by_scope,
+            "by_status": counts.by_status,
+            "expired": counts.expired,
+            "broken_front_matter": counts.broken_front_matter,
+            "pending_access_counts": counts.pending_access_counts,
+            "root": root,
+            "index": index,
+            "encoder": encoder_stats(self.encoder, self.vectors),
+        }
+
+    # --- semantic search (docs/retrieval.md) ---------------------------------------------------
+
+    def attach_encoder(self, encoder: Encoder | None) -> None:
+        """Use `encoder` for searches and saves from now on (None: keyword search only)."""
+        self.encoder = encoder
+
+    def sync_vectors(self, progress: ProgressFn | None = None, *, batch: int = 32) -> int:
+        """Embed the notes whose vectors are missing or stale (blocking; needs an encoder).
+        Returns how many notes were embedded; `progress("embed", done, total)`."""
+        self._check_open()
+        return embed_pending(self.vectors, require_encoder(self.encoder), progress, batch=batch)
+
+    def reindex_vectors(self, progress: ProgressFn | None = None) -> int:
+        """Drop the vectors of other encoders (and of deleted notes), then embed every note
+        whose vectors are missing or stale (`memory reindex --vectors`)."""
+        self._check_open()
+        encoder = require_encoder(self.encoder)
+        self.vectors.prune(encoder.name)
+        return self.sync_vectors(progress)
+
+    def reset_vectors(self) -> dict[str, Any]:
+        """Drop every note vector (all notes become pending for the encoder)."""
+        self._check_open()
+        require_encoder(self.encoder)
+        self.vectors.clear()
+        return {"cleared": True, "pending": self.count()}

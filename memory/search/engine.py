@@ -1,0 +1,145 @@
+"""The one search algorithm, whatever backend answers: a plan and filters become ranked rows.
+
+Keyword side (notes with every word first, then any word, then identifier substrings when
+BM25 found too few), vector side (the nearest notes that pass the filters), fusion and the
+multi-factor score are written here once; a backend answers the few questions of
+`SearchQueries` in its own SQL (`memory.sqlite.store`, `memory.postgres.store`). A backend's
+rows are mappings with the columns `memory.search.keyword` ranks (`id`, `title`, `tags` as
+JSON text, `summary`, `body`, `type`, `importance`, `updated_ts`, ...).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final, Protocol
+
+from memory.model import SearchHit, parse_datetime, utcnow
+from memory.search.filters import Filters
+from memory.search.fusion import FusionWeights, idf
+from memory.search.keyword import Candidate, ParsedQuery, snippet, without_excluded
+from memory.search.plan import QueryVector, SearchPlan
+from memory.search.ranking import (
+    RankingWeights,
+    Scored,
+    fused_ranking,
+    keyword_ranking,
+    keyword_side,
+)
+
+DF_CAP: Final = 5000
+"""Document frequencies for query-word IDF count up to this many notes (cheap, and words
+that common weigh little either way)."""
+
+
+class SearchQueries(Protocol):
+    """What one search asks its backend, inside one read (a connection or a transaction)."""
+
+    def keyword_candidates(
+        self, parsed: ParsedQuery, filters: Filters, limit: int, *, require_all: bool
+    ) -> list[Candidate]:
+        """The best BM25 matches that pass `filters` (relevance: higher is better), best
+        first, at most `limit`; with `require_all` only notes holding every query word."""
+        ...
+
+    def identifier_rows(self, parsed: ParsedQuery, filters: Filters, limit: int) -> list[Any]:
+        """Notes whose identifiers contain a query identifier, newest first (none when the
+        query has no identifier to look for)."""
+        ...
+
+    def doc_freqs(self, parsed: ParsedQuery) -> tuple[int, list[int]]:
+        """(notes in the index, notes holding each query word, counted up to `DF_CAP`)."""
+        ...
+
+    def nearest(self, vector: QueryVector, k: int, filters: Filters) -> list[tuple[str, float]]:
+        """The `k` notes passing `filters` whose best chunk is nearest by cosine, best
+        first: [(id, cosine)]."""
+        ...
+
+    def rows_by_id(self, ids: list[str]) -> dict[str, Any]:
+        """The ranking rows of these notes (missing ones left out)."""
+        ...
+
+
+def rank(
+    queries: SearchQueries,
+    plan: SearchPlan,
+    filters: Filters,
+    limit: int,
+    now_ts: float,
+    *,
+    weights: RankingWeights,
+    fusion: FusionWeights,
+) -> list[Scored]:
+    """The `limit` best notes for `plan`, scored (docs/search.md, docs/retrieval.md)."""
+    parsed = plan.parsed
+    if plan.vector_first and plan.vector is not None:
+        return _hybrid(queries, parsed, [], filters, limit, now_ts, plan.vector, weights, fusion)
+    pool = max(limit * 5, 50)
+    candidates: list[Candidate] = []
+    if len(parsed.terms) > 1:
+        # Notes with every word first: far fewer rows to rank than the OR of common words.
+        candidates = queries.keyword_candidates(parsed, filters, pool, require_all=True)
+    if len(candidates) < limit:
+        candidates = queries.keyword_candidates(parsed, filters, pool, require_all=False)
+    if len(candidates) < limit:
+        seen = {c.row["id"] for c in candidates}
+        extra = without_excluded(parsed, queries.identifier_rows(parsed, filters, pool))
+        candidates += [Candidate(r, None) for r in extra if r["id"] not in seen]
+    found = plan.semantic()
+    if found is not None:
+        return _hybrid(queries, parsed, candidates, filters, limit, now_ts, found, weights, fusion)
+    return keyword_ranking(parsed, candidates, now_ts, weights, limit)
+
+
+def _hybrid(
+    queries: SearchQueries,
+    parsed: ParsedQuery,
+    candidates: list[Candidate],
+    filters: Filters,
+    limit: int,
+    now_ts: float,
+    semantic: QueryVector,
+    weights: RankingWeights,
+    fusion: FusionWeights,
+) -> list[Scored]:
+    """Keyword candidates and the notes nearest by vector, fused (`memory.search.fusion`),
+    then scored like keyword results with the fused relevance."""
+    side = keyword_side(parsed, candidates, lambda: term_weights(queries, parsed))
+    rows: dict[str, Any] = dict(side.rows)
+    nearest = queries.nearest(semantic, fusion.vector_depth, filters)
+    missing = [note_id for note_id, _ in nearest if note_id not in rows]
+    if missing:
+        extra = queries.rows_by_id(missing)
+        rows.update({r["id"]: r for r in without_excluded(parsed, list(extra.values()))})
+    return fused_ranking(side, rows, nearest, fusion, now_ts, weights, limit)
+
+
+def term_weights(queries: SearchQueries, parsed: ParsedQuery) -> list[float]:
+    """IDF of each query word in the whole index, whatever the filters (document frequency
+    counted up to `DF_CAP` notes)."""
+    total, found = queries.doc_freqs(parsed)
+    return [idf(min(n, DF_CAP), max(total, 1)) for n in found]
+
+
+def hit(scored: Scored, parsed: ParsedQuery) -> SearchHit:
+    """What a caller sees of a ranked row."""
+    row = scored.row
+    return SearchHit(
+        id=row["id"],
+        title=row["title"],
+        type=row["type"],
+        scope=row["scope"],
+        summary=row["summary"],
+        path=row["path"],
+        tags=tuple(json.loads(row["tags"])),
+        status=row["status"],
+        updated=parse_datetime(row["updated"]) or utcnow(),  # ISO text or a timestamptz
+        score=scored.score,
+        parts=scored.parts,
+        snippet=snippet(row["body"], parsed),
+    )
+
+
+def hits(ranked: Sequence[Scored], parsed: ParsedQuery) -> list[SearchHit]:
+    return [hit(s, parsed) for s in ranked]
