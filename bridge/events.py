@@ -19,6 +19,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, TypedDict
 
+from bridge.strings import Locale, locale_of
 from errors import InvalidInputError
 
 ChatType = Literal["p2p", "group"]
@@ -64,6 +65,7 @@ class RawMessage(TypedDict, total=False):
     message_type: str
     content: str
     mentions: list[RawMention]
+    user_agent: str
 
 
 class RawMessageEvent(TypedDict, total=False):
@@ -122,6 +124,8 @@ class IncomingMessage:
     parent_id: str | None = None
     thread_id: str | None = None
     """The topic (`omt_…`) the message was written in, if any: topic groups, thread replies."""
+    locale: Locale = "zh"
+    """The sender's client language, from `message.user_agent` (bridge/strings.py)."""
 
     @property
     def is_group(self) -> bool:
@@ -218,6 +222,7 @@ def _parse_message(
         root_id=message.get("root_id") or None,
         parent_id=message.get("parent_id") or None,
         thread_id=message.get("thread_id") or None,
+        locale=locale_of(str(message.get("user_agent") or "")),
     )
 
 

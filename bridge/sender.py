@@ -44,6 +44,7 @@ THROTTLED_CODES = frozenset({99991400, 230020})
 # 99991664 (missing / invalid tenant token; third-party sources only).
 TOKEN_CODES = frozenset({99991661, 99991663, 99991664, 99991668})
 RESET_HEADER = "x-ogw-ratelimit-reset"
+STREAM_WINDOW = 3.0  # seconds: a streaming card's calls (the progress card is the fallback)
 QUICK_WINDOW = 15.0  # seconds: progress updates, bot info, group owners (each has a fallback)
 _TOPIC_MEMORY = 10_000  # message ids remembered as written in a topic
 _UUID_NAMESPACE = uuid_mod.UUID("8f0c7a52-2b7e-4d55-9a39-3f1f6d1e5c21")
@@ -241,6 +242,117 @@ class Sender:
         body = self._patch_body.builder().content(text).build()
         request = self._patch_req.builder().message_id(message_id).request_body(body).build()
         await self._call("patch", self._client.im.v1.message.patch, request, window=window)
+
+    # --- CardKit card entities ("飞书卡片资源概述", cardkit-v1/feishu-card-resource-overview) ---
+    # Every call after the creation carries a `sequence` that must strictly increase on the card
+    # (300317 otherwise): the caller counts. Tried for `STREAM_WINDOW` s only: a streaming card
+    # has the progress-card path as its fallback.
+    async def card_create(self, card: dict[str, Any]) -> str:
+        """Create a card entity from JSON 2.0; returns its card_id (sent once, within 14 days)."""
+        from lark_oapi.api.cardkit.v1 import CreateCardRequest, CreateCardRequestBody
+
+        body = (
+            CreateCardRequestBody.builder()
+            .type("card_json")
+            .data(json.dumps(card, ensure_ascii=False))
+            .build()
+        )
+        request = CreateCardRequest.builder().request_body(body).build()
+        resp = await self._call(
+            "card create", self._client.cardkit.v1.card.create, request, window=STREAM_WINDOW
+        )
+        card_id = getattr(resp.data, "card_id", None)
+        if not card_id:
+            raise _failure("card create", "success without a card_id", transient=True)
+        return str(card_id)
+
+    async def card_content(self, card_id: str, element_id: str, text: str, sequence: int) -> None:
+        """Stream a text element: its full text so far ("流式更新文本")."""
+        from lark_oapi.api.cardkit.v1 import (
+            ContentCardElementRequest,
+            ContentCardElementRequestBody,
+        )
+
+        body = ContentCardElementRequestBody.builder().content(text).sequence(sequence).build()
+        request = (
+            ContentCardElementRequest.builder()
+            .card_id(card_id)
+            .element_id(element_id)
+            .request_body(body)
+            .build()
+        )
+        await self._call(
+            "card content",
+            self._client.cardkit.v1.card_element.content,
+            request,
+            window=STREAM_WINDOW,
+        )
+
+    async def card_settings(self, card_id: str, config: dict[str, Any], sequence: int) -> None:
+        """Change a card's config, e.g. `{"streaming_mode": False}` ("更新卡片配置")."""
+        from lark_oapi.api.cardkit.v1 import SettingsCardRequest, SettingsCardRequestBody
+
+        settings = json.dumps({"config": config}, ensure_ascii=False)
+        body = SettingsCardRequestBody.builder().settings(settings).sequence(sequence).build()
+        request = SettingsCardRequest.builder().card_id(card_id).request_body(body).build()
+        await self._call(
+            "card settings", self._client.cardkit.v1.card.settings, request, window=STREAM_WINDOW
+        )
+
+    async def card_update(self, card_id: str, card: dict[str, Any], sequence: int) -> None:
+        """Replace the whole card entity ("全量更新卡片实体")."""
+        from lark_oapi.api.cardkit.v1 import Card, UpdateCardRequest, UpdateCardRequestBody
+
+        data = json.dumps(card, ensure_ascii=False)
+        body = (
+            UpdateCardRequestBody.builder()
+            .card(Card.builder().type("card_json").data(data).build())
+            .sequence(sequence)
+            .build()
+        )
+        request = UpdateCardRequest.builder().card_id(card_id).request_body(body).build()
+        await self._call(
+            "card update", self._client.cardkit.v1.card.update, request, window=STREAM_WINDOW
+        )
+
+    # --- reactions ("添加/删除消息表情回复", server-docs/im-v1/message-reaction/create, delete) ---
+    async def react(self, message_id: str, emoji_type: str) -> str:
+        """Put a reaction on a message; returns its reaction_id (to delete it later)."""
+        from lark_oapi.api.im.v1 import (
+            CreateMessageReactionRequest,
+            CreateMessageReactionRequestBody,
+            Emoji,
+        )
+
+        body = (
+            CreateMessageReactionRequestBody.builder()
+            .reaction_type(Emoji.builder().emoji_type(emoji_type).build())
+            .build()
+        )
+        request = (
+            CreateMessageReactionRequest.builder().message_id(message_id).request_body(body).build()
+        )
+        resp = await self._call(
+            "reaction", self._client.im.v1.message_reaction.create, request, window=QUICK_WINDOW
+        )
+        return str(getattr(resp.data, "reaction_id", "") or "")
+
+    async def unreact(self, message_id: str, reaction_id: str) -> None:
+        """Delete one of the bot's own reactions."""
+        from lark_oapi.api.im.v1 import DeleteMessageReactionRequest
+
+        request = (
+            DeleteMessageReactionRequest.builder()
+            .message_id(message_id)
+            .reaction_id(reaction_id)
+            .build()
+        )
+        await self._call(
+            "reaction delete",
+            self._client.im.v1.message_reaction.delete,
+            request,
+            window=QUICK_WINDOW,
+        )
 
     async def download(self, message_id: str, file_key: str, kind: str) -> Download:
         """Fetch an image or file a user sent (`kind`: image or file)."""

@@ -26,6 +26,7 @@ beside each rule below): `message_markup` finds what would act, `visible_text` w
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import html
 import itertools
@@ -66,7 +67,11 @@ class SentCall:
 
     @property
     def kind(self) -> str:
-        """create / reply / patch / edit / resource / other."""
+        """create / reply / patch / edit / resource / cardkit / reaction / other."""
+        if "/cardkit/" in self.path:
+            return "cardkit"
+        if "/reactions" in self.path:
+            return "reaction"
         if self.path.endswith("/reply"):
             return "reply"
         if "/resources/" in self.path:
@@ -95,6 +100,7 @@ class BotMessage:
     chat_id: str | None
     uuid: str | None
     versions: list[dict[str, Any]] = field(default_factory=list)
+    card_id: str | None = None  # a CardKit card entity sent by reference; versions follow it
 
     @property
     def content(self) -> dict[str, Any]:
@@ -113,6 +119,8 @@ class Ack:
     biz_rt: str | None
     pushed_at: float
     acked_at: float
+    data: dict[str, Any] | None = None
+    """The handler's answer (a card action's toast and card), decoded from the ack's base64."""
 
     @property
     def delay(self) -> float:
@@ -476,6 +484,125 @@ class Fault:
     """Matching calls let through before the fault bites (an outage in mid-answer)."""
 
 
+# --- CardKit card entities and reactions ---------------------------------------------------------
+# Rules, each from the page named (pages under https://open.feishu.cn/document/, mirrored in
+# wxkingstar/doc-hub-mcp; the research notes are /tmp/research/21-feishu.md §1, §4):
+# * "飞书卡片资源概述" (cardkit-v1/feishu-card-resource-overview) and "创建卡片实体"
+#   (cardkit-v1/card/create): `POST /cardkit/v1/cards {"type":"card_json","data":"<card>"}` ->
+#   data.card_id. The entity holds at most 30 KB (200860 "Card content exceeds limit") and 200
+#   components (300305), only schema 2.0 (300303), element_id unique (300301), valid JSON
+#   (200220). It lives 14 days (200750) and is sent **once**, by the app that created it
+#   ("卡片实体仅支持发送一次"; the code of a second send is not documented: 230099 is used).
+# * every later call carries `sequence`, which must strictly increase across all calls on one
+#   card (300317 "sequence did not increment"); an unknown card_id is 200740.
+# * "流式更新文本" (cardkit-v1/card-element/content): `PUT …/elements/:element_id/content
+#   {"content": <full text>, "sequence"}`, only on markdown / plain_text elements (300310), only
+#   while streaming_mode is on (300309 "Card streaming closed"), 1-100 000 chars (10002).
+# * "流式更新卡片" (cardkit-v1/streaming-updates-openapi-overview): streaming mode closes by
+#   itself 10 minutes after it was last switched on (200850 "Card streaming timeout"; the
+#   element-create page says 200510); at most 10 operations per second on one card entity, card
+#   and element APIs together (the code is not documented: the fake answers as "频控策略" does,
+#   HTTP 429 / 99991400 with `x-ogw-ratelimit-reset`).
+# * "更新卡片配置" (cardkit-v1/card/settings): `PATCH …/settings {"settings":
+#   "{\"config\":{\"streaming_mode\":false}}", "sequence"}`; switching it on again restarts
+#   the 10 minutes. "全量更新卡片实体" (cardkit-v1/card/update): `PUT …/cards/:card_id
+#   {"card":{"type":"card_json","data":…}, "sequence"}`, the create limits apply.
+# * Reactions, "添加消息表情回复" / "删除消息表情回复" (server-docs/im-v1/message-reaction/
+#   create, delete): `POST /im/v1/messages/:id/reactions {"reaction_type":{"emoji_type":…}}` ->
+#   data.reaction_id; an emoji_type not in "表情文案说明" (…/message-reaction/emojis-introduce)
+#   is 231001; `DELETE …/reactions/:reaction_id` deletes only the caller's own reaction (231007),
+#   one that is not on that message is 231010, an unknown id 231011.
+CARD_BYTES = 30_000
+CARD_COMPONENTS = 200
+CARD_OPS_PER_SECOND = 10
+STREAMING_SECONDS = 600.0
+CARD_LIFETIME_SECONDS = 14 * 24 * 3600.0
+EMOJI_TYPES = frozenset(
+    {
+        "OK", "THUMBSUP", "DONE", "Typing", "OnIt", "OneSecond", "Get", "LGTM", "CheckMark",
+        "CrossMark", "ThumbsDown", "THINKING", "Yes", "No", "Hundred", "Fire", "SALUTE",
+    }
+)  # fmt: skip
+
+
+@dataclass
+class CardOp:
+    """One CardKit call on a card entity: what, its sequence, when, and the answer's code."""
+
+    kind: str  # create / update / settings / content
+    sequence: int
+    at: float
+    code: int
+    content: str = ""
+    element_id: str = ""
+    streaming: bool | None = None  # settings: the streaming_mode it set
+
+
+@dataclass
+class CardFault:
+    op: str
+    after: int
+    status: int
+    code: int
+    msg: str
+    times: int
+
+
+@dataclass
+class CardEntity:
+    card_id: str
+    app_id: str
+    card: dict[str, Any]
+    created_at: float
+    streaming: bool = False
+    streaming_since: float = 0.0
+    sequence: int = 0
+    sent_as: str | None = None
+    ops: list[CardOp] = field(default_factory=list)
+
+
+@dataclass
+class Reaction:
+    reaction_id: str
+    message_id: str
+    emoji_type: str
+    operator_type: str  # app / user
+    operator_id: str
+    deleted: bool = False
+
+
+def _card_elements_all(card: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e, _ in _nested(_card_elements(card))]
+
+
+def _entity_refusal(card: Any) -> tuple[int, int, str] | None:
+    """The create / full-update limits of a card entity, or None."""
+    if not isinstance(card, dict):
+        return 400, 200220, "Failed to generate card content"
+    if str(card.get("schema", "")) != "2.0":
+        return 400, 300303, "Only schema 2.0 is supported"
+    if len(json.dumps(card, ensure_ascii=False).encode("utf-8")) > CARD_BYTES:
+        return 400, 200860, "Card content exceeds limit"
+    if _tagged(card) > CARD_COMPONENTS:
+        return 400, 300305, "number of card components exceeds 200"
+    ids = [e.get("element_id") for e in _card_elements_all(card) if e.get("element_id")]
+    if len(ids) != len(set(ids)):
+        return 400, 300301, "Duplicate element_id"
+    return None
+
+
+def _ack_data(raw: Any) -> dict[str, Any] | None:
+    """The handler's answer in an ack: base64 of JSON (lark-oapi ws client)."""
+    if not raw:
+        return None
+    try:
+        decoded = base64.b64decode(raw if isinstance(raw, (str, bytes)) else str(raw))
+        value = json.loads(decoded)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 class FakeFeishu:
     """Serve the fake platform on a free loopback port in a background thread."""
 
@@ -500,6 +627,9 @@ class FakeFeishu:
         self.refused: list[Refusal] = []  # sends and updates refused for a documented limit
         self.image_keys: set[str] = set()  # image keys a test declares uploaded ("上传图片")
         self._failures: list[Failure] = []
+        self.cards: dict[str, CardEntity] = {}  # CardKit card entities by card_id
+        self.reactions: list[Reaction] = []  # every reaction added, deleted ones included
+        self._card_faults: list[CardFault] = []
         # fault injection (see "faults the platform injects")
         self.clock = time.monotonic  # patchable: fault windows and the uuid window
         self._faults: list[Fault] = []
@@ -548,7 +678,31 @@ class FakeFeishu:
                     self._resource,
                     methods=["GET"],
                 ),
-                Route("/{path:path}", self._unknown, methods=["GET", "POST", "PUT", "PATCH"]),
+                Route(
+                    "/open-apis/im/v1/messages/{message_id}/reactions",
+                    self._add_reaction,
+                    methods=["POST"],
+                ),
+                Route(
+                    "/open-apis/im/v1/messages/{message_id}/reactions/{reaction_id}",
+                    self._delete_reaction,
+                    methods=["DELETE"],
+                ),
+                Route("/open-apis/cardkit/v1/cards", self._card_create, methods=["POST"]),
+                Route("/open-apis/cardkit/v1/cards/{card_id}", self._card_update, methods=["PUT"]),
+                Route(
+                    "/open-apis/cardkit/v1/cards/{card_id}/settings",
+                    self._card_settings,
+                    methods=["PATCH"],
+                ),
+                Route(
+                    "/open-apis/cardkit/v1/cards/{card_id}/elements/{element_id}/content",
+                    self._card_content,
+                    methods=["PUT"],
+                ),
+                Route(
+                    "/{path:path}", self._unknown, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]
+                ),
             ]
         )
         config = uvicorn.Config(
@@ -745,6 +899,50 @@ class FakeFeishu:
     def recall(self, message_id: str, *, chat_id: str = "oc_p2pchat") -> str:
         """The user recalls a message: push `im.message.recalled_v1`; returns the frame id."""
         return self.push_event(self.recall_event(message_id, chat_id=chat_id))
+
+    def card_action_event(
+        self,
+        value: Any,
+        *,
+        message_id: str,
+        chat_id: str = "oc_p2pchat",
+        operator: str = OWNER_OPEN_ID,
+        tag: str = "button",
+    ) -> dict[str, Any]:
+        """A tap on a card button, as "卡片回传交互" (feishu-cards/card-callback-communication)
+        describes it: `card.action.trigger`, schema 2.0, `header.create_time` in microseconds,
+        `event.operator`, `event.action.value` (an object), `event.context.open_message_id` and
+        `open_chat_id`. Over the long connection it comes in a `type=event` frame ("使用长连接
+        接收回调", event-subscription-guide/callback-subscription/…; lark-oapi's ws client drops
+        `type=card` frames), and the answer (toast, card) must come back within 3 s in the ack."""
+        return {
+            "schema": "2.0",
+            "header": {
+                "event_id": uuid.uuid4().hex,
+                "token": "",
+                "create_time": str(int(time.time() * 1_000_000)),
+                "event_type": "card.action.trigger",
+                "tenant_key": "tenant_fake",
+                "app_id": self.app_id,
+            },
+            "event": {
+                "operator": {"tenant_key": "tenant_fake", "open_id": operator, "union_id": "on_x"},
+                "token": f"c-{uuid.uuid4().hex}",
+                "action": {"value": value, "tag": tag},
+                "host": "im_message",
+                "context": {"open_message_id": message_id, "open_chat_id": chat_id},
+            },
+        }
+
+    def push_card_action(self, value: Any, **kwargs: Any) -> str:
+        """Tap a button (`card.action.trigger`); returns the frame id: its ack has the answer."""
+        return self.push_event(self.card_action_event(value, **kwargs))
+
+    def card_buttons(self, message_id: str) -> list[dict[str, Any]]:
+        """The buttons a bot message shows now (JSON 2.0: straight in the elements, or columns)."""
+        with self._lock:
+            message = self.messages[message_id]
+            return [e for e in _card_elements_all(message.content) if e.get("tag") == "button"]
 
     def _token_refused(self, request: Request) -> Response:
         presented = (request.headers.get("authorization") or "").removeprefix("Bearer ")
@@ -993,6 +1191,14 @@ class FakeFeishu:
             known = self._uuids.get(key) if key else None
             if known is not None and self.clock() - self._uuid_at[key] > UUID_WINDOW_SECONDS:
                 known = None  # the uuid's hour is over: a new message
+            entity_refusal = None
+            entity = None
+            if known is None and body.get("msg_type") == "interactive":
+                entity, entity_refusal = self._card_reference(call.content)
+            if entity_refusal is not None:
+                status, code, msg = entity_refusal
+                call.status = status
+                return JSONResponse({"code": code, "msg": msg}, status_code=status)
             if known is not None:
                 # Feishu deduplicates sends with the same uuid (1 h): same message, no new one.
                 message = self.messages[known]
@@ -1006,6 +1212,10 @@ class FakeFeishu:
                     versions=[call.content],
                 )
                 self.messages[message.message_id] = message
+                if entity is not None:
+                    entity.sent_as = message.message_id
+                    message.card_id = entity.card_id
+                    message.versions = [json.loads(json.dumps(entity.card))]
                 if key:
                     self._uuids[key] = message.message_id
                     self._uuid_at[key] = self.clock()
@@ -1131,6 +1341,301 @@ class FakeFeishu:
             self.unknown.append(f"{request.method} {request.url.path}")
         return JSONResponse({"code": 404, "msg": "unknown path"}, status_code=404)
 
+    # --- CardKit ---------------------------------------------------------------------------------
+    def card_ops(self, card_id: str | None = None) -> list[CardOp]:
+        """CardKit calls, of one card or all, in order."""
+        with self._lock:
+            cards = [self.cards[card_id]] if card_id else list(self.cards.values())
+            return sorted((op for c in cards for op in c.ops), key=lambda op: op.at)
+
+    def fail_cardkit(
+        self,
+        op: str,
+        *,
+        after: int = 0,
+        status: int = 500,
+        code: int = 300120,
+        msg: str = "Server Internal Error",
+        times: int = 1_000_000,
+    ) -> None:
+        """CardKit calls of `op` (create/update/settings/content/any) fail with this answer,
+        the first `after` of them excepted (300120 "Server Internal Error", cardkit pages)."""
+        with self._lock:
+            self._card_faults.append(CardFault(op, after, status, code, msg, times))
+
+    def _card_fault(self, op: str) -> Response | None:
+        with self._lock:
+            for fault in self._card_faults:
+                if fault.op not in ("any", op) or fault.times <= 0:
+                    continue
+                if fault.after > 0:
+                    fault.after -= 1
+                    return None
+                fault.times -= 1
+                return JSONResponse(
+                    {"code": fault.code, "msg": fault.msg}, status_code=fault.status
+                )
+        return None
+
+    def _card_error(self, status: int, code: int, msg: str, **headers: str) -> Response:
+        return JSONResponse({"code": code, "msg": msg}, status_code=status, headers=headers)
+
+    async def _card_create(self, request: Request) -> Response:
+        call = await self._record(request)
+        if not self._authorized(request):
+            return self._token_refused(request)
+        if (failed := self._card_fault("create")) is not None:
+            return failed
+        body = call.body
+        if body.get("type") != "card_json":
+            return self._card_error(400, 10002, "invalid request parameter")
+        try:
+            card = json.loads(body.get("data") or "")
+        except ValueError:
+            return self._card_error(400, 200220, "Failed to generate card content")
+        if (refusal := _entity_refusal(card)) is not None:
+            return self._card_error(*refusal)
+        config = card.get("config") or {}
+        now = self.clock()
+        with self._lock:
+            entity = CardEntity(
+                card_id=f"7{next(self._ids):018d}",
+                app_id=self.app_id,
+                card=card,
+                created_at=now,
+                streaming=bool(config.get("streaming_mode")),
+                streaming_since=now,
+            )
+            entity.ops.append(CardOp("create", 0, time.monotonic(), 0))
+            self.cards[entity.card_id] = entity
+        return JSONResponse({"code": 0, "msg": "success", "data": {"card_id": entity.card_id}})
+
+    def _card_op(self, card_id: str, kind: str, body: dict[str, Any]) -> CardEntity | Response:
+        """The checks every call on an existing entity passes: card, lifetime, sequence, rate.
+        Called with the lock held; records the op (with its code)."""
+        entity = self.cards.get(card_id)
+        if entity is None:
+            return self._card_error(400, 200740, "The card entity does not exist")
+        sequence = body.get("sequence")
+        now = time.monotonic()
+
+        def refuse(status: int, code: int, msg: str, **headers: str) -> Response:
+            entity.ops.append(CardOp(kind, int(sequence or 0), now, code))
+            return self._card_error(status, code, msg, **headers)
+
+        if self.clock() - entity.created_at > CARD_LIFETIME_SECONDS:
+            return refuse(400, 200750, "The card entity has expired")
+        if not isinstance(sequence, int) or not 1 <= sequence <= 2_147_483_647:
+            return refuse(400, 10002, "invalid request parameter")
+        recent = [op for op in entity.ops if op.code == 0 and now - op.at < 1.0]
+        if len(recent) >= CARD_OPS_PER_SECOND:
+            return refuse(
+                429, 99991400, "request trigger frequency limit", **{"x-ogw-ratelimit-reset": "1"}
+            )
+        if sequence <= entity.sequence:
+            return refuse(400, 300317, "sequence did not increment")
+        return entity
+
+    def _card_changed(self, entity: CardEntity) -> None:
+        # Called with the lock held: the message showing the entity shows its new state.
+        if entity.sent_as and entity.sent_as in self.messages:
+            self.messages[entity.sent_as].versions.append(json.loads(json.dumps(entity.card)))
+
+    async def _card_update(self, request: Request) -> Response:
+        call = await self._record(request)
+        if not self._authorized(request):
+            return self._token_refused(request)
+        if (failed := self._card_fault("update")) is not None:
+            return failed
+        card_ref = call.body.get("card") or {}
+        try:
+            card = json.loads(card_ref.get("data") or "")
+        except ValueError:
+            card = None
+        with self._lock:
+            entity = self._card_op(request.path_params["card_id"], "update", call.body)
+            if isinstance(entity, Response):
+                return entity
+            if (refusal := _entity_refusal(card)) is not None:
+                entity.ops.append(
+                    CardOp("update", call.body["sequence"], time.monotonic(), refusal[1])
+                )
+                return self._card_error(*refusal)
+            assert isinstance(card, dict)
+            entity.sequence = call.body["sequence"]
+            entity.card = card
+            config = card.get("config") or {}
+            if "streaming_mode" in config:
+                entity.streaming = bool(config["streaming_mode"])
+                entity.streaming_since = self.clock()
+            entity.ops.append(CardOp("update", entity.sequence, time.monotonic(), 0))
+            self._card_changed(entity)
+        return JSONResponse({"code": 0, "msg": "success", "data": {}})
+
+    async def _card_settings(self, request: Request) -> Response:
+        call = await self._record(request)
+        if not self._authorized(request):
+            return self._token_refused(request)
+        if (failed := self._card_fault("settings")) is not None:
+            return failed
+        try:
+            settings = json.loads(call.body.get("settings") or "")
+            config = settings.get("config") or {}
+        except (ValueError, AttributeError):
+            return self._card_error(400, 10002, "invalid request parameter")
+        with self._lock:
+            entity = self._card_op(request.path_params["card_id"], "settings", call.body)
+            if isinstance(entity, Response):
+                return entity
+            entity.sequence = call.body["sequence"]
+            streaming = None
+            if "streaming_mode" in config:
+                streaming = bool(config["streaming_mode"])
+                entity.streaming = streaming
+                entity.streaming_since = self.clock()
+            entity.card.setdefault("config", {}).update(config)
+            entity.ops.append(
+                CardOp("settings", entity.sequence, time.monotonic(), 0, streaming=streaming)
+            )
+            self._card_changed(entity)
+        return JSONResponse({"code": 0, "msg": "success", "data": {}})
+
+    async def _card_content(self, request: Request) -> Response:
+        call = await self._record(request)
+        if not self._authorized(request):
+            return self._token_refused(request)
+        if (failed := self._card_fault("content")) is not None:
+            return failed
+        element_id = request.path_params["element_id"]
+        content = call.body.get("content")
+        with self._lock:
+            entity = self._card_op(request.path_params["card_id"], "content", call.body)
+            if isinstance(entity, Response):
+                return entity
+            sequence = call.body["sequence"]
+
+            def refuse(code: int, msg: str) -> Response:
+                entity.ops.append(
+                    CardOp("content", sequence, time.monotonic(), code, element_id=element_id)
+                )
+                return self._card_error(400, code, msg)
+
+            if entity.streaming and self.clock() - entity.streaming_since > STREAMING_SECONDS:
+                entity.streaming = False  # closed by itself 10 minutes after it was switched on
+                return refuse(200850, "Card streaming timeout")
+            if not entity.streaming:
+                return refuse(300309, "Card streaming closed")
+            element = next(
+                (e for e in _card_elements_all(entity.card) if e.get("element_id") == element_id),
+                None,
+            )
+            if element is None:
+                return refuse(300313, "update element failed: element not found")
+            if element.get("tag") not in ("markdown", "plain_text"):
+                return refuse(300310, "Only update text")
+            if not isinstance(content, str) or not 1 <= len(content) <= 100_000:
+                return refuse(10002, "invalid request parameter")
+            before = element.get("content")
+            element["content"] = content
+            if len(json.dumps(entity.card, ensure_ascii=False).encode("utf-8")) > CARD_BYTES:
+                element["content"] = before
+                return refuse(200860, "Card content exceeds limit")
+            entity.sequence = sequence
+            entity.ops.append(
+                CardOp(
+                    "content", sequence, time.monotonic(), 0, content=content, element_id=element_id
+                )
+            )
+            self._card_changed(entity)
+        return JSONResponse({"code": 0, "msg": "success", "data": {}})
+
+    def _card_reference(
+        self, content: dict[str, Any]
+    ) -> tuple[CardEntity | None, tuple[int, int, str] | None]:
+        """A send whose content names a card entity: the entity, or why it cannot be sent.
+        Called with the lock held."""
+        if content.get("type") != "card":
+            return None, None
+        card_id = str((content.get("data") or {}).get("card_id") or "")
+        entity = self.cards.get(card_id)
+        if entity is None:
+            return None, (400, 230099, "Failed to create card content, ext=card entity not found")
+        if entity.app_id != self.app_id:
+            return None, (400, 300311, "app has no permission to update/use this card")
+        if entity.sent_as is not None:
+            return None, (
+                400,
+                230099,
+                "Failed to create card content, ext=the card entity can only be sent once",
+            )
+        return entity, None
+
+    # --- reactions -------------------------------------------------------------------------------
+    def reactions_on(self, message_id: str) -> list[str]:
+        """The emoji types on a message now (deleted ones left out), in the order added."""
+        with self._lock:
+            return [
+                r.emoji_type for r in self.reactions if r.message_id == message_id and not r.deleted
+            ]
+
+    def user_reacts(self, message_id: str, emoji_type: str, *, open_id: str = OWNER_OPEN_ID) -> str:
+        """A user puts a reaction on a message (not deletable by the bot)."""
+        with self._lock:
+            reaction = Reaction(f"r_{next(self._ids)}", message_id, emoji_type, "user", open_id)
+            self.reactions.append(reaction)
+        return reaction.reaction_id
+
+    async def _add_reaction(self, request: Request) -> Response:
+        message_id = request.path_params["message_id"]
+        call = await self._record(request, message_id)
+        if not self._authorized(request):
+            return self._token_refused(request)
+        if (failed := self._failure_for(call)) is not None:
+            return failed
+        emoji = ((call.body.get("reaction_type") or {}).get("emoji_type")) or ""
+        if emoji not in EMOJI_TYPES:
+            return self._card_error(400, 231001, "reaction type is invalid")
+        with self._lock:
+            reaction = Reaction(f"r_{next(self._ids)}", message_id, emoji, "app", self.app_id)
+            self.reactions.append(reaction)
+        return JSONResponse(
+            {
+                "code": 0,
+                "msg": "success",
+                "data": {
+                    "reaction_id": reaction.reaction_id,
+                    "operator": {"operator_id": self.app_id, "operator_type": "app"},
+                    "action_time": str(int(time.time() * 1000)),
+                    "reaction_type": {"emoji_type": emoji},
+                },
+            }
+        )
+
+    async def _delete_reaction(self, request: Request) -> Response:
+        message_id = request.path_params["message_id"]
+        call = await self._record(request, message_id)
+        if not self._authorized(request):
+            return self._token_refused(request)
+        if (failed := self._failure_for(call)) is not None:
+            return failed
+        rid = request.path_params["reaction_id"]
+        with self._lock:
+            reaction = next((r for r in self.reactions if r.reaction_id == rid), None)
+            if reaction is None or reaction.deleted:
+                return self._card_error(400, 231011, "invalid reaction_id")
+            if reaction.message_id != message_id:
+                return self._card_error(400, 231010, "reaction not on this message")
+            if reaction.operator_type != "app" or reaction.operator_id != self.app_id:
+                return self._card_error(400, 231007, "no permission to delete this reaction")
+            reaction.deleted = True
+        return JSONResponse(
+            {
+                "code": 0,
+                "msg": "success",
+                "data": {"reaction_id": rid, "reaction_type": {"emoji_type": reaction.emoji_type}},
+            }
+        )
+
     # --- websocket -------------------------------------------------------------------------------
     async def _websocket(self, ws: WebSocket) -> None:
         await ws.accept()
@@ -1159,14 +1664,22 @@ class FakeFeishu:
         if frame.method == 1:
             frame_id = headers.get("message_id", "")
             try:
-                code = int(json.loads(frame.payload or b"{}").get("code", 0))
+                answer = json.loads(frame.payload or b"{}")
+                code = int(answer.get("code", 0))
             except ValueError:
-                code = 0
+                answer, code = {}, 0
+            answered = _ack_data(answer.get("data"))
             with self._lock:
                 pushed_at, event_id = self._pushed.get(frame_id, (time.monotonic(), None))
                 self.acks.append(
                     Ack(
-                        frame_id, event_id, code, headers.get("biz_rt"), pushed_at, time.monotonic()
+                        frame_id,
+                        event_id,
+                        code,
+                        headers.get("biz_rt"),
+                        pushed_at,
+                        time.monotonic(),
+                        answered,
                     )
                 )
 
