@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from memory._text import estimate_tokens, one_line
 from memory.loop.context import ContextEntry, select_context_entries
-from memory.loop.recall import is_trivial_prompt, plan_injection, render_notes, user_notes
+from memory.loop.recall import (
+    PIN_TAG,
+    is_trivial_prompt,
+    pinned_notes,
+    plan_injection,
+    render_notes,
+    user_notes,
+)
 from memory.loop.windows import Window, WindowStore
 
 if TYPE_CHECKING:
@@ -43,6 +50,8 @@ SESSION_SUMMARIES: Final = 2
 """Finished sessions the brief of a new session lists."""
 OBSERVATION_ROWS: Final = 20
 PAST_SESSIONS: Final = 3
+PINNED_NOTES: Final = 20
+"""Pinned notes the brief reads (the newest first); what fits in its share is injected."""
 """Finished sessions a prompt's recall may add."""
 RECALL_CANDIDATES: Final = 30
 
@@ -121,17 +130,31 @@ def assemble_brief(
     notes: Sequence[Note],
     sessions: Sequence[Episode],
     observations: Sequence[tuple[Episode, EpisodeMessage]] = (),
+    pinned: Sequence[Note] = (),
     resumed: bool,
     budget: int,
     tools: Tools = CLI_TOOLS,
 ) -> Part:
     """The session-start brief within `budget` tokens: the user's notes (up to 40 %), the
-    sessions (a resumed session's own summary, else the latest of the place, up to 45 % of the
-    rest), then the observation table in what is left. `notes` are filtered to the user's
-    own (`user/`, no untouched skeleton)."""
+    notes the user pinned as always relevant (up to 25 % of the whole), the sessions (a resumed
+    session's own summary, else the latest of the place, up to 45 % of the rest), then the
+    observation table in what is left. `notes` are filtered to the user's own (`user/`, no
+    untouched skeleton), `pinned` to pinned active notes of the user's or the place's scope.
+    Nothing else from the memory starts a session: the rest comes only when a prompt recalls
+    it."""
     sections: list[str] = []
     injected: list[Injected] = []
-    block, used = render_notes("About the user:", user_notes(notes), int(budget * 0.4))
+    whole = budget
+    block, used = render_notes("About the user:", user_notes(notes), int(whole * 0.4))
+    if block:
+        sections.append(block)
+        injected += [Injected(n.id, n.title, n.type, "start") for n in used]
+        budget -= estimate_tokens(block)
+    block, used = render_notes(
+        "Always relevant (pinned by the user):",
+        pinned_notes(pinned, place.scope),
+        min(int(whole * 0.25), budget),
+    )
     if block:
         sections.append(block)
         injected += [Injected(n.id, n.title, n.type, "start") for n in used]
@@ -354,6 +377,7 @@ class MemoryLoop:
 
     def _brief(self, key: str, place: Place, *, resumed: bool, budget: int) -> Part:
         notes = self.store.list(scope="user", status="active", limit=200, sort="updated")
+        pinned = self.store.list(tag=PIN_TAG, status="active", limit=PINNED_NOTES, sort="updated")
         if resumed:
             sessions = self.episodes.summaries(key=key, limit=1)
         else:
@@ -368,6 +392,7 @@ class MemoryLoop:
             notes=notes,
             sessions=sessions,
             observations=observations,
+            pinned=pinned,
             resumed=resumed,
             budget=budget,
             tools=self.tools,

@@ -95,21 +95,64 @@ def user_notes(notes: Sequence[Note]) -> list[Note]:
     ]
 
 
+PIN_TAG = "pinned"
+"""The tag a user gives a note that is always relevant: every session starts with it."""
+
+
+def pinned_notes(notes: Sequence[Note], scope: str | None) -> list[Note]:
+    """Active notes the user pinned, of the user's scope or the place's, minus the user's own
+    files (those are in the brief already)."""
+    return [
+        n
+        for n in notes
+        if PIN_TAG in n.tags
+        and n.status == "active"
+        and not n.path.startswith("user/")
+        and n.scope in ("user", scope or "user")
+    ]
+
+
 def render_notes(header: str, notes: Sequence[Note], budget: int) -> tuple[str, list[Note]]:
-    """Notes in full under `header` within `budget` tokens; a note that does not fit in full
-    falls back to its summary, and is left out if even that does not fit."""
+    """Notes in full under `header` within `budget` tokens. A note that does not fit in full
+    keeps as many of its lines as fit, in order (headings and empty placeholders dropped), so a
+    long profile is cut, never collapsed to its skeleton; with not even one line room, its
+    summary; with no room for that either, it is left out."""
     lines = [header]
     used: list[Note] = []
     spent = estimate_tokens(header)
     for note in notes:
-        text = f"- [{note.id}] {note.type} · {note.title}: {' '.join(note.body.split())}"
+        head = f"- [{note.id}] {note.type} · {note.title}: "
+        text = head + " ".join(note.body.split())
         cost = estimate_tokens(text)
         if spent + cost > budget:
-            text = f"- [{note.id}] {note.type} · {note.title}: {note.summary}"
+            text = head + _fitting_lines(note, budget - spent - estimate_tokens(head))
             cost = estimate_tokens(text)
-            if spent + cost > budget:
-                continue
+            if text == head or spent + cost > budget:
+                text = head + note.summary
+                cost = estimate_tokens(text)
+                if spent + cost > budget:
+                    continue
         lines.append(text)
         used.append(note)
         spent += cost
     return ("\n".join(lines), used) if used else ("", [])
+
+
+_MORE = " …"
+
+
+def _fitting_lines(note: Note, budget: int) -> str:
+    """The note's content lines, in order, as many as fit in `budget` tokens, joined with " / "
+    and marked as cut ("…")."""
+    kept: list[str] = []
+    spent = estimate_tokens(_MORE)
+    for raw in note.body.splitlines():
+        if _SKELETON_LINE.fullmatch(raw):
+            continue
+        line = " ".join(raw.split()).lstrip("-* ").strip()
+        cost = estimate_tokens(line + " / ")
+        if spent + cost > budget:
+            break
+        kept.append(line)
+        spent += cost
+    return " / ".join(kept) + _MORE if kept else ""

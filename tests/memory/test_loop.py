@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -137,6 +138,50 @@ def test_the_brief(
     for text in absent:
         assert text not in part.text, (case, text)
     assert [i.id for i in part.injected] == injected
+
+
+def pinned(note_id: str, *, scope: str = "user", status: str = "active") -> Note:
+    base = note(note_id, f"pinned fact {note_id}", path=f"notes/{note_id}.md")
+    return replace(base, tags=("pinned",), scope=scope, status=status)  # type: ignore[arg-type]
+
+
+def test_a_session_starts_with_the_profile_and_the_pins_not_the_memory() -> None:
+    # Issue #19: a new conversation unrelated to every note got 20 notes. The brief carries the
+    # user's own files and what the user pinned (of their scope or this project's), nothing else.
+    part = assemble_brief(
+        APP,
+        notes=[LIN, ELSEWHERE],
+        sessions=[],
+        pinned=[
+            pinned("mem_pin_user"),
+            pinned("mem_pin_here", scope=APP.scope or ""),
+            pinned("mem_pin_other", scope="project:github.com_acme_other"),
+            pinned("mem_pin_old", status="deprecated"),
+            ELSEWHERE,  # not pinned
+        ],
+        resumed=False,
+        budget=1500,
+        tools=CHAT_TOOLS,
+    )
+    assert "Always relevant (pinned by the user):" in part.text
+    assert [i.id for i in part.injected] == ["mem_lin", "mem_pin_user", "mem_pin_here"]
+    for absent in ("mem_pin_other", "mem_pin_old", "mem_proj"):
+        assert absent not in part.text
+
+
+def test_a_long_profile_is_cut_by_lines_never_collapsed_to_its_skeleton() -> None:
+    lines = [
+        "# Profile",
+        "## Who the user is",
+        *[f"- fact number {n} about Lin's work" for n in range(300)],
+    ]
+    profile = note("mem_prof", "\n".join(lines), path="user/profile.md")
+    profile = replace(profile, summary="Who the user is")
+    part = assemble_brief(APP, notes=[profile], sessions=[], resumed=False, budget=600)
+    assert "fact number 0 about Lin's work / fact number 1 about Lin's work" in part.text
+    assert part.text.rstrip().endswith("…")
+    assert ": Who the user is" not in part.text  # not the skeleton summary
+    assert estimate_tokens(part.text) <= 600
 
 
 @pytest.mark.parametrize("budget", [0, 20, 60, 150, 400])

@@ -150,3 +150,41 @@ def test_pending_entities_are_confirmed_or_rejected(page: Page, served: Served) 
     # The confirmed entity is now a note.
     search(page, "PostgreSQL")
     expect(page.locator(".mem-item").first).to_contain_text("用 PostgreSQL")
+
+
+def test_a_pinned_note_starts_every_conversation_and_nothing_else_does(
+    page: Page, served: Served
+) -> None:
+    # Issue #19: a new conversation whose first message is unrelated to every note got the
+    # whole memory. Now it gets the user's profile and what the user pinned, from the page.
+    with served.api() as api:
+        for content, title in [
+            ("Deploys go staging first, then production after a smoke test.", "Deploy order"),
+            ("The cache layer is Redis 7 with a 15 minute TTL.", "Cache layer"),
+        ]:
+            api.post("/api/memories", json={"content": content, "title": title}).raise_for_status()
+    open_app(page, f"{served.url}/#memory")
+    items = page.locator(".mem-item")
+    items.filter(has_text="Deploy order").click()
+    pin = page.locator("#mem-pin")
+    expect(pin).to_have_text("Pin")
+    pin.click()
+    expect(page.locator("#mem-saved")).to_have_text("Pinned: every session starts with it.")
+    expect(pin).to_have_text("Unpin")
+    expect(pin).to_have_attribute("aria-pressed", "true")
+    expect(items.filter(has_text="Deploy order").locator(".badge-pinned")).to_have_text("pinned")
+    note_path = page.locator("#mem-meta dd").last.inner_text()
+    assert "- pinned" in (served.settings.memory_dir / note_path).read_text(encoding="utf-8")
+
+    with served.api() as api:
+        answer = api.post("/api/chat", json={"message": "今天天气怎么样"})
+        assert answer.status_code == 200, answer.text
+    (request,) = served.fake.requests_for("今天天气怎么样")
+    sent = request.all_text()
+    assert "Always relevant (pinned by the user):" in sent
+    assert "staging first, then production" in sent
+    assert "Redis 7" not in sent  # neither pinned nor relevant
+
+    page.get_by_role("button", name="Unpin").click()
+    expect(page.locator("#mem-saved")).to_have_text("Unpinned.")
+    expect(items.filter(has_text="Deploy order").locator(".badge-pinned")).to_have_count(0)

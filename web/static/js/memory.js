@@ -4,6 +4,8 @@
 import { json } from "./api.js";
 import { $, clear, h, timeAgo } from "./dom.js";
 
+const PIN_TAG = "pinned"; // memory/loop/recall.py PIN_TAG
+
 const FALLBACK_TYPES = [
   "identity", "preference", "decision", "architecture", "project",
   "research", "code", "bug", "conversation", "general",
@@ -36,6 +38,7 @@ export function initMemory({ confirm }) {
     meta: $("#mem-meta"),
     saved: $("#mem-saved"),
     deprecate: $("#mem-deprecate"),
+    pin: $("#mem-pin"),
     remove: $("#mem-delete"),
     back: $("#mem-back"),
     layout: $(".mem-layout"),
@@ -50,6 +53,7 @@ export function initMemory({ confirm }) {
     save();
   });
   ui.deprecate.addEventListener("click", toggleDeprecated);
+  ui.pin.addEventListener("click", togglePinned);
   ui.remove.addEventListener("click", removeNote);
   ui.back.addEventListener("click", closeDetail);
 }
@@ -135,6 +139,7 @@ export async function runSearch() {
             h("span", { class: "mem-item-title" }, note.title),
             h("span", { class: "badge" }, note.type),
             note.status !== "active" ? h("span", { class: `badge badge-${note.status}` }, note.status) : null,
+            (note.tags || []).includes(PIN_TAG) ? h("span", { class: "badge badge-pinned" }, "pinned") : null,
           ),
           note.summary ? h("span", { class: "mem-item-summary" }, note.summary) : null,
           h(
@@ -176,6 +181,9 @@ function fillForm(note) {
   ui.body.value = note.body;
   ui.deprecate.textContent = note.status === "active" ? "Deprecate" : "Reactivate";
   ui.deprecate.dataset.status = note.status;
+  const pinned = (note.tags || []).includes(PIN_TAG);
+  ui.pin.textContent = pinned ? "Unpin" : "Pin";
+  ui.pin.setAttribute("aria-pressed", String(pinned));
   ui.saved.textContent = "";
   const rows = [
     ["Id", note.id],
@@ -238,6 +246,15 @@ async function toggleDeprecated() {
   if (!openId) return;
   const active = ui.deprecate.dataset.status === "active";
   await update({ status: active ? "deprecated" : "active" }, active ? "Deprecated." : "Reactivated.");
+}
+
+/** Pinning is the tag "pinned": the memory loop starts every session with pinned notes. */
+async function togglePinned() {
+  if (!openId) return;
+  const tags = JSON.parse(ui.form.dataset.original || "{}").tags || [];
+  const pinned = tags.includes(PIN_TAG);
+  const next = pinned ? tags.filter((t) => t !== PIN_TAG) : [...tags, PIN_TAG];
+  await update({ tags: next }, pinned ? "Unpinned." : "Pinned: every session starts with it.");
 }
 
 async function removeNote() {
