@@ -53,61 +53,41 @@ from psycopg import sql
 from errors import ClaudeMemoryError, ConfigurationError, InvalidInputError, NotFoundError
 from memory import _text
 from memory.config import MemoryConfig
-from memory.encoders.models import Encoder, EncoderUnavailableError
+from memory.core import Counts, Embedded, StoreCore, changed, draft_note, embed_note, save_locked
+from memory.encoders.models import Encoder
 from memory.model import (
-    TYPE_PROFILES,
     Note,
     NoteDraft,
     SaveResult,
     SearchHit,
+    SortKey,
     SyncReport,
     normalize_sort,
     utcnow,
 )
-from memory.notes.capture import sanitize
 from memory.notes.files import (
     NOTE_SUFFIX,
     PROFILE_TEXT,
     note_folder,
-    note_from_draft,
     parse_note,
-    render_note,
     safe_relpath,
 )
-from memory.search import fts5
+from memory.search import engine, fts5
 from memory.search.filters import Filters
-from memory.search.fusion import DEFAULT_WEIGHTS, FusionWeights, SearchMode, SearchOutcome, idf
+from memory.search.fusion import DEFAULT_WEIGHTS, FusionWeights
 from memory.search.keyword import (
     HAYSTACK_CHARS,
     Candidate,
     ParsedQuery,
     Term,
     segment,
-    snippet,
-    without_excluded,
 )
-from memory.search.plan import QueryVector, QueryVectors, plan_search
+from memory.search.plan import QueryVector, QueryVectors, SearchPlan
 from memory.search.ranking import (
-    Scored,
     check_limit,
     check_offset,
-    check_updatable,
-    clean_changes,
-    fused_ranking,
-    keyword_ranking,
-    keyword_side,
-    rank_rows,
-    rederived,
 )
-from memory.search.vectors import (
-    PendingNote,
-    VectorStats,
-    chunk_note,
-    doc_key,
-    embed_pending,
-    encoder_stats,
-    require_encoder,
-)
+from memory.search.vectors import PendingNote, VectorStats, chunk_note, doc_key
 from storage.postgres import Connection, PostgresDatabase
 
 if TYPE_CHECKING:
@@ -458,24 +438,6 @@ def _rank_row(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _hit(scored: Scored, parsed: ParsedQuery) -> SearchHit:
-    row = scored.row
-    return SearchHit(
-        id=row["id"],
-        title=row["title"],
-        type=row["type"],
-        scope=row["scope"],
-        summary=row["summary"],
-        path=row["path"],
-        tags=tuple(json.loads(row["tags"])),
-        status=row["status"],
-        updated=_utc(row["updated"]) or utcnow(),
-        score=scored.score,
-        parts=scored.parts,
-        snippet=snippet(row["body"], parsed),
-    )
-
-
 def _where(filters: Filters) -> tuple[str, list[Any]]:
     """`memory.sqlite.index.Filters` as a PostgreSQL condition on `memory_notes n`."""
     clauses: list[str] = []
@@ -803,13 +765,6 @@ def _bump(db: PostgresDatabase, name: str) -> None:
 # --- the store -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Embedded:
-    note: PendingNote
-    vectors: Any
-    model: str
-
-
 class _CorpusCounts:
     """How many notes and words there are, and how many notes have each phrase: BM25's
     statistics, kept until the notes change (the shared generation counter, bumped by any
@@ -858,9 +813,11 @@ class _CorpusCounts:
         return self._get(conn, tsquery, sql, (_pg_text(tsquery),))[0]
 
 
-class PostgresMemoryStore:
+class PostgresMemoryStore(StoreCore):
     """The memory in PostgreSQL. Open with `PostgresMemoryStore.open(db, config)`; the
     database (its pools) belongs to the caller, who closes it after the store."""
+
+    vectors: PostgresNoteVectors
 
     def __init__(
         self,
@@ -878,7 +835,7 @@ class PostgresMemoryStore:
         self.fusion: FusionWeights = DEFAULT_WEIGHTS
         self._query_vectors = QueryVectors()
         self._closed = False
-        self._counts = _CorpusCounts()
+        self._corpus = _CorpusCounts()
         self._on_close: builtins.list[Callable[[], None]] = []
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -952,9 +909,6 @@ class PostgresMemoryStore:
         with self._db.transaction() as conn:
             yield conn
 
-    def _now(self) -> datetime:
-        return self._clock().astimezone(UTC).replace(microsecond=0)
-
     def generation(self) -> tuple[int, int]:
         """(notes, vectors) change counters, shared by every instance on the database."""
         self._check_open()
@@ -1010,19 +964,15 @@ class PostgresMemoryStore:
 
     def save(self, draft: NoteDraft) -> SaveResult:
         """Write a new note, or refresh the existing one if it is an (exact or near) duplicate
-        of an active note of the same scope. Text is sanitized first."""
+        of an active note of the same scope (`memory.core.save_locked`). Text is sanitized
+        first."""
         self._check_open()
         now = self._now()
-        note = _storable(note_from_draft(draft, now=now))
-        if len(render_note(note).encode("utf-8")) > self.config.max_note_bytes:
-            raise InvalidInputError(
-                f"note is larger than {self.config.max_note_bytes} bytes; "
-                "split it or link to a file"
-            )
+        note, _ = draft_note(draft, now, self.config.max_note_bytes, _storable)
         wanted = safe_relpath(draft.path) if draft.path else None
         derived = _derive(note, self.config.max_indexed_chars)  # outside the lock: rjieba
         grams = _text.shingles(note.body)
-        embedded = self._embed_note(note, derived)  # outside the lock: an encoder takes ms
+        embedded = embed_note(self.encoder, note, derived.doc_key)  # an encoder takes ms
         if embedded is not None:
             self.vectors.ensure_model(embedded.model, int(embedded.vectors.shape[1]))
         with self._tx() as conn:
@@ -1032,36 +982,17 @@ class PostgresMemoryStore:
                 "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
                 (LOCK_CLASS_MEMORY_SAVE, note.scope),
             )
-            if draft.id and _exists(conn, note.id):
-                raise InvalidInputError(f"a note with id {note.id!r} already exists")
-            old = None
-            if draft.supersedes:
-                old = conn.execute(
-                    "SELECT id FROM memory_notes WHERE id = %s FOR UPDATE", (draft.supersedes,)
-                ).fetchone()
-                if old is None:
-                    raise NotFoundError("note", draft.supersedes)
-            dup = self._find_duplicate(conn, note, derived, grams, now, embedded)
-            if dup is not None and old is None:
-                conn.execute(
-                    "UPDATE memory_notes SET updated = %s, access_count = access_count + 1,"
-                    " changed = nextval('memory_notes_changed') WHERE id = %s",
-                    (now, dup["id"]),
-                )
-                result = SaveResult(id=dup["id"], deduplicated=True, path=dup["path"])
-            else:
-                note = self._insert(conn, note, derived, wanted)
-                if embedded is not None:
-                    self.vectors.write(
-                        embedded.model, [(embedded.note, embedded.vectors)], conn=conn
-                    )
-                if old is not None:
-                    conn.execute(
-                        "UPDATE memory_notes SET status = 'superseded', superseded_by = %s,"
-                        " updated = %s, changed = nextval('memory_notes_changed') WHERE id = %s",
-                        (note.id, now, old["id"]),
-                    )
-                result = SaveResult(id=note.id, deduplicated=False, path=note.path)
+            result = save_locked(
+                _SaveQueries(self, conn, derived, wanted, note.scope, now),
+                draft,
+                note,
+                content_hash=derived.content_hash,
+                grams=grams,
+                bands=list(derived.bands),
+                embedded=embedded,
+                threshold=self.config.dedup_threshold,
+                now=now,
+            )
         self._bump_notes()
         if embedded is not None and not result.deduplicated:
             self.vectors.bump()
@@ -1082,68 +1013,6 @@ class PostgresMemoryStore:
                 raise InvalidInputError(f"a note with id {note.id!r} already exists")
         raise InvalidInputError(f"no free path for {stem!r} in {folder!r}")  # pragma: no cover
 
-    def _find_duplicate(
-        self,
-        conn: Connection,
-        note: Note,
-        derived: _Derived,
-        grams: set[str],
-        now: datetime,
-        embedded: _Embedded | None,
-    ) -> dict[str, Any] | None:
-        active = (
-            "n.scope = %s AND n.status = 'active' AND (n.expires_at IS NULL OR n.expires_at > %s)"
-        )
-        params = (note.scope, now)
-        exact = conn.execute(
-            f"SELECT n.id, n.path FROM memory_notes n WHERE n.content_hash = %s AND {active}"
-            " ORDER BY n.changed LIMIT 1",
-            (derived.content_hash, *params),
-        ).fetchone()
-        if exact is None and embedded is not None and self.config.dedup_threshold < 1.0:
-            exact = self._cosine_duplicate(conn, embedded, active, params)
-        if exact is not None or self.config.dedup_threshold >= 1.0 or not derived.bands:
-            return exact
-        bands = list(derived.bands)
-        # the notes sharing most MinHash bands first; only a few are compared in full
-        rows = conn.execute(
-            f"SELECT n.id, n.path, left(n.body, {_SIMILARITY_BODY}) AS body,"
-            " (SELECT count(*) FROM unnest(n.bands) b WHERE b = ANY(%s::bigint[])) AS shared"
-            f" FROM memory_notes n WHERE n.bands && %s::bigint[] AND {active}"
-            " ORDER BY shared DESC, n.changed LIMIT 10",
-            (bands, bands, *params),
-        ).fetchall()
-        best, best_sim = None, self.config.dedup_threshold
-        for row in rows:
-            similarity = _text.jaccard(grams, _text.shingles(row["body"]))
-            if similarity >= best_sim:
-                best, best_sim = row, similarity
-        return best
-
-    def _cosine_duplicate(
-        self, conn: Connection, embedded: _Embedded, active: str, params: tuple[Any, ...]
-    ) -> dict[str, Any] | None:
-        """An active note of the same scope whose vector has cosine > `dedup_threshold` with
-        the new note's; short (one-chunk) notes only, as in the SQLite store."""
-        if len(embedded.note.chunks) != 1:
-            return None
-
-        def allowed(c: Connection, ids: builtins.list[str]) -> set[str]:
-            found = c.execute(
-                f"SELECT n.id FROM memory_notes n WHERE n.id = ANY(%s) AND {active}",
-                (ids, *params),
-            )
-            return {r["id"] for r in found}
-
-        nearest = self.vectors.search(
-            embedded.model, embedded.vectors[0], 1, allowed=allowed, conn=conn
-        )
-        if not nearest or nearest[0][1] <= self.config.dedup_threshold:
-            return None
-        return conn.execute(
-            "SELECT id, path FROM memory_notes WHERE id = %s", (nearest[0][0],)
-        ).fetchone()
-
     def get(self, note_id: str) -> Note:
         """The full note (raises NotFoundError)."""
         _check_id(note_id)
@@ -1154,14 +1023,6 @@ class PostgresMemoryStore:
         if row is None:
             raise NotFoundError("note", note_id)
         return _note(row)
-
-    def update(self, note_id: str, **changes: Any) -> Note:
-        """Change some fields (and/or `content`); `updated` is set to now. Accepts what
-        `MemoryStore.update` accepts; text is sanitized."""
-        check_updatable(changes)
-        return self._update(
-            note_id, clean_changes(changes, max_note_bytes=self.config.max_note_bytes)
-        )
 
     def _update(
         self, note_id: str, clean: dict[str, Any], extra: dict[str, Any] | None = None
@@ -1174,12 +1035,7 @@ class PostgresMemoryStore:
             if row is None:
                 raise NotFoundError("note", note_id)
             old = _note(row)
-            changes = {**clean, "updated": self._now()}
-            if "body" in changes:
-                # title/summary that were derived from the old body follow the new body
-                changes = rederived(old, changes, old.path)
-            if extra:
-                changes["extra"] = {**old.extra, **extra}
+            changes = changed(old, {**clean, "updated": self._now()}, old.path, extra=extra)
             note = _storable(replace(old, **changes))
             values = _values(note, _derive(note, self.config.max_indexed_chars))
             assignments = ", ".join(f"{c} = %({c})s" for c in _WRITE_COLS if c != "id")
@@ -1201,19 +1057,6 @@ class PostgresMemoryStore:
         if row is None:
             raise NotFoundError("note", note_id)
         self._bump_notes()
-
-    def supersede(self, old_id: str, new_id: str) -> Note:
-        """Mark `old_id` superseded by `new_id` (both must exist)."""
-        if old_id == new_id:
-            raise InvalidInputError("a note cannot supersede itself")
-        self.get(new_id)
-        return self.update(old_id, status="superseded", superseded_by=new_id)
-
-    def deprecate(self, note_id: str, reason: str | None = None) -> Note:
-        """Mark a note deprecated (left out of search); the reason is kept as
-        `deprecated_reason` among the note's extra fields."""
-        extra = {"deprecated_reason": sanitize(reason)} if reason else None
-        return self._update(note_id, {"status": "deprecated"}, extra=extra)
 
     def flush_access_counts(self) -> int:
         """Access counts are written by every search already: nothing waits."""
@@ -1312,36 +1155,19 @@ class PostgresMemoryStore:
             for row in cur:
                 yield _note(row)
 
-    def top_notes(
-        self, limit: int = 50, scope: str | None = None
-    ) -> builtins.list[tuple[Note, float]]:
-        """Active notes ranked without a query (type weight, recency, importance)."""
-        now = self._now()
-        filters = Filters.of(None, scope, None, None, include_user=True, active_at=now.timestamp())
+    def _top_rows(
+        self, filters: Filters, order: SortKey, limit: int
+    ) -> builtins.list[tuple[dict[str, Any], Note]]:
         where, params = _where(filters)
-        rows: dict[str, dict[str, Any]] = {}
         with self._conn() as conn:
-            for order, count in (
-                ("updated", max(limit * 4, 200)),
-                ("importance", max(limit * 2, 100)),
-            ):
-                for r in conn.execute(
-                    f"SELECT {_NOTE_COLS} FROM memory_notes n WHERE {where}"
-                    f" ORDER BY {_ORDER[order]} LIMIT %s",
-                    (*params, count),
-                ):
-                    rows[r["id"]] = r
-        ranked = rank_rows(
-            ((_rank_row(r), 0.0) for r in rows.values()),
-            now.timestamp(),
-            self.config.ranking,
-            check_limit(limit),
-        )
-        return [(_note(rows[s.row["id"]]), s.score) for s in ranked]
+            rows = conn.execute(
+                f"SELECT {_NOTE_COLS} FROM memory_notes n WHERE {where}"
+                f" ORDER BY {_ORDER[order]} LIMIT %s",
+                (*params, limit),
+            ).fetchall()
+        return [(_rank_row(r), _note(r)) for r in rows]
 
-    def stats(self) -> dict[str, Any]:
-        """Counts by type, scope and status, and the state of the database."""
-        now = self._now()
+    def _counts(self, now: datetime) -> Counts:
         with self._conn() as conn:
 
             def grouped(column: str) -> dict[str, int]:
@@ -1353,123 +1179,59 @@ class PostgresMemoryStore:
 
             row = conn.execute(
                 "SELECT (SELECT count(*) FROM memory_notes) AS total,"
-                " (SELECT count(*) FROM memory_notes WHERE expires_at <= %s) AS expired,"
-                " pg_total_relation_size('memory_notes')"
-                "   + pg_total_relation_size('memory_note_vectors') AS size,"
-                " current_setting('server_version') AS server",
+                " (SELECT count(*) FROM memory_notes WHERE expires_at <= %s) AS expired",
                 (now,),
             ).fetchone()
             assert row is not None
-            by_type = grouped("type")
-            by_scope = grouped("scope")
-            by_status = grouped("status")
-        return {
-            "total": int(row["total"]),
-            "by_type": {t: by_type.get(t, 0) for t in TYPE_PROFILES},
-            "by_scope": by_scope,
-            "by_status": by_status,
-            "expired": int(row["expired"]),
-            "broken_front_matter": 0,  # notes are rows: nothing to parse
-            "pending_access_counts": 0,  # written by the search itself
-            "root": self._db.where,
-            "index": {
-                "path": self._db.where,
-                "size_bytes": int(row["size"]),
-                "schema_version": SCHEMA_VERSION,
-                "text_version": TEXT_VERSION,
-                "postgresql_version": row["server"],
-                "keyword": (
-                    f"tsvector of FTS5's words ({fts5.TOKENIZER}; CJK per character"
-                    " + rjieba words), FTS5 BM25 + pg_trgm; query: rjieba"
-                ),
-                "last_sync": SyncReport().to_dict(),
-            },
-            "encoder": encoder_stats(self.encoder, self.vectors),
+            # access counts are written by the search itself, and notes are rows: nothing
+            # pending, nothing to parse
+            return Counts(
+                total=int(row["total"]),
+                by_type=grouped("type"),
+                by_scope=grouped("scope"),
+                by_status=grouped("status"),
+                expired=int(row["expired"]),
+            )
+
+    def _index_stats(self) -> tuple[str, dict[str, Any]]:
+        [row] = self._db.fetch(
+            "SELECT pg_total_relation_size('memory_notes')"
+            "   + pg_total_relation_size('memory_note_vectors') AS size,"
+            " current_setting('server_version') AS server"
+        )
+        return self._db.where, {
+            "path": self._db.where,
+            "size_bytes": int(row["size"]),
+            "schema_version": SCHEMA_VERSION,
+            "text_version": TEXT_VERSION,
+            "postgresql_version": row["server"],
+            "keyword": (
+                f"tsvector of FTS5's words ({fts5.TOKENIZER}; CJK per character"
+                " + rjieba words), FTS5 BM25 + pg_trgm; query: rjieba"
+            ),
+            "last_sync": SyncReport().to_dict(),
         }
 
-    # --- search ------------------------------------------------------------------------------
+    # --- search (the algorithm: memory.search.engine) ------------------------------------------
 
-    def search(
-        self,
-        query: str,
-        limit: int = 10,
-        type: str | None = None,
-        scope: str | None = None,
-        include_inactive: bool = False,
-        *,
-        tag: str | None = None,
-        record_access: bool = True,
+    def _ranked_hits(
+        self, plan: SearchPlan, filters: Filters, limit: int, now_ts: float, record: bool
     ) -> builtins.list[SearchHit]:
-        """Ranked search, as `MemoryStore.search` (hybrid with an encoder and vectors)."""
-        return self.search_detailed(
-            query, limit, type, scope, include_inactive, tag=tag, record_access=record_access
-        ).hits
-
-    def search_detailed(
-        self,
-        query: str,
-        limit: int = 10,
-        type: str | None = None,
-        scope: str | None = None,
-        include_inactive: bool = False,
-        *,
-        tag: str | None = None,
-        record_access: bool = True,
-        mode: SearchMode = "auto",
-    ) -> SearchOutcome:
-        """`search` with the mode used and a `notice` when semantic search was wanted but
-        could not run (keyword results then), as `MemoryStore.search_detailed`."""
-        self._check_open()
-        # the query vector first: encoding beside the keyword search was slower (query_vectors)
-        plan = plan_search(query, mode, self._query_vectors, self.encoder, self.vectors.has_vectors)
-        if plan.empty:
-            return SearchOutcome([], "keyword", plan.notice)
-        parsed = plan.parsed
-        limit = check_limit(limit)
-        now = self._now()
-        filters = Filters.for_search(
-            type, scope, tag, include_inactive=include_inactive, now_ts=now.timestamp()
-        )
         # a transaction: the vector search's HNSW setting lasts until its end
         with self._tx() as conn:
-            now_ts = now.timestamp()
-            self._counts.refresh(conn)
-            if plan.vector_first and plan.vector is not None:
-                ranked = self._rank_hybrid(conn, parsed, [], filters, limit, now_ts, plan.vector)
-            else:
-                ranked = self._rank(conn, parsed, filters, limit, now_ts, plan.semantic)
-            if record_access and ranked:
+            self._corpus.refresh(conn)
+            ranked = engine.rank(
+                _SearchQueries(self, conn),
+                plan,
+                filters,
+                limit,
+                now_ts,
+                weights=self.config.ranking,
+                fusion=self.fusion,
+            )
+            if record and ranked:
                 _record_access(conn, [s.row["id"] for s in ranked])
-        return SearchOutcome([_hit(s, parsed) for s in ranked], plan.used, plan.notice)
-
-    def _rank(
-        self,
-        conn: Connection,
-        parsed: ParsedQuery,
-        filters: Filters,
-        limit: int,
-        now_ts: float,
-        semantic: Callable[[], QueryVector | None],
-    ) -> builtins.list[Scored]:
-        pool = max(limit * 5, 50)
-        cap = self.config.max_ranked_matches
-        rows: builtins.list[dict[str, Any]] = []
-        if len(parsed.terms) > 1:
-            # notes with every word first: far fewer rows to rank than the OR of common words
-            rows = self._fts_rows(conn, parsed, filters, pool, cap, require_all=True)
-        if len(rows) < limit:
-            rows = self._fts_rows(conn, parsed, filters, pool, cap)
-        # FTS5's sign: bm25 < 0, lower is better
-        candidates = [Candidate(r, -float(r["score"])) for r in rows]
-        words = [t for t in parsed.terms if t.is_latin and len(t.norm.replace(" ", "")) >= 3]
-        if len(candidates) < limit and words:
-            seen = {r["id"] for r in rows}
-            extra = without_excluded(parsed, self._trigram_rows(conn, words, filters, pool))
-            candidates += [Candidate(r, None) for r in extra if r["id"] not in seen]
-        found = semantic()
-        if found is not None:
-            return self._rank_hybrid(conn, parsed, candidates, filters, limit, now_ts, found)
-        return keyword_ranking(parsed, candidates, now_ts, self.config.ranking, limit)
+        return engine.hits(ranked, plan.parsed)
 
     def _fts_rows(
         self,
@@ -1487,7 +1249,7 @@ class PostgresMemoryStore:
         tsquery = query_text(parsed, require_all=require_all)
         if tsquery is None:
             return []
-        notes, words = self._counts.corpus(conn)
+        notes, words = self._corpus.corpus(conn)
         avgdl = float(words) / float(max(notes, 1))
         freqs: builtins.list[str] = []
         terms: builtins.list[str] = []
@@ -1505,7 +1267,7 @@ class PostgresMemoryStore:
             phrases.append(_pg_text(query.phrase))
             # the C expression's order of operations, so the doubles come out the same
             terms.append(f"%s * ((f{i} * %s) / (f{i} + %s * (%s + %s * d / %s)))")
-            idf = fts5.bm25_idf(notes, self._counts.hits(conn, query.match))
+            idf = fts5.bm25_idf(notes, self._corpus.hits(conn, query.match))
             factors += [idf, fts5.K1 + 1.0, fts5.K1, 1 - fts5.B, fts5.B, avgdl]
         if not terms:
             return []
@@ -1545,48 +1307,6 @@ class PostgresMemoryStore:
         ).fetchall()
         return [_rank_row(r) for r in rows]
 
-    def _rank_hybrid(
-        self,
-        conn: Connection,
-        parsed: ParsedQuery,
-        candidates: builtins.list[Candidate],
-        filters: Filters,
-        limit: int,
-        now_ts: float,
-        semantic: QueryVector,
-    ) -> builtins.list[Scored]:
-        """Keyword candidates and the notes nearest by vector, fused (`memory.search.fusion`)."""
-        side = keyword_side(parsed, candidates, lambda: self._term_weights(conn, parsed))
-        rows = dict(side.rows)
-        nearest = self.vectors.search(
-            semantic.model,
-            semantic.vector,
-            self.fusion.vector_depth,
-            allowed=lambda c, ids: self._allowed_ids(c, ids, filters),
-            subset=lambda c, most: self._filtered_ids(c, filters, most),
-            conn=conn,
-        )
-        missing = [note_id for note_id, _ in nearest if note_id not in rows]
-        if missing:
-            extra = conn.execute(
-                f"SELECT {_RANK_COLS} FROM memory_notes n WHERE n.id = ANY(%s)", (missing,)
-            ).fetchall()
-            rows.update(
-                {r["id"]: r for r in without_excluded(parsed, [_rank_row(r) for r in extra])}
-            )
-        return fused_ranking(side, rows, nearest, self.fusion, now_ts, self.config.ranking, limit)
-
-    def _term_weights(self, conn: Connection, parsed: ParsedQuery) -> builtins.list[float]:
-        """IDF of each query word (document frequency counted up to `_DF_CAP` notes, as the
-        SQLite store counts it)."""
-        total = max(self._counts.corpus(conn)[0], 1)
-        weights = []
-        for term in parsed.terms:
-            query = term_query(term)
-            hits = 0 if query is None else self._counts.hits(conn, query.match)
-            weights.append(idf(min(hits, _DF_CAP), total))
-        return weights
-
     def _filtered_ids(
         self, conn: Connection, filters: Filters, most: int
     ) -> builtins.list[str] | None:
@@ -1607,47 +1327,141 @@ class PostgresMemoryStore:
         )
         return {r["id"] for r in found}
 
-    # --- semantic search (docs/retrieval.md) ---------------------------------------------------
 
-    def attach_encoder(self, encoder: Encoder | None) -> None:
-        """Use `encoder` for searches and saves from now on (None: keyword search only)."""
-        self.encoder = encoder
+_ACTIVE: Final = (
+    "n.scope = %s AND n.status = 'active' AND (n.expires_at IS NULL OR n.expires_at > %s)"
+)
+"""Dedup looks among the active, unexpired notes of the new note's scope."""
 
-    def _embed_note(self, note: Note, derived: _Derived) -> _Embedded | None:
-        """A new note's vectors, or None when no encoder can answer now (the note is then
-        embedded later, by `sync_vectors` or the app's background embedding)."""
-        encoder = self.encoder
-        if encoder is None:
-            return None
-        chunks = chunk_note(note.title, note.summary, note.body)
-        try:
-            model = encoder.name
-            vectors = encoder.encode(chunks, "passage")
-        except EncoderUnavailableError as exc:
-            log.debug("note saved without vectors for now: %s", exc.message)
-            return None
-        return _Embedded(PendingNote(note.id, derived.doc_key, tuple(chunks)), vectors, model)
 
-    def sync_vectors(self, progress: ProgressFn | None = None, *, batch: int = 32) -> int:
-        """Embed the notes whose vectors are missing or stale (blocking; needs an encoder).
-        Returns how many notes were embedded; `progress("embed", done, total)`."""
-        self._check_open()
-        return embed_pending(self.vectors, require_encoder(self.encoder), progress, batch=batch)
+class _SearchQueries:
+    """`memory.search.engine.SearchQueries` in one PostgreSQL transaction."""
 
-    def reindex_vectors(self, progress: ProgressFn | None = None) -> int:
-        """Drop the vectors of other encoders, then embed every note whose vectors are
-        missing or stale."""
-        self._check_open()
-        encoder = require_encoder(self.encoder)
-        self.vectors.prune(encoder.name)
-        return self.sync_vectors(progress)
+    def __init__(self, store: PostgresMemoryStore, conn: Connection) -> None:
+        self._store = store
+        self._conn = conn
 
-    def reset_vectors(self) -> dict[str, Any]:
-        """Drop every note vector (all notes become pending for the encoder)."""
-        self._check_open()
-        require_encoder(self.encoder)
-        self.vectors.clear()
-        return {"cleared": True, "pending": self.count()}
+    def keyword_candidates(
+        self, parsed: ParsedQuery, filters: Filters, limit: int, *, require_all: bool
+    ) -> builtins.list[Candidate]:
+        cap = self._store.config.max_ranked_matches
+        rows = self._store._fts_rows(
+            self._conn, parsed, filters, limit, cap, require_all=require_all
+        )
+        # FTS5's sign: bm25 < 0, lower is better
+        return [Candidate(r, -float(r["score"])) for r in rows]
+
+    def identifier_rows(
+        self, parsed: ParsedQuery, filters: Filters, limit: int
+    ) -> builtins.list[dict[str, Any]]:
+        words = [t for t in parsed.terms if t.is_latin and len(t.norm.replace(" ", "")) >= 3]
+        if not words:
+            return []
+        return self._store._trigram_rows(self._conn, words, filters, limit)
+
+    def doc_freqs(self, parsed: ParsedQuery) -> tuple[int, builtins.list[int]]:
+        corpus = self._store._corpus
+        found = []
+        for term in parsed.terms:
+            query = term_query(term)
+            found.append(0 if query is None else corpus.hits(self._conn, query.match))
+        return corpus.corpus(self._conn)[0], found
+
+    def nearest(
+        self, vector: QueryVector, k: int, filters: Filters
+    ) -> builtins.list[tuple[str, float]]:
+        store = self._store
+        return store.vectors.search(
+            vector.model,
+            vector.vector,
+            k,
+            allowed=lambda c, ids: store._allowed_ids(c, ids, filters),
+            subset=lambda c, most: store._filtered_ids(c, filters, most),
+            conn=self._conn,
+        )
+
+    def rows_by_id(self, ids: builtins.list[str]) -> dict[str, dict[str, Any]]:
+        rows = self._conn.execute(
+            f"SELECT {_RANK_COLS} FROM memory_notes n WHERE n.id = ANY(%s)", (ids,)
+        ).fetchall()
+        return {r["id"]: _rank_row(r) for r in rows}
+
+
+class _SaveQueries:
+    """`memory.core.SaveQueries` in a save's transaction (the scope's advisory lock held)."""
+
+    def __init__(
+        self,
+        store: PostgresMemoryStore,
+        conn: Connection,
+        derived: _Derived,
+        wanted: str | None,
+        scope: str,
+        now: datetime,
+    ) -> None:
+        self._store = store
+        self._conn = conn
+        self._derived = derived
+        self._wanted = wanted
+        self._active = (scope, now)
+
+    def same_content(self, content_hash: str) -> dict[str, Any] | None:
+        return self._conn.execute(
+            f"SELECT n.id, n.path FROM memory_notes n WHERE n.content_hash = %s AND {_ACTIVE}"
+            " ORDER BY n.changed LIMIT 1",
+            (content_hash, *self._active),
+        ).fetchone()
+
+    def nearest_vector(self, model: str, vector: Any) -> tuple[str, float] | None:
+        def allowed(c: Connection, ids: builtins.list[str]) -> set[str]:
+            sql = f"SELECT n.id FROM memory_notes n WHERE n.id = ANY(%s) AND {_ACTIVE}"
+            return {r["id"] for r in c.execute(sql, (ids, *self._active))}
+
+        nearest = self._store.vectors.search(model, vector, 1, allowed=allowed, conn=self._conn)
+        return nearest[0] if nearest else None
+
+    def row(self, note_id: str) -> dict[str, Any] | None:
+        sql = "SELECT id, path FROM memory_notes WHERE id = %s"
+        return self._conn.execute(sql, (note_id,)).fetchone()
+
+    def sharing_bands(self, bands: builtins.list[int]) -> builtins.list[dict[str, Any]]:
+        # the notes sharing most MinHash bands first; only a few are compared in full
+        return self._conn.execute(
+            f"SELECT n.id, n.path, left(n.body, {_SIMILARITY_BODY}) AS body,"
+            " (SELECT count(*) FROM unnest(n.bands) b WHERE b = ANY(%s::bigint[])) AS shared"
+            f" FROM memory_notes n WHERE n.bands && %s::bigint[] AND {_ACTIVE}"
+            " ORDER BY shared DESC, n.changed LIMIT 10",
+            (bands, bands, *self._active),
+        ).fetchall()
+
+    def exists(self, note_id: str) -> bool:
+        return _exists(self._conn, note_id)
+
+    def row_to_supersede(self, note_id: str) -> dict[str, Any] | None:
+        sql = "SELECT id FROM memory_notes WHERE id = %s FOR UPDATE"
+        return self._conn.execute(sql, (note_id,)).fetchone()
+
+    def refresh(self, row: dict[str, Any], now: datetime) -> SaveResult:
+        self._conn.execute(
+            "UPDATE memory_notes SET updated = %s, access_count = access_count + 1,"
+            " changed = nextval('memory_notes_changed') WHERE id = %s",
+            (now, row["id"]),
+        )
+        return SaveResult(id=row["id"], deduplicated=True, path=row["path"])
+
+    def insert(self, note: Note, embedded: Embedded | None) -> Note:
+        placed = self._store._insert(self._conn, note, self._derived, self._wanted)
+        if embedded is not None:
+            pairs = [(embedded.note, embedded.vectors)]
+            self._store.vectors.write(embedded.model, pairs, conn=self._conn)
+        return placed
+
+    def mark_superseded(self, row: dict[str, Any], new_id: str, now: datetime) -> None:
+        self._conn.execute(
+            "UPDATE memory_notes SET status = 'superseded', superseded_by = %s,"
+            " updated = %s, changed = nextval('memory_notes_changed') WHERE id = %s",
+            (new_id, now, row["id"]),
+        )
 
 
 def _insert_sql() -> str:
