@@ -87,13 +87,18 @@ def is_profile_skeleton(note: Note) -> bool:
 
 
 def user_notes(notes: Sequence[Note]) -> list[Note]:
-    """The user's own notes (`user/`), minus empty ones and the untouched skeleton."""
-    return [
+    """What the brief says about the user: their own files (`user/`) first, then what the
+    system learned about them (`learned/`), minus empty ones and the untouched skeleton."""
+    about = [
         n
         for n in notes
-        if n.path.startswith("user/") and n.body.strip() and not is_profile_skeleton(n)
+        if n.path.startswith(ABOUT_THE_USER) and n.body.strip() and not is_profile_skeleton(n)
     ]
+    return sorted(about, key=lambda n: not n.path.startswith("user/"))  # stable: order kept
 
+
+ABOUT_THE_USER = ("user/", "learned/")
+"""The person's own files, and what the system learned about them (never written to `user/`)."""
 
 PIN_TAG = "pinned"
 """The tag a user gives a note that is always relevant: every session starts with it."""
@@ -107,7 +112,7 @@ def pinned_notes(notes: Sequence[Note], scope: str | None) -> list[Note]:
         for n in notes
         if PIN_TAG in n.tags
         and n.status == "active"
-        and not n.path.startswith("user/")
+        and not n.path.startswith(ABOUT_THE_USER)
         and n.scope in ("user", scope or "user")
     ]
 

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 NOTE_SUFFIX: Final = ".md"
 # Never notes, wherever they are.
 RESERVED_NAMES: Final = frozenset({"README.md", "MEMORY_SCHEMA.md", "_index.json", "_index.yaml"})
-LAYOUT_DIRS: Final = ("user", "projects", "sessions", "inbox")
+LAYOUT_DIRS: Final = ("user", "learned", "projects", "sessions", "inbox")
 TEMP_PREFIX: Final = ".tmp-"
 
 try:  # the C loader is ~10x faster; PyYAML wheels ship it
@@ -394,13 +394,16 @@ def atomic_write(path: Path, text: str, *, fsync: bool = True, exclusive: bool =
 
 def note_folder(note_type: str, scope: str) -> str:
     """Where a new note goes: project scope -> projects/<key>/, chat scope or conversation
-    -> sessions/, user-scoped identity/preference -> user/, anything else -> inbox/."""
+    -> sessions/, user-scoped identity/preference -> learned/, anything else -> inbox/.
+
+    `user/` is the person's own (seed 001): the system never creates a note there; what it
+    learns about the person goes to `learned/`, shown beside `user/` in every brief."""
     if scope.startswith("project:"):
         return f"projects/{_text.slugify(scope.split(':', 1)[1], 60)}"
     if scope.startswith("chat:") or note_type == "conversation":
         return "sessions"
     if note_type in ("identity", "preference"):
-        return "user"
+        return "learned"
     return "inbox"
 
 
@@ -489,6 +492,7 @@ any editor. The files are the truth; `../index.db` is a search index rebuilt fro
 (`claude-memory memory reindex`).
 
 - `user/` - your profile and preferences (maintained by hand; start with `profile.md`)
+- `learned/` - preferences and facts about you the assistant captured (edit or delete freely)
 - `projects/<project-key>/` - memories about one project
 - `sessions/` - one summary per CLI or chat session
 - `inbox/` - new captures awaiting organisation

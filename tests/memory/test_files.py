@@ -83,7 +83,7 @@ def test_yaml_that_is_not_a_mapping_is_reported() -> None:
 def test_layout_is_created_once_and_never_overwritten(tmp_path: Path) -> None:
     root = tmp_path / "memory"
     ensure_memory_layout(root)
-    for folder in ("user", "projects", "sessions", "inbox"):
+    for folder in ("user", "learned", "projects", "sessions", "inbox"):
         assert (root / folder).is_dir()
     profile = (root / "user" / "profile.md").read_text(encoding="utf-8")
     for section in ("## Preferences", "## Technical background", "## Communication style"):

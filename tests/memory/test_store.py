@@ -69,7 +69,8 @@ def test_notes_are_placed_by_scope_and_type(store: MemoryStore) -> None:
     assert store.save(NoteDraft(content="x in project", scope="project:api")).path.startswith(
         "projects/api/"
     )
-    assert store.save(NoteDraft(content="likes tea", type="preference")).path.startswith("user/")
+    # user/ is the person's own: what the system learns goes to learned/ (issue #19)
+    assert store.save(NoteDraft(content="likes tea", type="preference")).path.startswith("learned/")
     assert store.save(NoteDraft(content="chat summary", scope="chat:oc_1")).path.startswith(
         "sessions/"
     )
