@@ -10,12 +10,17 @@
   keyed `self_tenant_token:<app_id>`, trusted until `expire - 600` s, and never refreshed when
   the platform refuses the token (99991663 and kin): the next call would send it again.
 * `RawEventHandler` hands the raw event payload (bytes) to our callback, for every event type,
-  so we parse once at the edge and ack types we do not handle instead of answering 500.
+  so we parse once at the edge and ack types we do not handle instead of answering 500. Card
+  actions (`card.action.trigger`, "卡片回传交互") are the exception: they go through the SDK's
+  own `register_p2_card_action_trigger` processor (typed `P2CardActionTrigger` in, a
+  `P2CardActionTriggerResponse` out, marshalled into the ack), as the documentation's
+  long-connection samples do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -67,19 +72,57 @@ def forget_tenant_token(app_id: str) -> None:
     TokenManager.cache.set(f"self_tenant_token:{app_id}", "", 0)
 
 
-def raw_event_handler(callback: Callable[[bytes], None]) -> Any:
-    """An EventDispatcherHandler whose every event goes, unparsed, to `callback`.
+CARD_ACTION = "card.action.trigger"
 
-    The ws client acks 200 when this returns and 500 when it raises (Feishu then re-pushes).
+
+def raw_event_handler(
+    callback: Callable[[bytes], None], on_card_action: Callable[[Any], Any] | None = None
+) -> Any:
+    """An EventDispatcherHandler whose every event goes, unparsed, to `callback`; card actions
+    go to `on_card_action(P2CardActionTrigger) -> P2CardActionTriggerResponse` when given.
+
+    The ws client acks 200 when this returns and 500 when it raises (Feishu then re-pushes);
+    what it returns is marshalled, base64-encoded, into the ack (a card action's toast and card).
     """
     lark = import_lark()
+    registered = lark.EventDispatcherHandler.builder("", "")
+    if on_card_action is not None:
+        registered = registered.register_p2_card_action_trigger(on_card_action)
+    processors = registered.build()._callback_processor_map
 
     # lark is imported lazily (a module object here): mypy cannot see its classes.
     class RawEventHandler(lark.EventDispatcherHandler):  # type: ignore[name-defined]
-        def _do_without_validation(self, payload: bytes) -> None:
+        def _do_without_validation(self, payload: bytes) -> Any:
+            if on_card_action is not None and _event_type(payload) == CARD_ACTION:
+                return super()._do_without_validation(payload)
             callback(payload)
+            return None
 
-    return RawEventHandler()
+    handler = RawEventHandler()
+    handler._callback_processor_map = processors
+    return handler
+
+
+def _event_type(payload: bytes) -> str:
+    try:
+        header = json.loads(payload).get("header") or {}
+    except (ValueError, AttributeError):
+        return ""
+    return str(header.get("event_type") or "") if isinstance(header, dict) else ""
+
+
+def card_action_response(toast: dict[str, Any] | None, card: dict[str, Any] | None) -> Any:
+    """The SDK's answer object for a card action: a toast and/or the card's new JSON."""
+    from lark_oapi.event.callback.model.p2_card_action_trigger import (
+        P2CardActionTriggerResponse,
+    )
+
+    answer: dict[str, Any] = {}
+    if toast is not None:
+        answer["toast"] = toast
+    if card is not None:
+        answer["card"] = {"type": "raw", "data": card}
+    return P2CardActionTriggerResponse(answer)
 
 
 class WsRunner:
@@ -92,12 +135,14 @@ class WsRunner:
         app_secret: str,
         domain: str,
         on_payload: Callable[[bytes], None],
+        on_card_action: Callable[[Any], Any] | None = None,
         log_level: int = logging.INFO,
     ) -> None:
         self._app_id = app_id
         self._app_secret = app_secret
         self._domain = domain
         self._on_payload = on_payload
+        self._on_card_action = on_card_action
         self._log_level = log_level
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -130,7 +175,7 @@ class WsRunner:
             client = lark.ws.Client(
                 self._app_id,
                 self._app_secret,
-                event_handler=raw_event_handler(self._on_payload),
+                event_handler=raw_event_handler(self._on_payload, self._on_card_action),
                 domain=self._domain,
                 log_level=_lark_level(lark, self._log_level),
             )

@@ -44,12 +44,17 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclasses_replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agent._turn import summarize_tool_input
+from agent.policy import Allowed as ToolAllowed
+from agent.policy import Approver
+from agent.policy import Denied as ToolDenied
 from agent.sessions import SHUTDOWN_STOP, SessionManager
-from bridge._lark import WsRunner, import_lark
+from bridge._lark import WsRunner, card_action_response, import_lark
 from bridge.access import REFUSAL, UNPAIRED, Granted, Refused, Unpaired, check_access
 from bridge.commands import (
     HELP_TEXT,
@@ -80,12 +85,15 @@ from bridge.render import (
     card_content,
     escape_card_markdown,
     plain_text,
+    step_label,
     text_content,
 )
 from bridge.rights import Action, Denied, Right, command_right
 from bridge.scopes import Scope, scope_of
 from bridge.sender import QUICK_WINDOW, FeishuAPIError, RetryPolicy, Sender, send_uuid
 from bridge.state import BridgeState, BridgeStateBackend, OutboxItem
+from bridge.stream import StreamReply
+from bridge.strings import Locale, both, t
 from errors import ClaudeMemoryError, ConfigurationError
 from memory.notes.capture import RedactingFilter
 from settings import Settings
@@ -169,6 +177,21 @@ class _Lane:
     task: asyncio.Task[None] | None = None
     busy: bool = False
     current: IncomingMessage | None = None  # the message whose turn or command is running
+    waiting: int = 0  # turns queued behind the running one (the cap: FEISHU_QUEUE_MAX)
+
+
+@dataclass(slots=True)
+class _Control:
+    """A button the bridge put on a card: Stop on a streaming answer, or approve/deny on an
+    approval card. A tap counts only with this control's unguessable nonce, from this chat and
+    this card's message (`_card_action`)."""
+
+    kind: str  # stop / approval
+    msg: IncomingMessage  # the user's message whose turn it controls
+    conversation_id: str
+    message_id: str | None = None  # the card showing it, once sent
+    tool: str = ""
+    decision: asyncio.Future[ToolAllowed | ToolDenied] | None = None
 
 
 class FeishuBridge:
@@ -220,6 +243,8 @@ class FeishuBridge:
         self._recalled: OrderedDict[str, None] = OrderedDict()
         self._outbox_task: asyncio.Task[None] | None = None
         self._outbox_wake: asyncio.Event | None = None
+        self._controls: dict[str, _Control] = {}  # nonce -> the button's control
+        self._reactions: dict[str, asyncio.Task[str | None]] = {}  # message_id -> "Typing"
 
     # --- lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> FeishuBridge:
@@ -277,6 +302,7 @@ class FeishuBridge:
             app_secret=secret,
             domain=domain,
             on_payload=self._on_payload,
+            on_card_action=self._on_card_action,
             log_level=logging.getLogger("bridge").getEffectiveLevel(),
         )
         self._runner.start()
@@ -453,13 +479,7 @@ class FeishuBridge:
                     )
                 )
             else:
-                await _db(
-                    functools.partial(self.state.turn_accepted, owner=self._instance),
-                    msg.message_id,
-                    msg.chat_id,
-                    message_to_json(msg),
-                )
-                self._lane(self._scope(msg).key).queue.put_nowait(_Turn(msg))
+                await self._accept_turn(msg)
         elif command.ordered:
             self._lane(self._scope(msg).key).queue.put_nowait(_Run(msg, command))
         else:
@@ -520,6 +540,8 @@ class FeishuBridge:
                 continue
             if isinstance(work, _Close):
                 return
+            if isinstance(work, _Turn):
+                lane.waiting = max(lane.waiting - 1, 0)
             lane.busy = True
             lane.current = work.msg
             try:
@@ -570,21 +592,48 @@ class FeishuBridge:
     async def _run_turn(self, msg: IncomingMessage) -> None:
         assert self._sender is not None
         conversation_id = await self._conversation_id(self._scope(msg).key)
-        reply = TurnReply(
+        settings = self.settings
+
+        async def on_card(card_id: str) -> None:
+            if stop is not None:
+                stop.message_id = card_id
+            await _db(self.state.turn_card, msg.message_id, card_id)
+
+        progress = TurnReply(
             self._sender,
             reply_to=msg.message_id,
             key=msg.message_id,
-            interval=self.settings.feishu_card_update_interval_seconds,
-            open_delay=self.settings.feishu_progress_delay_seconds,
-            on_card=lambda card_id: _db(self.state.turn_card, msg.message_id, card_id),
+            interval=settings.feishu_card_update_interval_seconds,
+            open_delay=settings.feishu_progress_delay_seconds,
+            on_card=on_card,
         )
+        reply: TurnReply | StreamReply = progress
+        stop: _Control | None = None
+        nonce = ""
+        if settings.feishu_streaming:
+            nonce = secrets.token_urlsafe(12)
+            stop = self._controls[nonce] = _Control("stop", msg, conversation_id)
+            reply = StreamReply(
+                self._sender,
+                progress,
+                reply_to=msg.message_id,
+                key=msg.message_id,
+                locale=msg.locale,
+                interval=settings.feishu_stream_interval_seconds,
+                open_delay=settings.feishu_progress_delay_seconds,
+                stop_value={"cm": "stop", "n": nonce},
+                on_card=on_card,
+            )
         started = time.monotonic()
         try:
             await self._answer(msg, conversation_id, reply)
         finally:
+            self._controls.pop(nonce, None)
             await self._settle(msg, reply, time.monotonic() - started)
 
-    async def _answer(self, msg: IncomingMessage, conversation_id: str, reply: TurnReply) -> None:
+    async def _answer(
+        self, msg: IncomingMessage, conversation_id: str, reply: TurnReply | StreamReply
+    ) -> None:
         async with reply:
             prompt = await self._prompt(msg)
             if msg.message_id in self._recalled:
@@ -598,6 +647,7 @@ class FeishuBridge:
                     conversation_id=conversation_id,
                     on_event=reply.on_event,
                     source="feishu",
+                    approver=self._approver(msg, conversation_id),
                 )
             except ClaudeMemoryError as exc:
                 await reply.finish(f"Execution failed: {exc.message}", is_error=True)
@@ -614,8 +664,218 @@ class FeishuBridge:
                 return
             await reply.finish_turn(result)
 
+    # --- queue and signals -----------------------------------------------------------------------
+    async def _accept_turn(self, msg: IncomingMessage) -> None:
+        """Queue a turn, at most FEISHU_QUEUE_MAX behind the running one; the sender sees a
+        reaction at once and, when something runs before it, its place in the line."""
+        lane = self._lane(self._scope(msg).key)
+        limit = self.settings.feishu_queue_max
+        if lane.waiting >= limit:
+            logger.info("queue of %s is full; %s refused", msg.chat_id, msg.message_id)
+            self._control.put_nowait(_Notice(msg, t("queue_full", msg.locale, limit=limit)))
+            return
+        await _db(
+            functools.partial(self.state.turn_accepted, owner=self._instance),
+            msg.message_id,
+            msg.chat_id,
+            message_to_json(msg),
+        )
+        ahead = lane.waiting + (1 if lane.busy else 0)
+        self._enqueue_turn(lane, msg)
+        assert self._loop is not None
+        self._reactions[msg.message_id] = self._loop.create_task(
+            self._react(msg.message_id, "Typing"), name=f"feishu-react:{msg.message_id}"
+        )
+        if ahead:
+            text = t("queued", msg.locale, ahead=ahead, position=lane.waiting)
+            self._control.put_nowait(_Notice(msg, text))
+
+    def _enqueue_turn(self, lane: _Lane, msg: IncomingMessage) -> None:
+        lane.waiting += 1
+        lane.queue.put_nowait(_Turn(msg))
+
+    async def _react(self, message_id: str, emoji_type: str) -> str | None:
+        """A reaction on the user's message (a nicety: a failure is logged, never raised)."""
+        assert self._sender is not None
+        try:
+            return await self._sender.react(message_id, emoji_type)
+        except FeishuAPIError as exc:
+            logger.warning(
+                "no %s reaction on %s (%s); the app needs im:message or "
+                "im:message.reactions:write_only",
+                emoji_type,
+                message_id,
+                exc.message,
+            )
+            return None
+
+    async def _react_done(self, msg: IncomingMessage, *, delivered: bool) -> None:
+        """The answer is out: the "Typing" reaction gives way to "DONE"."""
+        task = self._reactions.pop(msg.message_id, None)
+        if task is None:
+            return
+        reaction_id = await task
+        assert self._sender is not None
+        if reaction_id:
+            try:
+                await self._sender.unreact(msg.message_id, reaction_id)
+            except FeishuAPIError as exc:
+                logger.warning("reaction on %s not removed: %s", msg.message_id, exc.message)
+        if delivered:
+            await self._react(msg.message_id, "DONE")
+
+    # --- card buttons: Stop, approve / deny ------------------------------------------------------
+    def _on_card_action(self, data: Any) -> Any:
+        """Runs on the websocket thread (lark's `register_p2_card_action_trigger`): decide on the
+        app loop within Feishu's 3 s, answer with a toast and, for approvals, the new card."""
+        event = getattr(data, "event", None)
+        operator = str(getattr(getattr(event, "operator", None), "open_id", "") or "")
+        context = getattr(event, "context", None)
+        chat_id = str(getattr(context, "open_chat_id", "") or "")
+        message_id = str(getattr(context, "open_message_id", "") or "")
+        value = getattr(getattr(event, "action", None), "value", None)
+        loop = self._loop
+        if loop is None or self._closing:
+            return card_action_response(_toast("busy_try_again", "zh", "warning"), None)
+        future = asyncio.run_coroutine_threadsafe(
+            self._card_action(operator, chat_id, message_id, value), loop
+        )
+        try:
+            toast, card = future.result(timeout=2.5)
+        except Exception as exc:  # too slow or failed: the tap is answered, nothing changed
+            future.cancel()
+            logger.warning("card action from %s not handled in time: %s", operator, exc)
+            toast, card = _toast("busy_try_again", "zh", "warning"), None
+        return card_action_response(toast, card)
+
+    async def _card_action(
+        self, operator: str, chat_id: str, message_id: str, value: Any
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """(toast, new card or None) for a tap. Refused unless the value carries one of our
+        nonces and the tap comes from that control's chat and card, by someone with the right."""
+        nonce = value.get("n") if isinstance(value, dict) else None
+        control = self._controls.get(nonce) if isinstance(nonce, str) else None
+        if (
+            control is None
+            or control.msg.chat_id != chat_id
+            or control.message_id is None
+            or control.message_id != message_id
+        ):
+            logger.warning("card action from %s in %s refused: not ours", operator, chat_id)
+            return _toast("not_yours", "zh", "error"), None
+        msg, locale = control.msg, control.msg.locale
+        granted = check_access(
+            operator,
+            chat_id,
+            allowed_users=self.settings.feishu_allowed_users,
+            allowed_chats=self.settings.feishu_allowed_chats,
+            owner=self._owner,
+        )
+        if not isinstance(granted, Granted):
+            return _toast("not_yours", locale, "error"), None
+        action: Action = "stop" if control.kind == "stop" else "approve"
+        tap = dataclasses_replace(msg, sender_open_id=operator)
+        right = self._tap_right(tap, control, action, frozenset())
+        if isinstance(right, Denied):
+            right = self._tap_right(tap, control, action, await self._group_admins(chat_id))
+        if isinstance(right, Denied):
+            logger.info("%s by %s refused in %s", action, operator, chat_id)
+            key = "approve_refused" if action == "approve" else "not_yours"
+            return {"type": "error", "content": right.reason, "i18n": both(key)}, None
+        if control.kind == "stop":
+            stopped = await self.sessions.interrupt(control.conversation_id)
+            return _toast("stopping" if stopped else "nothing_running", locale, "info"), None
+        assert control.decision is not None
+        if control.decision.done():
+            return _toast("already_decided", locale, "info"), None
+        approve = value.get("cm") == "approve"
+        who = self._known_name(operator)
+        if approve:
+            control.decision.set_result(ToolAllowed())
+        else:
+            control.decision.set_result(
+                ToolDenied(t("denied_reason_user", "en", tool=control.tool))
+            )
+        key = "approved_by" if approve else "denied_by"
+        card = _decided_card(
+            t("approved_title" if approve else "denied_title", locale),
+            "green" if approve else "red",
+            t(key, locale, tool=escape_card_markdown(control.tool), who=who),
+        )
+        return _toast("approved_title" if approve else "denied_title", locale, "success"), card
+
+    def _tap_right(
+        self, tap: IncomingMessage, control: _Control, action: Action, admins: frozenset[str]
+    ) -> Right:
+        return command_right(
+            action,
+            sender=tap.sender_open_id,
+            in_group=tap.is_group,
+            started_by=control.msg.sender_open_id,
+            conversation_of=self._scope(control.msg).member,
+            owners=self._owners(),
+            chat_admins=admins,
+        )
+
+    def _known_name(self, open_id: str) -> str:
+        known = self._names.get(open_id)
+        return known[1] if known is not None else f"…{open_id[-6:]}"
+
+    def _approver(self, msg: IncomingMessage, conversation_id: str) -> Approver:
+        """Asks the chat about a tool call the policy marks "ask": an approval card with
+        buttons; the first tap of someone with the right decides, no tap in time denies."""
+
+        async def approve(tool_name: str, tool_input: Any) -> ToolAllowed | ToolDenied:
+            assert self._sender is not None and self._loop is not None
+            timeout = self.settings.feishu_approval_timeout_seconds
+            minutes = max(round(timeout / 60), 1)
+            nonce = secrets.token_urlsafe(12)
+            control = _Control("approval", msg, conversation_id, tool=tool_name)
+            control.decision = self._loop.create_future()
+            summary = step_label(tool_name, summarize_tool_input(tool_name, tool_input))
+            card = _approval_card(msg.locale, tool_name, summary, minutes, nonce)
+            self._controls[nonce] = control
+            try:
+                control.message_id = await self._sender.reply(
+                    msg.message_id,
+                    "interactive",
+                    card,
+                    uuid=send_uuid(msg.message_id, "approval", nonce),
+                    window=QUICK_WINDOW,
+                )
+                try:
+                    return await asyncio.wait_for(asyncio.shield(control.decision), timeout)
+                except TimeoutError:
+                    if control.decision.done():  # a tap just in time
+                        return control.decision.result()
+                    control.decision.set_result(
+                        ToolDenied(t("denied_reason_timeout", "en", tool=tool_name))
+                    )
+                    closed = _decided_card(
+                        t("timed_out_title", msg.locale),
+                        "grey",
+                        t(
+                            "approval_timed_out",
+                            msg.locale,
+                            tool=escape_card_markdown(tool_name),
+                            minutes=minutes,
+                        ),
+                    )
+                    with contextlib.suppress(FeishuAPIError):
+                        await self._sender.patch(control.message_id, closed)
+                    return control.decision.result()
+            except FeishuAPIError as exc:
+                logger.warning("approval card for %s not sent: %s", tool_name, exc.message)
+                return ToolDenied(t("denied_reason_timeout", "en", tool=tool_name))
+            finally:
+                self._controls.pop(nonce, None)
+
+        return approve
+
     # --- delivery and recovery -------------------------------------------------------------------
-    async def _settle(self, msg: IncomingMessage, reply: TurnReply, elapsed: float) -> None:
+    async def _settle(
+        self, msg: IncomingMessage, reply: TurnReply | StreamReply, elapsed: float
+    ) -> None:
         """After a turn: hand what did not arrive to the outbox, close a card left "working",
         push a slow answer that came by PATCH, and forget the turn."""
         if not reply.finished:
@@ -642,6 +902,7 @@ class FeishuBridge:
             ):
                 await self._send(msg, "text", text_content(READY_PUSH), part="ready")
             await _db(self.state.turn_finished, key)
+            await self._react_done(msg, delivered=reply.delivered or reply.final is not None)
         except Exception:  # bookkeeping must not take the chat's worker down
             logger.exception("settling the turn of %s failed", msg.message_id)
 
@@ -777,7 +1038,7 @@ class FeishuBridge:
                 logger.warning(
                     "running %s again: the app stopped before it reached the model", msg.message_id
                 )
-                self._lane(self._scope(msg).key).queue.put_nowait(_Turn(msg))
+                self._enqueue_turn(self._lane(self._scope(msg).key), msg)
                 continue
             logger.warning("%s was interrupted by a restart; telling the sender", msg.message_id)
             await self._outbox_put(
@@ -1133,6 +1394,56 @@ class FeishuBridge:
             logging.getLogger(name).removeHandler(handler)
         with contextlib.suppress(Exception):
             handler.close()
+
+
+def _toast(key: str, locale: Locale, kind: str) -> dict[str, Any]:
+    """A card action's toast: the tapper's language chosen by their client (`i18n`)."""
+    return {"type": kind, "content": t(key, locale), "i18n": both(key)}
+
+
+def _approval_card(
+    locale: Locale, tool: str, summary: str, minutes: int, nonce: str
+) -> dict[str, Any]:
+    """Approve / deny buttons for one "ask" call (JSON 2.0: buttons straight in the elements,
+    callback values are objects, as lark-oapi can only read those)."""
+
+    def button(kind: str, label: str, style: str) -> dict[str, Any]:
+        return {
+            "tag": "button",
+            "element_id": f"{kind}_btn",
+            "type": style,
+            "text": {"tag": "plain_text", "content": t(label, locale)},
+            "behaviors": [{"type": "callback", "value": {"cm": kind, "n": nonce}}],
+        }
+
+    body = t(
+        "approval_body", locale, tool=escape_card_markdown(tool), summary=summary, minutes=minutes
+    )
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True},
+        "header": {
+            "title": {"tag": "plain_text", "content": t("approval_title", locale)},
+            "template": "orange",
+        },
+        "body": {
+            "elements": [
+                {"tag": "markdown", "content": body},
+                button("approve", "approve_button", "primary"),
+                button("deny", "deny_button", "danger"),
+            ]
+        },
+    }
+
+
+def _decided_card(title: str, template: str, markdown: str) -> dict[str, Any]:
+    """An approval card once decided: recoloured, its buttons gone."""
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True},
+        "header": {"title": {"tag": "plain_text", "content": title}, "template": template},
+        "body": {"elements": [{"tag": "markdown", "content": markdown}]},
+    }
 
 
 def _instance_id(home: Path) -> str:

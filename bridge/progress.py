@@ -60,6 +60,13 @@ _HEADERS: dict[str, tuple[str | None, str]] = {
     "timed_out": ("Error", "red"),  # the time limit cut the answer short: a failure
     "failed": ("Error", "red"),
 }
+
+
+def header_for(status: str) -> tuple[str | None, str]:
+    """The final card's header title and colour for a turn status."""
+    return _HEADERS.get(status, _HEADERS["failed"])
+
+
 # Codes by which the platform refuses a card's content (documented in bridge/render.py): the
 # answer is packed again within stricter limits, then sent as a post, then as text.
 _REFUSED_CONTENT = frozenset({230099, 230025, 230001, 11310, 200570, 200621})

@@ -5,7 +5,10 @@ In a direct chat the sender is the only person there: every command acts. In a g
 * `/stop` stops the running turn if the sender started it;
 * `/clear`, `/new` and `/compact` act if the conversation is the sender's own;
 * the assistant's owners (the paired owner, or the users named in `FEISHU_ALLOWED_USERS`) and the
-  group's owner and managers may do either.
+  group's owner and managers may do either;
+* approving or denying a tool call the policy marks "ask" (a card button): only the assistant's
+  owners and the group's owner and managers, never the member who asked (a request must not
+  approve its own tools).
 
 A member's own conversation in a group (bridge/scopes.py) comes with that member as
 `conversation_of`; a shared one (a topic, or a group set to `shared`) belongs to no single member,
@@ -18,7 +21,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
-Action = Literal["stop", "clear", "compact"]
+Action = Literal["stop", "clear", "compact", "approve"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,9 @@ Right = Allowed | Denied
 STOP_REFUSAL = (
     "Only the person who asked, the group's owner or admins, or this assistant's owner can "
     "stop this answer."
+)
+APPROVE_REFUSAL = (
+    "Only the group's owner or admins, or this assistant's owner, can approve or deny this."
 )
 _CLEAR_REFUSAL = (
     "Only the group's owner or admins, or this assistant's owner, can {what} this group's "
@@ -68,6 +74,8 @@ def command_right(
             if started_by is None or started_by == sender:
                 return Allowed()  # nothing to stop, or their own turn
             return Denied(STOP_REFUSAL)
+        case "approve":
+            return Denied(APPROVE_REFUSAL)
         case "clear" | "compact":
             if conversation_of is not None and conversation_of == sender:
                 return Allowed()

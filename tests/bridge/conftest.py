@@ -43,6 +43,9 @@ def feishu_settings(
             "feishu_allowed_users": [OWNER_OPEN_ID],
             "feishu_card_update_interval_seconds": 0.2,
             "feishu_progress_delay_seconds": 0.3,
+            # The progress-card path (streaming's fallback) unless a test streams:
+            # tests/bridge/test_streaming_e2e.py and test_controls_e2e.py turn it on.
+            "feishu_streaming": False,
         }
         values.update(overrides)
         return make_settings(**values)
@@ -74,9 +77,13 @@ def sender(fake_feishu: FakeFeishu) -> Sender:
 
 
 def answered(fake: FakeFeishu, message_id: str) -> bool:
-    """The user's message has a reply and none of its replies still says 'Working'."""
+    """The user's message has a reply, none of its replies still says 'Working' and none is a
+    CardKit card still streaming."""
     replies = fake.replies_to(message_id)
-    return bool(replies) and not any(m.text.startswith("Working…") for m in replies)
+    return bool(replies) and not any(
+        m.text.startswith("Working…") or (m.card_id and fake.cards[m.card_id].streaming)
+        for m in replies
+    )
 
 
 async def wait_answer(fake: FakeFeishu, message_id: str, timeout: float = 60) -> str:

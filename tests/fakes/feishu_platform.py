@@ -630,6 +630,7 @@ class FakeFeishu:
         self.cards: dict[str, CardEntity] = {}  # CardKit card entities by card_id
         self.reactions: list[Reaction] = []  # every reaction added, deleted ones included
         self._card_faults: list[CardFault] = []
+        self._tapped: dict[str, str] = {}  # card action event_id -> the tapped message
         # fault injection (see "faults the platform injects")
         self.clock = time.monotonic  # patchable: fault windows and the uuid window
         self._faults: list[Fault] = []
@@ -935,8 +936,12 @@ class FakeFeishu:
         }
 
     def push_card_action(self, value: Any, **kwargs: Any) -> str:
-        """Tap a button (`card.action.trigger`); returns the frame id: its ack has the answer."""
-        return self.push_event(self.card_action_event(value, **kwargs))
+        """Tap a button (`card.action.trigger`); returns the frame id: its ack has the answer.
+        A card in the answer replaces the tapped card (the callback page's `card` field)."""
+        event = self.card_action_event(value, **kwargs)
+        with self._lock:
+            self._tapped[event["header"]["event_id"]] = kwargs["message_id"]
+        return self.push_event(event)
 
     def card_buttons(self, message_id: str) -> list[dict[str, Any]]:
         """The buttons a bot message shows now (JSON 2.0: straight in the elements, or columns)."""
@@ -1671,6 +1676,10 @@ class FakeFeishu:
             answered = _ack_data(answer.get("data"))
             with self._lock:
                 pushed_at, event_id = self._pushed.get(frame_id, (time.monotonic(), None))
+                tapped = self._tapped.get(event_id or "")
+                new_card = ((answered or {}).get("card") or {}).get("data")
+                if tapped in self.messages and isinstance(new_card, dict):
+                    self.messages[tapped].versions.append(new_card)
                 self.acks.append(
                     Ack(
                         frame_id,
