@@ -98,22 +98,34 @@ def find_codex_session(environ: Mapping[str, str]) -> str | None:
     newest = _newest(list(folder.glob("*.jsonl")))
     if newest is None:
         return None
-    match = _UUID_TAIL.search(newest.stem)
-    return match.group(1) if match else newest.stem
+    return normalize_session_id(newest.stem)
+
+
+def normalize_session_id(value: str) -> str:
+    """One form of a session id everywhere: a Codex rollout name
+    (`rollout-2026-11-23T19-29-51-<uuid>`, as in the file name) becomes its UUID, which is
+    what Codex's hook payloads and MCP tool calls carry as the session (thread) id."""
+    value = value.strip()
+    if value.startswith("rollout-"):
+        match = _UUID_TAIL.search(value)
+        if match:
+            return match.group(1)
+    return value
 
 
 def resolve_session_id(
     payload: Mapping[str, Any], environ: Mapping[str, str], cwd: str, client: str
 ) -> str | None:
-    """The payload's session id, else the newest transcript of Claude Code (or Codex) for
-    this folder; None lets the service reuse or generate one."""
+    """The payload's session id, else the transcript's name, else the newest transcript of
+    Claude Code (or Codex) for this folder; None lets the service reuse or generate one.
+    Always in the form of `normalize_session_id`."""
     for name in _SESSION_FIELDS:
         value = payload.get(name)
         if isinstance(value, str) and value.strip():
-            return value.strip()
+            return normalize_session_id(value)
     transcript = payload.get("transcript_path")
     if isinstance(transcript, str) and transcript.endswith(".jsonl"):
-        return Path(transcript).stem
+        return normalize_session_id(Path(transcript).stem)
     finders: list[Callable[[], str | None]] = [
         lambda: find_claude_session(environ, cwd),
         lambda: find_codex_session(environ),

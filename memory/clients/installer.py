@@ -5,20 +5,32 @@ the user's CLI configs.
   `~/.claude/settings.json`), the MCP server into the user-scope `mcpServers` of
   `$CLAUDE_CONFIG_DIR/.claude.json` (default `~/.claude.json`), the same place
   `claude mcp add --scope user` writes.
-* Codex: the MCP server goes into `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`)
-  as a `[mcp_servers.claude-memory]` table between marker comments.
+* Codex: the six hooks go into `$CODEX_HOME/hooks.json` (default `~/.codex/hooks.json`, the
+  same shape as Claude Code's `hooks`; every command carries `--client codex`), the MCP server
+  and the hooks' trust entries into `$CODEX_HOME/config.toml`, between marker comments.
+  Codex runs a hook that is not managed by policy only once the user has reviewed it (`/hooks`
+  in the TUI), which records `[hooks.state."<file>:<event>:<group>:<handler>"] trusted_hash`
+  in config.toml; `codex exec` skips an unreviewed hook without a word. The installer writes
+  exactly those entries for exactly the hooks it installs (the hash is Codex's own: sha256 of
+  the hook's definition, see `codex_trust_hash`), so the hooks run from the first session;
+  a hook edited afterwards no longer matches its hash and Codex asks again.
 
 Every change is a merge: other settings, other hooks and other servers stay as they are; a
-second install changes nothing; `uninstall` removes exactly what install added. A file is backed
-up (`<name>.claude-memory-backup-<time>`) before it is first changed, written atomically, and
-`--dry-run` prints the diff without writing anything. Commands use the absolute path of the
-installed `claude-memory` script, so they work from any folder and shell.
+second install changes nothing; `uninstall` removes exactly what install added. A file keeps
+its indentation (2 or 4 spaces, tabs), key order and final newline, and when uninstall leaves
+the content an install backup had, the backup's bytes are written back, so the file is byte
+for byte what it was; a file install created is removed again. A file is backed up
+(`<name>.claude-memory-backup-<time>[-n]`, never overwriting an earlier backup) before it is
+changed, written atomically, and `--dry-run` prints the diff without writing anything.
+Commands use the absolute path of the installed `claude-memory` script, so they work from any
+folder and shell.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -28,7 +40,7 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -48,10 +60,26 @@ HOOK_TIMEOUTS: Final[dict[str, int]] = {
     "pre-compact": 10,
 }
 """Seconds (Claude Code's unit); each is well above the hook's own budget."""
+CODEX_SESSION_END_TIMEOUT: Final = 3
+"""Codex clamps a SessionEnd hook to 3 s (1 s when unset); we write the 3 it would use."""
+CODEX_SESSION_END_BUDGET: Final = "2.5"
+"""The session-end hook's own budget under Codex (`CLAUDE_MEMORY_HOOK_BUDGET`), under the
+3 s after which Codex kills it: what is not done by then is left to the next session start
+(it closes the idle episode with its summary)."""
 TOOL_EVENTS: Final = frozenset({"post-tool-use"})
 BEGIN_MARK: Final = "# >>> claude-memory (managed by `claude-memory install codex`) >>>"
 END_MARK: Final = "# <<< claude-memory <<<"
+BACKUP_INFIX: Final = ".claude-memory-backup-"
 _EXECUTABLES: Final = frozenset({"claude-memory", "claude-memory.exe"})
+_CODEX_EVENTS: Final[dict[str, str]] = {
+    "session-start": "session_start",
+    "user-prompt-submit": "user_prompt_submit",
+    "post-tool-use": "post_tool_use",
+    "stop": "stop",
+    "session-end": "session_end",
+    "pre-compact": "pre_compact",
+}
+"""Codex's snake_case event names, as used in its trust keys and hashes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +87,8 @@ class FileChange:
     path: Path
     before: str | None
     """The file's text now (None: it does not exist)."""
-    after: str
+    after: str | None
+    """The file's text after the change (None: the file is removed)."""
 
     @property
     def changed(self) -> bool:
@@ -68,11 +97,36 @@ class FileChange:
     def diff(self) -> str:
         lines = difflib.unified_diff(
             (self.before or "").splitlines(keepends=True),
-            self.after.splitlines(keepends=True),
+            (self.after or "").splitlines(keepends=True),
             fromfile=f"{self.path} (now)" if self.before is not None else "/dev/null",
-            tofile=f"{self.path} (after)",
+            tofile=f"{self.path} (after)" if self.after is not None else "/dev/null",
         )
         return "".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class HookSpec:
+    """One hook as a client's config holds it."""
+
+    event: str
+    """Our name (`session-start`)."""
+    command: str
+    timeout: int
+    matcher: str | None = None
+
+    @property
+    def name(self) -> str:
+        return EVENT_NAMES[self.event]
+
+    def entry(self) -> dict[str, Any]:
+        return {"type": "command", "command": self.command, "timeout": self.timeout}
+
+    def group(self) -> dict[str, Any]:
+        group: dict[str, Any] = {}
+        if self.matcher is not None:
+            group["matcher"] = self.matcher
+        group["hooks"] = [self.entry()]
+        return group
 
 
 # --- locations and commands -------------------------------------------------------------------
@@ -91,6 +145,10 @@ def claude_state_path(environ: Mapping[str, str]) -> Path:
 
 def codex_config_path(environ: Mapping[str, str]) -> Path:
     return codex_home(environ) / "config.toml"
+
+
+def codex_hooks_path(environ: Mapping[str, str]) -> Path:
+    return codex_home(environ) / "hooks.json"
 
 
 def resolve_executable(argv0: str | None = None) -> list[str]:
@@ -118,8 +176,30 @@ def base_command(executable: Sequence[str], home: Path | None) -> list[str]:
     return command
 
 
-def hook_command(executable: Sequence[str], home: Path | None, event: str) -> str:
-    return shlex.join([*base_command(executable, home), "hook", event])
+def hook_command(
+    executable: Sequence[str], home: Path | None, event: str, target: Target = "claude-code"
+) -> str:
+    words = [*base_command(executable, home), "hook", event]
+    if target == "codex":
+        words += ["--client", "codex"]
+        if event == "session-end":
+            # Codex runs hook commands through the shell; the prefix sets the hook's budget
+            return f"CLAUDE_MEMORY_HOOK_BUDGET={CODEX_SESSION_END_BUDGET} {shlex.join(words)}"
+    return shlex.join(words)
+
+
+def hook_specs(target: Target, executable: Sequence[str], home: Path | None) -> list[HookSpec]:
+    """The six hooks as `target` gets them."""
+    specs: list[HookSpec] = []
+    for event in EVENT_NAMES:
+        timeout = HOOK_TIMEOUTS[event]
+        if target == "codex" and event == "session-end":
+            timeout = CODEX_SESSION_END_TIMEOUT
+        matcher = "*" if event in TOOL_EVENTS else None
+        specs.append(
+            HookSpec(event, hook_command(executable, home, event, target), timeout, matcher)
+        )
+    return specs
 
 
 def is_our_command(command: object) -> bool:
@@ -139,23 +219,7 @@ def is_our_command(command: object) -> bool:
     return position + 1 < len(words) and words[position + 1] in EVENT_NAMES
 
 
-# --- Claude Code ------------------------------------------------------------------------------
-
-
-def _hook_entry(executable: Sequence[str], home: Path | None, event: str) -> dict[str, Any]:
-    return {
-        "type": "command",
-        "command": hook_command(executable, home, event),
-        "timeout": HOOK_TIMEOUTS[event],
-    }
-
-
-def _group(executable: Sequence[str], home: Path | None, event: str) -> dict[str, Any]:
-    group: dict[str, Any] = {}
-    if event in TOOL_EVENTS:
-        group["matcher"] = "*"
-    group["hooks"] = [_hook_entry(executable, home, event)]
-    return group
+# --- hooks in a JSON object (Claude Code's settings.json, Codex's hooks.json) ------------------
 
 
 def _without_ours(groups: list[Any]) -> list[Any]:
@@ -174,25 +238,23 @@ def _without_ours(groups: list[Any]) -> list[Any]:
     return kept
 
 
-def merge_hooks(
-    settings: Mapping[str, Any], executable: Sequence[str], home: Path | None
-) -> dict[str, Any]:
-    """Settings with our six hooks in place (pure). Entries already as wanted stay where they
+def merge_hooks(settings: Mapping[str, Any], specs: Sequence[HookSpec]) -> dict[str, Any]:
+    """Settings with our hooks in place (pure). Entries already as wanted stay where they
     are; stale ones (another path or home) are replaced; other hooks are untouched."""
     result = copy.deepcopy(dict(settings))
     hooks = result.get("hooks")
     if hooks is None:
         hooks = {}
     if not isinstance(hooks, dict):
-        raise ConfigurationError("settings.json: 'hooks' is not an object; fix it by hand first")
-    for event, name in EVENT_NAMES.items():
-        groups = hooks.get(name) or []
+        raise ConfigurationError("'hooks' is not an object; fix the file by hand first")
+    for spec in specs:
+        groups = hooks.get(spec.name) or []
         if not isinstance(groups, list):
-            raise ConfigurationError(f"settings.json: hooks.{name} is not a list; fix it first")
-        wanted = _group(executable, home, event)
+            raise ConfigurationError(f"hooks.{spec.name} is not a list; fix the file first")
+        wanted = spec.group()
         if wanted in groups and sum(_count_ours(g) for g in groups) == 1:
             continue
-        hooks[name] = [*_without_ours(groups), wanted]
+        hooks[spec.name] = [*_without_ours(groups), wanted]
     result["hooks"] = hooks
     return result
 
@@ -225,6 +287,21 @@ def remove_hooks(settings: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+def hook_positions(
+    settings: Mapping[str, Any], specs: Sequence[HookSpec]
+) -> list[tuple[HookSpec, int, int]]:
+    """Where each spec sits: (spec, group index, handler index) within its event's list."""
+    found: list[tuple[HookSpec, int, int]] = []
+    hooks = settings.get("hooks") or {}
+    for spec in specs:
+        for gi, group in enumerate(hooks.get(spec.name) or []):
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            for hi, handler in enumerate(handlers if isinstance(handlers, list) else []):
+                if isinstance(handler, dict) and handler.get("command") == spec.command:
+                    found.append((spec, gi, hi))
+    return found
+
+
 def mcp_entry(executable: Sequence[str], home: Path | None) -> dict[str, Any]:
     command = [*base_command(executable, home), "mcp"]
     return {"type": "stdio", "command": command[0], "args": command[1:], "env": {}}
@@ -252,9 +329,13 @@ def remove_mcp(state: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+# --- reading and writing files as their owners wrote them --------------------------------------
+
+
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8", newline="") as handle:  # keep CRLF as it is
+            return handle.read()
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -275,13 +356,80 @@ def _load_json(path: Path, text: str | None) -> dict[str, Any]:
     return data
 
 
-def _json_change(path: Path, transform: Any) -> FileChange:
+_INDENT = re.compile(r"\n([ \t]+)[^ \t\r\n]")
+
+
+def dump_json_like(data: Any, original: str | None) -> str:
+    """`data` as JSON in the style of `original`: its indentation (tabs or N spaces; 2 for a
+    one-line or new file), its line endings and whether it ends with a newline. Key order is
+    the data's own, which `json.loads` keeps."""
+    indent: str | int = 2
+    newline, final = "\n", True
+    if original:
+        match = _INDENT.search(original)
+        if match:
+            unit = match.group(1)
+            indent = "\t" if unit.startswith("\t") else len(unit)
+        newline = "\r\n" if "\r\n" in original else "\n"
+        final = original.endswith("\n")
+    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    if newline != "\n":
+        text = text.replace("\n", newline)
+    return text + (newline if final else "")
+
+
+def backups_of(path: Path) -> list[Path]:
+    """The install backups of `path`, newest first."""
+    try:
+        found = [p for p in path.parent.iterdir() if p.name.startswith(path.name + BACKUP_INFIX)]
+    except OSError:
+        return []
+
+    def order(p: Path) -> tuple[str, int]:
+        stamp, _, number = p.name[len(path.name + BACKUP_INFIX) :].partition("~")
+        return stamp, int(number) if number.isdigit() else 0
+
+    return sorted(found, key=order, reverse=True)
+
+
+def _restored(path: Path, same: Callable[[str], bool]) -> str | None:
+    """The text of the newest backup that `same` accepts (the file as it was before an
+    install, when uninstall leaves the same content), else None."""
+    for backup in backups_of(path):
+        text = _read(backup)
+        if text is not None and same(text):
+            return text
+    return None
+
+
+def _json_equal(data: Any) -> Callable[[str], bool]:
+    def same(text: str) -> bool:
+        try:
+            return bool(json.loads(text) == data)
+        except ValueError:
+            return False
+
+    return same
+
+
+def _json_change(
+    path: Path, transform: Callable[[dict[str, Any]], dict[str, Any]], *, remove: bool = False
+) -> FileChange:
     before = _read(path)
     data = _load_json(path, before)
     new = transform(data)
     if new == data and before is not None:
         return FileChange(path, before, before)  # same content: keep the file byte for byte
-    return FileChange(path, before, json.dumps(new, indent=2, ensure_ascii=False) + "\n")
+    if remove and before is not None:
+        restored = _restored(path, _json_equal(new))
+        if restored is not None:
+            return FileChange(path, before, restored)
+        if not new:  # no backup held this (empty) content: install created the file
+            return FileChange(path, before, None)
+    return FileChange(path, before, dump_json_like(new, before))
+
+
+# --- Claude Code ------------------------------------------------------------------------------
 
 
 def plan_claude_code(
@@ -289,42 +437,99 @@ def plan_claude_code(
 ) -> list[FileChange]:
     if remove:
         return [
-            _json_change(claude_settings_path(environ), remove_hooks),
-            _json_change(claude_state_path(environ), remove_mcp),
+            _json_change(claude_settings_path(environ), remove_hooks, remove=True),
+            _json_change(claude_state_path(environ), remove_mcp, remove=True),
         ]
     entry = mcp_entry(executable, home)
+    specs = hook_specs("claude-code", executable, home)
     return [
-        _json_change(claude_settings_path(environ), lambda d: merge_hooks(d, executable, home)),
+        _json_change(claude_settings_path(environ), lambda d: merge_hooks(d, specs)),
         _json_change(claude_state_path(environ), lambda d: merge_mcp(d, entry)),
     ]
 
 
 # --- Codex ------------------------------------------------------------------------------------
 
-_BLOCK = re.compile(re.escape(BEGIN_MARK) + r".*?" + re.escape(END_MARK) + r"\n?", re.DOTALL)
+_BLOCK = re.compile(re.escape(BEGIN_MARK) + r".*?" + re.escape(END_MARK) + r"\r?\n?", re.DOTALL)
 
 
-def codex_block(executable: Sequence[str], home: Path | None) -> str:
+def codex_trust_hash(spec: HookSpec) -> str:
+    """The hash Codex (0.169) records when a user trusts this hook: sha256 of its definition
+    as canonical JSON (`version_for_toml` in codex-rs/config/src/fingerprint.rs), with the
+    timeout Codex uses after clamping. Only the definition is hashed, not the program."""
+    timeout = spec.timeout
+    if spec.event == "session-end":
+        timeout = min(timeout, CODEX_SESSION_END_TIMEOUT)
+    ident: dict[str, Any] = {
+        "event_name": _CODEX_EVENTS[spec.event],
+        "hooks": [{"type": "command", "command": spec.command, "timeout": timeout, "async": False}],
+    }
+    if spec.matcher is not None:
+        ident["matcher"] = spec.matcher
+    canonical = json.dumps(ident, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def codex_trust_entries(
+    hooks_file: Path, settings: Mapping[str, Any], specs: Sequence[HookSpec]
+) -> dict[str, str]:
+    """`hooks.state` key -> trusted hash for our hooks as they sit in `settings` (hooks.json).
+    Codex names a hook by the file's real path, its event, group and handler index."""
+    source = os.path.realpath(hooks_file)
+    return {
+        f"{source}:{_CODEX_EVENTS[spec.event]}:{gi}:{hi}": codex_trust_hash(spec)
+        for spec, gi, hi in hook_positions(settings, specs)
+    }
+
+
+def _toml_string(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)  # a TOML basic string
+
+
+def codex_block(
+    executable: Sequence[str], home: Path | None, trust: Mapping[str, str] | None = None
+) -> str:
     command = [*base_command(executable, home), "mcp"]
-
-    def toml_string(value: str) -> str:
-        return json.dumps(value, ensure_ascii=False)  # a TOML basic string
-
-    args = ", ".join(toml_string(a) for a in command[1:])
-    return (
-        f"{BEGIN_MARK}\n[mcp_servers.{SERVER_NAME}]\ncommand = {toml_string(command[0])}\n"
-        f"args = [{args}]\n{END_MARK}\n"
-    )
+    args = ", ".join(_toml_string(a) for a in command[1:])
+    lines = [
+        BEGIN_MARK,
+        f"[mcp_servers.{SERVER_NAME}]",
+        f"command = {_toml_string(command[0])}",
+        f"args = [{args}]",
+    ]
+    if trust:
+        lines += [
+            "",
+            "# Codex runs a hook only once it is trusted. These are the hashes of the hooks",
+            "# `claude-memory install codex` wrote to hooks.json, what reviewing them in /hooks",
+            "# would record; a hook changed since no longer matches and must be reviewed again.",
+        ]
+        for key, digest in trust.items():
+            lines += [
+                f"[hooks.state.{_toml_string(key)}]",
+                f"trusted_hash = {_toml_string(digest)}",
+            ]
+    lines.append(END_MARK)
+    return "\n".join(lines) + "\n"
 
 
 def merge_codex(text: str, block: str, path: Path) -> str:
     current = _parse_toml(text, path)
-    if _BLOCK.search(text):
-        new = _BLOCK.sub(lambda _m: block, text, count=1)
-    elif SERVER_NAME in (current.get("mcp_servers") or {}):
+    outside = _parse_toml(_BLOCK.sub("", text, count=1), path)
+    if not _BLOCK.search(text) and SERVER_NAME in (current.get("mcp_servers") or {}):
         raise ConfigurationError(
             f"{path} already defines [mcp_servers.{SERVER_NAME}] by hand; remove it first"
         )
+    wanted = _parse_toml(block, path)
+    ours = ((wanted.get("hooks") or {}).get("state") or {}).keys()
+    theirs = ((outside.get("hooks") or {}).get("state") or {}).keys()
+    if clash := sorted(set(ours) & set(theirs)):
+        raise ConfigurationError(
+            f"{path} already has [hooks.state] entries for our hooks ({clash[0]}); "
+            "remove them first (install writes its own)"
+        )
+    if _BLOCK.search(text):
+        new = _BLOCK.sub(lambda _m: block, text, count=1)
     else:
         separator = (
             "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
@@ -351,16 +556,36 @@ def _parse_toml(text: str, path: Path) -> dict[str, Any]:
         raise ConfigurationError(f"{path} is not valid TOML ({exc}); nothing was changed") from None
 
 
+def _toml_change(path: Path, before: str | None, after: str, *, remove: bool) -> FileChange:
+    if remove and before is not None and after != before:
+        # the separator install added in front of the block is not in the file any more: a
+        # backup with the same text up to trailing newlines is the file as it was
+        restored = _restored(path, lambda t: t.rstrip("\r\n") == after.rstrip("\r\n"))
+        if restored is not None:
+            return FileChange(path, before, restored)
+        if not after.strip():
+            return FileChange(path, before, None)
+    return FileChange(path, before, after)
+
+
 def plan_codex(
     environ: Mapping[str, str], executable: Sequence[str], home: Path | None, *, remove: bool
 ) -> list[FileChange]:
-    path = codex_config_path(environ)
-    before = _read(path)
+    config = codex_config_path(environ)
+    hooks_file = codex_hooks_path(environ)
+    before = _read(config)
     text = before or ""
-    after = remove_codex(text) if remove else merge_codex(text, codex_block(executable, home), path)
-    if before is None and remove:
-        return []
-    return [FileChange(path, before, after)]
+    if remove:
+        changes = [_json_change(hooks_file, remove_hooks, remove=True)]
+        if before is not None:
+            changes.append(_toml_change(config, before, remove_codex(text), remove=True))
+        return changes
+    specs = hook_specs("codex", executable, home)
+    hooks_change = _json_change(hooks_file, lambda d: merge_hooks(d, specs))
+    merged = json.loads(hooks_change.after or "{}")
+    trust = codex_trust_entries(hooks_file, merged, specs)
+    after = merge_codex(text, codex_block(executable, home, trust), config)
+    return [hooks_change, FileChange(config, before, after)]
 
 
 # --- applying ---------------------------------------------------------------------------------
@@ -387,6 +612,24 @@ def plan(
     return changes
 
 
+def _backup(path: Path, stamp: str) -> Path:
+    """Copy `path` to a backup name no earlier backup has (`-<stamp>`, then `~2`, `~3`, ...):
+    two installs in the same second keep both originals."""
+    number = 1
+    while True:
+        suffix = stamp if number == 1 else f"{stamp}~{number}"
+        backup = path.with_name(f"{path.name}{BACKUP_INFIX}{suffix}")
+        try:
+            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            number += 1
+            continue
+        with os.fdopen(fd, "wb") as handle, open(path, "rb") as source:
+            shutil.copyfileobj(source, handle)
+        shutil.copystat(path, backup)
+        return backup
+
+
 def apply(changes: Sequence[FileChange], *, now: float | None = None) -> list[Path]:
     """Write the changed files (backup first, atomic replace); returns the backups made."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
@@ -397,13 +640,14 @@ def apply(changes: Sequence[FileChange], *, now: float | None = None) -> list[Pa
         change.path.parent.mkdir(parents=True, exist_ok=True)
         mode = 0o600
         if change.before is not None:
-            backup = change.path.with_name(f"{change.path.name}.claude-memory-backup-{stamp}")
-            shutil.copy2(change.path, backup)
-            backups.append(backup)
+            backups.append(_backup(change.path, stamp))
             mode = change.path.stat().st_mode & 0o777
+        if change.after is None:
+            change.path.unlink(missing_ok=True)
+            continue
         fd, tmp = tempfile.mkstemp(dir=change.path.parent, prefix=f".{change.path.name}.")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
                 handle.write(change.after)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -413,6 +657,14 @@ def apply(changes: Sequence[FileChange], *, now: float | None = None) -> list[Pa
             Path(tmp).unlink(missing_ok=True)
             raise
     return backups
+
+
+CODEX_TRUST_NOTE: Final = (
+    "  Codex runs a hook only after you trust it (/hooks in Codex). The {count} hooks just\n"
+    "  written to {hooks} are marked trusted in {config} ([hooks.state] trusted_hash,\n"
+    "  what reviewing them in /hooks records). Edit one and Codex asks for a review again;\n"
+    "  `claude-memory uninstall codex` removes the hooks and their trust entries."
+)
 
 
 def run(
@@ -445,7 +697,8 @@ def run(
         return 0
     backups = apply(changed)
     for change in changed:
-        print(f"{target}: updated {change.path}", file=out)
+        action = "removed" if change.after is None else "updated"
+        print(f"{target}: {action} {change.path}", file=out)
     for backup in backups:
         print(f"  backup: {backup}", file=out)
     if not remove and target == "claude-code":
@@ -454,5 +707,13 @@ def run(
             file=out,
         )
     if not remove and target == "codex":
+        print(
+            CODEX_TRUST_NOTE.format(
+                count=len(EVENT_NAMES),
+                hooks=codex_hooks_path(environ),
+                config=codex_config_path(environ),
+            ),
+            file=out,
+        )
         print("  start a new Codex session; `codex mcp list` should show claude-memory", file=out)
     return 0

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -158,8 +160,10 @@ def test_uninstall_restores_the_original_settings(
     assert "-" in out and "dry run" in out
     assert ours(json.loads((claude_dir / "settings.json").read_text()))  # dry run changed nothing
     run("claude-code", remove=True)
-    assert json.loads((claude_dir / "settings.json").read_text()) == ORIGINAL_SETTINGS
-    assert json.loads((claude_dir / ".claude.json").read_text()) == ORIGINAL_STATE
+    assert (claude_dir / "settings.json").read_text() == json.dumps(
+        ORIGINAL_SETTINGS, indent=4
+    ) + "\n"
+    assert (claude_dir / ".claude.json").read_text() == json.dumps(ORIGINAL_STATE) + "\n"
     assert "nothing to uninstall" in run("claude-code", remove=True, capsys=capsys)
 
 
@@ -167,9 +171,10 @@ def test_install_into_an_empty_config_and_back(capsys: pytest.CaptureFixture[str
     folder = Path(os.environ["CLAUDE_CONFIG_DIR"])
     run("claude-code")
     assert ours(json.loads((folder / "settings.json").read_text()))
-    run("claude-code", remove=True)
-    assert json.loads((folder / "settings.json").read_text()) == {}
-    assert json.loads((folder / ".claude.json").read_text()) == {}
+    out = run("claude-code", remove=True, capsys=capsys)
+    # files install created are gone again (their last content stays in a backup)
+    assert not (folder / "settings.json").exists() and not (folder / ".claude.json").exists()
+    assert "removed" in out
 
 
 def test_broken_settings_are_left_alone(claude_dir: Path) -> None:
@@ -189,17 +194,28 @@ args = ["--stdio"]
 """
 
 
-def test_codex_install_adds_the_server_idempotently_and_uninstall_restores(
+def codex_home_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    codex = tmp_path / "codex-home"
+    codex.mkdir(exist_ok=True)
+    monkeypatch.setenv("CODEX_HOME", str(codex))
+    return codex
+
+
+def trust_state(config: Path) -> dict[str, Any]:
+    return dict(tomllib.loads(config.read_text()).get("hooks", {}).get("state", {}))
+
+
+def test_codex_install_adds_server_hooks_and_trust_idempotently_and_uninstall_restores(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    codex = tmp_path / "codex-home"
-    codex.mkdir()
-    monkeypatch.setenv("CODEX_HOME", str(codex))
+    codex = codex_home_dir(tmp_path, monkeypatch)
     config = codex / "config.toml"
     config.write_text(CODEX_ORIGINAL)
     out = run("codex", dry_run=True, capsys=capsys)
     assert "[mcp_servers.claude-memory]" in out and config.read_text() == CODEX_ORIGINAL
-    run("codex", home=Path("/srv/mem"))
+    assert not (codex / "hooks.json").exists()
+    out = run("codex", home=Path("/srv/mem"), capsys=capsys)
+    assert "trusted" in out and "/hooks" in out  # the user is told about the trust step
     parsed = tomllib.loads(config.read_text())
     assert (
         parsed["model"] == "gpt-5-codex" and parsed["mcp_servers"]["docs"]["command"] == "docs-mcp"
@@ -208,13 +224,95 @@ def test_codex_install_adds_the_server_idempotently_and_uninstall_restores(
         "command": "/opt/cm/bin/claude-memory",
         "args": ["--home", "/srv/mem", "mcp"],
     }
+    hooks_text = (codex / "hooks.json").read_text()
+    hooks = json.loads(hooks_text)
+    assert set(hooks) == {"hooks"}  # Codex refuses a file with any other root key ($schema)
+    assert '"http"' not in hooks_text  # ... or with an http handler
+    mine = ours(hooks)
+    assert set(mine) == set(EVENT_NAMES.values())
+    assert mine["UserPromptSubmit"][0]["command"] == (
+        "/opt/cm/bin/claude-memory --home /srv/mem hook user-prompt-submit --client codex"
+    )
+    # Codex kills a SessionEnd hook after 3 s: the hook's own budget is set below that
+    assert mine["SessionEnd"][0]["timeout"] == 3
+    assert mine["SessionEnd"][0]["command"].startswith("CLAUDE_MEMORY_HOOK_BUDGET=2.5 ")
+    # exactly our six hooks are trusted, each with the hash of its definition
+    state = trust_state(config)
+    source = os.path.realpath(codex / "hooks.json")
+    snake = {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt_submit"}
+    key = f"{source}:{snake['UserPromptSubmit']}:0:0"
+    assert len(state) == 6 and key in state
+    spec = installer.HookSpec(
+        "user-prompt-submit", mine["UserPromptSubmit"][0]["command"], 10, None
+    )
+    assert state[key] == {"trusted_hash": installer.codex_trust_hash(spec)}
     text = config.read_text()
     run("codex", home=Path("/srv/mem"))
-    assert config.read_text() == text
+    assert config.read_text() == text and (codex / "hooks.json").read_text() == hooks_text
     run("codex")  # home changed: the managed block is replaced, not duplicated
     assert config.read_text().count("[mcp_servers.claude-memory]") == 1
+    assert len(trust_state(config)) == 6
+    assert all(len(v) == 1 for v in ours(json.loads((codex / "hooks.json").read_text())).values())
     run("codex", remove=True)
     assert config.read_text() == CODEX_ORIGINAL
+    assert not (codex / "hooks.json").exists()
+
+
+def test_codex_trust_hash_is_codex_s_own_formula() -> None:
+    """The canonical JSON Codex 0.169 hashes (fingerprint.rs `version_for_toml`), checked
+    against the real CLI's `hooks/list` in tests/hooks/test_codex_e2e.py."""
+    spec = installer.HookSpec("post-tool-use", "/x/claude-memory hook post-tool-use", 10, "*")
+    canonical = (
+        '{"event_name":"post_tool_use","hooks":[{"async":false,'
+        '"command":"/x/claude-memory hook post-tool-use","timeout":10,"type":"command"}],'
+        '"matcher":"*"}'
+    )
+    assert (
+        installer.codex_trust_hash(spec)
+        == "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    )
+    end = installer.HookSpec("session-end", "e", 30, None)  # Codex clamps SessionEnd to 3 s
+    assert installer.codex_trust_hash(end) == installer.codex_trust_hash(
+        installer.HookSpec("session-end", "e", 3, None)
+    )
+
+
+def test_codex_hooks_merge_with_the_user_s_hooks_and_trust_their_real_position(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    codex = codex_home_dir(tmp_path, monkeypatch)
+    original = json.dumps(
+        {
+            "description": "mine",
+            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]},
+        },
+        indent="\t",
+    )  # tab-indented, no final newline
+    (codex / "hooks.json").write_text(original)
+    run("codex")
+    merged = json.loads((codex / "hooks.json").read_text())
+    assert merged["description"] == "mine"
+    assert merged["hooks"]["Stop"][0] == {"hooks": [{"type": "command", "command": "say done"}]}
+    assert '\n\t"hooks"' in (codex / "hooks.json").read_text()  # still tabs
+    state = trust_state(codex / "config.toml")
+    source = os.path.realpath(codex / "hooks.json")
+    assert f"{source}:stop:1:0" in state and f"{source}:stop:0:0" not in state  # not theirs
+    run("codex", remove=True)
+    assert (codex / "hooks.json").read_text() == original
+    assert not (codex / "config.toml").exists()
+
+
+def test_codex_trust_entries_written_by_the_user_for_our_hooks_are_not_duplicated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    codex = codex_home_dir(tmp_path, monkeypatch)
+    # the user (or Codex's /hooks) recorded a trust entry for the place our hook will take
+    key = f"{os.path.realpath(codex / 'hooks.json')}:session_start:0:0"
+    original = f'[hooks.state."{key}"]\ntrusted_hash = "sha256:00"\n'
+    (codex / "config.toml").write_text(original)
+    with pytest.raises(ConfigurationError, match=r"hooks\.state"):
+        installer.plan("codex", dict(os.environ), executable=EXE)
+    assert (codex / "config.toml").read_text() == original
 
 
 def test_codex_config_written_by_hand_is_not_touched(
@@ -278,3 +376,85 @@ def test_the_plugin_folder_matches_the_installer() -> None:
         assert installer.is_our_command(hook["command"])
     servers = json.loads((plugin / ".mcp.json").read_text())["mcpServers"]
     assert servers["claude-memory"] == {"command": "claude-memory", "args": ["mcp"]}
+
+
+# --- byte for byte ------------------------------------------------------------------------------
+
+SETTINGS_STYLES = {
+    "four spaces": json.dumps(ORIGINAL_SETTINGS, indent=4) + "\n",
+    "tabs, no final newline": json.dumps(ORIGINAL_SETTINGS, indent="\t"),
+    "two spaces, CRLF": (json.dumps(ORIGINAL_SETTINGS, indent=2) + "\n").replace("\n", "\r\n"),
+    "one line, non-ASCII kept": '{"model":"opus","statusLine":"记忆 ✓"}',
+    "odd spacing": '{ "model" :  "opus" ,\n   "env": {"A": "1"}  }\n',
+}
+
+
+@pytest.mark.parametrize("style", SETTINGS_STYLES)
+def test_uninstall_gives_back_the_settings_byte_for_byte(claude_dir: Path, style: str) -> None:
+    original = SETTINGS_STYLES[style].encode()
+    (claude_dir / "settings.json").write_bytes(original)
+    state = (claude_dir / ".claude.json").read_bytes()
+    run("claude-code")
+    installed = (claude_dir / "settings.json").read_bytes()
+    assert ours(json.loads(installed))
+    if style.startswith("tabs"):
+        assert b'\n\t"hooks": {' in installed and not installed.endswith(b"\n")
+    if style.startswith("four"):
+        assert b'\n    "hooks": {' in installed
+    if "CRLF" in style:
+        assert b"\r\n" in installed and b"\n" not in installed.replace(b"\r\n", b"")
+    run("claude-code", remove=True)
+    assert (claude_dir / "settings.json").read_bytes() == original
+    assert (claude_dir / ".claude.json").read_bytes() == state
+
+
+def test_uninstall_after_the_user_changed_the_file_keeps_the_change_and_the_style(
+    claude_dir: Path,
+) -> None:
+    run("claude-code")
+    path = claude_dir / "settings.json"
+    data = json.loads(path.read_text())
+    data["theme"] = "dark"  # as Claude Code's /config would
+    path.write_text(json.dumps(data, indent=4) + "\n")
+    run("claude-code", remove=True)
+    assert path.read_text() == json.dumps({**ORIGINAL_SETTINGS, "theme": "dark"}, indent=4) + "\n"
+
+
+CODEX_STYLES = {
+    "comments and blank lines": (
+        '# my Codex config\nmodel = "o4"  # fast\n\n\n[profiles.work]\n# keep\n'
+        'approval_policy = "never"\n\n'
+    ),
+    "no final newline": 'model = "o4"\n[tui]\nnotifications = true',
+    "CRLF": '# win\r\nmodel = "o4"\r\n',
+    "empty": "",
+}
+
+
+@pytest.mark.parametrize("style", CODEX_STYLES)
+def test_codex_uninstall_gives_back_config_toml_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, style: str
+) -> None:
+    codex = codex_home_dir(tmp_path, monkeypatch)
+    original = CODEX_STYLES[style].encode()
+    (codex / "config.toml").write_bytes(original)
+    run("codex")
+    assert "claude-memory" in tomllib.loads((codex / "config.toml").read_text())["mcp_servers"]
+    run("codex", remove=True)
+    assert (codex / "config.toml").read_bytes() == original
+    assert not (codex / "hooks.json").exists()
+
+
+def test_backups_made_in_the_same_second_never_overwrite_each_other(claude_dir: Path) -> None:
+    original = (claude_dir / "settings.json").read_bytes()
+    now = time.time()
+    installer.apply(installer.plan("claude-code", dict(os.environ), executable=EXE), now=now)
+    installer.apply(
+        installer.plan("claude-code", dict(os.environ), executable=EXE, remove=True), now=now
+    )
+    installer.apply(installer.plan("claude-code", dict(os.environ), executable=EXE), now=now)
+    backups = installer.backups_of(claude_dir / "settings.json")
+    assert len(backups) == 3 and len({b.name for b in backups}) == 3
+    # the very first backup is still the untouched original
+    assert original in [b.read_bytes() for b in backups]
+    assert backups[-1].read_bytes() == original  # oldest last
