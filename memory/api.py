@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from errors import ClaudeMemoryError, ConflictError
 from memory.backend import MemoryBackend
 from memory.loop.entities import PendingStore, pending_filter
+from memory.loop.episodes import EpisodeStore
 from memory.model import Note, NoteDraft, SearchHit
 
 T = TypeVar("T")
@@ -348,5 +349,53 @@ def create_pending_router(
     async def reject(pending_id: str) -> dict[str, Any]:
         resolved = await _run(get_pending().resolve, pending_id, "rejected")
         return {"pending": resolved.to_dict()}
+
+    return router
+
+
+# --- /api/observations: what Claude Code and Codex sessions did, searchable -----------------
+# Seed 004's progressive disclosure: search (compact hits with ids) -> the timeline around a
+# hit -> the full observations by id. The MCP server offers the same three steps.
+
+
+def create_observations_router(get_episodes: Callable[[], EpisodeStore]) -> APIRouter:
+    router = APIRouter(prefix="/api/observations", tags=["observations"])
+
+    @router.get("/search")
+    async def search_observations(
+        q: str = Query(min_length=1, max_length=500, pattern=r"\S"),
+        project: str | None = Query(default=None, max_length=300),
+        limit: int = Query(default=20, ge=1, le=100),
+    ) -> dict[str, Any]:
+        hits = await _run(get_episodes().search_observations, q, project=project, limit=limit)
+        return {"results": [h.to_dict() for h in hits]}
+
+    @router.get("/{observation_id}/timeline")
+    async def timeline(
+        observation_id: int,
+        before: int = Query(default=3, ge=0, le=20),
+        after: int = Query(default=3, ge=0, le=20),
+    ) -> dict[str, Any]:
+        episode, messages = await _run(
+            get_episodes().timeline, observation_id, before=before, after=after
+        )
+        return {
+            "episode": {"id": episode.id, "title": episode.title, "project": episode.project},
+            "anchor": observation_id,
+            "messages": [m.to_dict() for m in messages],
+        }
+
+    @router.get("")
+    async def get_observations(
+        ids: str = Query(min_length=1, max_length=1000, description="comma-separated ids"),
+    ) -> dict[str, Any]:
+        try:
+            wanted = [int(part) for part in ids.split(",") if part.strip()]
+        except ValueError:
+            raise HTTPException(422, "ids must be numbers separated by commas") from None
+        if not wanted or len(wanted) > 50:
+            raise HTTPException(422, "send between 1 and 50 ids")
+        found = await _run(get_episodes().observations, wanted)
+        return {"observations": [m.to_dict() for m in found if m.role == "observation"]}
 
     return router

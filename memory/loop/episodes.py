@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from errors import NotFoundError
+from errors import InvalidInputError, NotFoundError
 from memory import _text
 from memory.loop.windows import StateWindows, WindowStore
 from memory.model import NoteDraft
@@ -388,29 +388,69 @@ class EpisodeStore:
     def recent_observations(
         self, project: str, limit: int = 20
     ) -> builtins.list[tuple[Episode, EpisodeMessage]]:
-        # The message's columns get their own names: `title` is in both tables, and a
-        # PostgreSQL dict row keeps only one of two equal names (SQLite's Row, the first).
         rows = self.db.read(
-            "SELECT m.id AS m_id, m.role AS m_role, m.kind AS m_kind, m.title AS m_title,"
-            " m.content AS m_content, m.created AS m_created, e.*"
-            " FROM mem_episode_messages m JOIN mem_episodes e ON e.id = m.episode_id"
-            " WHERE e.project = ? AND m.role = 'observation' ORDER BY m.id DESC LIMIT ?",
+            f"SELECT {_JOINED} WHERE e.project = ? AND m.role = 'observation'"
+            " ORDER BY m.id DESC LIMIT ?",
             (project, limit),
         )
-        return [
-            (
-                _episode(r),
-                EpisodeMessage(
-                    r["m_id"],
-                    r["m_role"],
-                    r["m_kind"],
-                    r["m_title"],
-                    r["m_content"],
-                    r["m_created"],
-                ),
-            )
-            for r in rows
-        ]
+        return [(_episode(r), _joined_message(r)) for r in rows]
+
+    def search_observations(
+        self, query: str, *, project: str | None = None, limit: int = 20
+    ) -> builtins.list[ObservationHit]:
+        """Tool observations whose title or text holds the query's words (seed 004's first
+        step: search, then `timeline` around a hit, then `observations` for the details).
+
+        Words are matched as substrings (Chinese by character pairs, so 连接池 finds 连接池满了),
+        on both databases alike; a hit must hold at least half of the words (all of them when
+        there are two or fewer). Best match first, then newest."""
+        terms = observation_terms(query)
+        if not terms:
+            raise InvalidInputError("the query has no word to look for")
+        like = "lower(m.title || ' ' || m.content) LIKE ? ESCAPE '\\'"
+        where = " OR ".join([like] * len(terms))
+        params: list[object] = [f"%{_like_escape(term)}%" for term in terms]
+        scope = ""
+        if project is not None:
+            scope, params = " AND e.project = ?", [*params, project]
+        rows = self.db.read(
+            f"SELECT {_JOINED} WHERE m.role = 'observation' AND ({where}){scope}"
+            " ORDER BY m.id DESC LIMIT ?",
+            (*params, OBSERVATION_CANDIDATES),
+        )
+        need = len(terms) if len(terms) <= 2 else (len(terms) + 1) // 2
+        hits = []
+        for row in rows:
+            message = _joined_message(row)
+            text = f"{message.title} {message.content}".lower()
+            matched = sum(1 for term in terms if term in text)
+            if matched >= need:
+                hits.append(ObservationHit(_episode(row), message, matched / len(terms)))
+        hits.sort(key=lambda h: (-h.score, -h.message.id))
+        return hits[:limit]
+
+    def timeline(
+        self, message_id: int, *, before: int = 3, after: int = 3
+    ) -> tuple[Episode, builtins.list[EpisodeMessage]]:
+        """The messages of the same session around one (prompts, replies and observations,
+        in order): what happened just before and after an observation."""
+        anchor = self.db.read(
+            "SELECT episode_id FROM mem_episode_messages WHERE id = ?", (int(message_id),)
+        )
+        if not anchor:
+            raise NotFoundError("observation", str(message_id))
+        episode_id = anchor[0]["episode_id"]
+        earlier = self.db.read(
+            "SELECT * FROM mem_episode_messages WHERE episode_id = ? AND id < ?"
+            " ORDER BY id DESC LIMIT ?",
+            (episode_id, int(message_id), before),
+        )
+        later = self.db.read(
+            "SELECT * FROM mem_episode_messages WHERE episode_id = ? AND id >= ?"
+            " ORDER BY id LIMIT ?",
+            (episode_id, int(message_id), after + 1),
+        )
+        return self.get(episode_id), [_message(r) for r in [*reversed(earlier), *later]]
 
     def close(self, episode_id: str, summary: str | None) -> Episode:
         """Complete the episode; with a summary, also write the session summary note. Its
@@ -526,6 +566,68 @@ class EpisodeStore:
         for old in notes[MAX_SUMMARIES_PER_SCOPE:]:
             # The text lives on in the episode record (summary column).
             self.store.delete(old.id)
+
+
+# The message's columns get their own names: `title` is in both tables, and a PostgreSQL
+# dict row keeps only one of two equal names (SQLite's Row, the first).
+_JOINED: Final = (
+    "m.id AS m_id, m.role AS m_role, m.kind AS m_kind, m.title AS m_title,"
+    " m.content AS m_content, m.created AS m_created, e.*"
+    " FROM mem_episode_messages m JOIN mem_episodes e ON e.id = m.episode_id"
+)
+OBSERVATION_CANDIDATES: Final = 2000
+"""Newest matching observations an observation search ranks (a personal history's worth)."""
+
+
+def _joined_message(row: Any) -> EpisodeMessage:
+    return EpisodeMessage(
+        row["m_id"],
+        row["m_role"],
+        row["m_kind"],
+        row["m_title"],
+        row["m_content"],
+        row["m_created"],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationHit:
+    episode: Episode
+    message: EpisodeMessage
+    score: float
+    """The share of the query's words the observation holds."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.message.id,
+            "kind": self.message.kind,
+            "title": self.message.title,
+            "snippet": _text.shorten(" ".join(self.message.content.split()), 160),
+            "created": self.message.created,
+            "score": round(self.score, 3),
+            "episode": {"id": self.episode.id, "title": self.episode.title},
+            "project": self.episode.project,
+        }
+
+
+_LATIN_WORD = re.compile(r"[a-z0-9_][a-z0-9_.\-/]*[a-z0-9_]|[a-z0-9_]", re.IGNORECASE)
+
+
+def observation_terms(query: str, limit: int = 12) -> list[str]:
+    """The words an observation search looks for, lower-cased: Latin words of two characters or
+    more, and Chinese runs as character pairs (a single character stays itself)."""
+    terms: list[str] = []
+    text = query.lower()
+    for word in _LATIN_WORD.findall(text):
+        if len(word) >= 2:
+            terms.append(word)
+    for run in re.findall(f"[{_text.CJK_CHAR}]+", text):
+        terms += [run] if len(run) <= 2 else [run[i : i + 2] for i in range(len(run) - 1)]
+    return list(dict.fromkeys(terms))[:limit]
+
+
+def _like_escape(term: str) -> str:
+    return term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _new_id(now: float) -> str:

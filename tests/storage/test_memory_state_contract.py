@@ -152,6 +152,43 @@ def test_observations_are_found_by_id_and_newest_first_per_project(
     assert episodes.get(ep.id).file_changes == 1
 
 
+def test_observations_are_searched_then_seen_in_their_timeline(episodes: EpisodeStore) -> None:
+    # Seed 004's progressive disclosure: search -> timeline -> observations by id.
+    ep = episodes.start("claude-code:s1", title="app 开发会话", project=PROJECT.key)
+    other = episodes.start("codex:s2", title="elsewhere", project="other")
+    episodes.record(ep.id, "user", "why does the pool run out?", turn=True)
+    before = episodes.record(
+        ep.id, "observation", "grep -rn pool src", kind="discovery", title="grep"
+    )
+    hit = episodes.record(
+        ep.id, "observation", "数据库连接池满了: PoolTimeout after 30s", kind="bug", title="pytest"
+    )
+    after = episodes.record(ep.id, "assistant", "The pool size is 5; raising it to 20.")
+    episodes.record(other.id, "observation", "连接池 settings in another project", title="cat")
+    episodes.record(ep.id, "observation", "100%_done \\ literal", title="echo")
+
+    found = episodes.search_observations("连接池")
+    assert hit in [h.message.id for h in found]
+    assert {h.episode.id for h in found} == {ep.id, other.id}
+    here = episodes.search_observations("连接池 PoolTimeout", project=PROJECT.key)
+    assert [h.message.id for h in here] == [hit]
+    assert here[0].to_dict()["episode"] == {"id": ep.id, "title": "app 开发会话"}
+    assert episodes.search_observations("pooltimeout")[0].message.id == hit  # any case
+    # LIKE's wildcards are literal text, on both databases.
+    assert [h.message.title for h in episodes.search_observations("100%_done")] == ["echo"]
+    assert episodes.search_observations("90%_done") == []
+    assert episodes.search_observations("kubernetes ingress") == []  # nothing meaningful
+    # User and assistant messages are not observations.
+    assert episodes.search_observations("raising") == []
+
+    episode, around = episodes.timeline(hit, before=2, after=1)
+    assert episode.id == ep.id
+    assert [m.id for m in around][-3:] == [before, hit, after]
+    assert around[0].role == "user"
+    with pytest.raises(NotFoundError):
+        episodes.timeline(10**9)
+
+
 def test_ensure_starts_one_episode_per_session_key(state: StateBackend) -> None:
     episodes = EpisodeStore(state, clock=lambda: 1_000.0)
     a, created_a = episodes.ensure("claude-code:a", title="app 开发会话", project=PROJECT.key)
