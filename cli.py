@@ -3,19 +3,24 @@ them, so `claude-memory hook ...` starts fast."""
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # `claude-memory hook` imports this module: nothing more at the top
+if TYPE_CHECKING:
+    import argparse
+    import logging
+    from collections.abc import Sequence
+    from pathlib import Path
+    from typing import Any
 
 
 def _settings(args: argparse.Namespace, *, dotenv: bool = True) -> Any:
     """The settings, or a `ConfigurationError` naming the bad variable (one line, exit 2).
     `dotenv=False`: the environment only, for processes a Claude Code or Codex session starts
     in the user's project (the MCP server, as the hooks): that folder's `.env` is not ours."""
+    from pathlib import Path
+
     from settings import load_settings
 
     overrides: dict[str, Any] = {} if dotenv else {"_env_file": None}
@@ -29,6 +34,7 @@ def _settings(args: argparse.Namespace, *, dotenv: bool = True) -> Any:
 
 
 def configure_logging(level: str = "INFO", log_file: Path | None = None) -> None:
+    import logging
     import logging.handlers  # here, not at the top: `claude-memory hook` must start fast
 
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
@@ -118,6 +124,8 @@ def cmd_feishu(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from web.health import cli_status
 
     settings = _settings(args)
@@ -370,6 +378,8 @@ def _database_checks(url: str) -> list[tuple[bool, str, str]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="claude-memory", description="A personal Claude agent with a long-term memory."
     )
@@ -486,7 +496,7 @@ def _hook_argv(argv: Sequence[str]) -> list[str] | None:
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
-    from memory.clients.hooks import main as hook_main
+    from memory.clients.hook_process import main as hook_main
 
     home = ["--home", args.home] if getattr(args, "home", None) else []
     return hook_main([*home, args.event, "--client", args.client])
@@ -535,7 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     hook_argv = _hook_argv(sys.argv[1:] if argv is None else argv)
     if hook_argv is not None:
-        from memory.clients.hooks import main as hook_main
+        from memory.clients.hook_process import main as hook_main
 
         return hook_main(hook_argv)
     parser = build_parser()
@@ -558,9 +568,14 @@ def run(argv: Sequence[str] | None = None) -> None:
     create 0600/0700, and a home created wider before is narrowed (storage/private.py), except
     by `doctor`, which reports instead.
     """
+    args = list(sys.argv[1:] if argv is None else argv)
+    hook_argv = _hook_argv(args)
+    if hook_argv is not None:  # first: the hook's served path imports almost nothing
+        from memory.clients.hook_process import main as hook_main
+
+        sys.exit(hook_main(hook_argv))
     from storage.private import private_process, tighten_home
 
-    args = list(sys.argv[1:] if argv is None else argv)
     private_process()
     home = _entry_home(args)
     if home is not None:

@@ -14,23 +14,32 @@ for the hook: a hook runs in the user's project folder, whose `.env` is not ours
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Final, TypedDict
+from typing import TypedDict
+
+TYPE_CHECKING = False  # the served hook path imports this module: no `typing` flag import
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Final
 
 ENV_PREFIX: Final = "CLAUDE_MEMORY_"
 FALSE_WORDS: Final = frozenset({"0", "false", "no", "off"})
 """How `CLAUDE_MEMORY_HOOK_SERVER` is switched off (pydantic reads booleans the same way)."""
 
 
-@dataclass(frozen=True, slots=True)
 class SharedField:
-    """One setting both readers know: its `Settings` field name, default and description."""
+    """One setting both readers know: its `Settings` field name, default and description.
+    (A plain class: `dataclasses` costs the hook process milliseconds of imports.)"""
 
-    name: str
-    default: str | int | float | bool | None
-    description: str
+    __slots__ = ("default", "description", "name")
+
+    def __init__(self, name: str, default: str | int | float | bool | None, description: str):
+        self.name = name
+        self.default = default
+        self.description = description
+
+    def __repr__(self) -> str:
+        return f"SharedField({self.name!r})"
 
     @property
     def env(self) -> str:
@@ -79,8 +88,8 @@ HOOK_BUDGET: Final = SharedField(
 HOOK_SERVER: Final = SharedField(
     "hook_server",
     True,
-    "Hooks ask the running app (CLAUDE_MEMORY_PORT) to do their work when it answers; "
-    "false: they always work directly on the home.",
+    "Hooks ask the running app (the address and secret it writes to <home>/run/serve) to do "
+    "their work when it answers with its proof; false: they always work directly on the home.",
 )
 
 SHARED_FIELDS: Final[tuple[SharedField, ...]] = (
@@ -111,9 +120,25 @@ class HookValues(TypedDict):
 
 def memory_home(explicit: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> Path:
     """`--home`, else `CLAUDE_MEMORY_HOME`, else `~/.claude-memory`, absolute."""
+    from pathlib import Path
+
+    return Path(hook_home(explicit, environ))
+
+
+def hook_home(explicit: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> str:
+    """`memory_home` as a string, without `pathlib` (the served hook path)."""
     raw = os.fspath(explicit) if explicit else environ.get(HOME.env) or ""
-    home = Path(raw or str(HOME.default)).expanduser()
-    return Path(os.path.abspath(home))
+    return os.path.abspath(os.path.expanduser(raw or str(HOME.default)))
+
+
+def hook_budget(event: str, environ: Mapping[str, str]) -> float:
+    """Seconds this hook event may work (`CLAUDE_MEMORY_HOOK_BUDGET`, else per event)."""
+    return _positive(environ, HOOK_BUDGET.env, HOOK_BUDGETS.get(event, 5.0))
+
+
+def hook_server_enabled(environ: Mapping[str, str]) -> bool:
+    """Whether hooks ask the running app first (`CLAUDE_MEMORY_HOOK_SERVER`)."""
+    return environ.get(HOOK_SERVER.env, "1").lower() not in FALSE_WORDS
 
 
 def hook_values(
@@ -130,11 +155,11 @@ def hook_values(
         home=memory_home(home, environ),
         port=port,
         token=environ.get(API_TOKEN.env) or None,
-        budget=_positive(environ, HOOK_BUDGET.env, HOOK_BUDGETS.get(event, 5.0)),
+        budget=hook_budget(event, environ),
         context_tokens=int(
             _positive(environ, CONTEXT_BUDGET_TOKENS.env, _number(CONTEXT_BUDGET_TOKENS))
         ),
-        use_server=environ.get(HOOK_SERVER.env, "1").lower() not in FALSE_WORDS,
+        use_server=hook_server_enabled(environ),
         dedup_threshold=_positive(environ, DEDUP_THRESHOLD.env, _number(DEDUP_THRESHOLD))
         if dedup
         else None,

@@ -1,44 +1,26 @@
-"""Claude Code / Codex hooks: `claude-memory hook <event>`.
+"""What each Claude Code / Codex hook event does (`HookService`), and the app's route that
+runs it for a hook process (`create_hooks_router`).
 
-Contract with the CLI (see docs/claude-code.md):
-
-* the hook's JSON payload arrives on stdin;
-* stdout carries exactly one JSON object, `{"hookSpecificOutput": {"hookEventName": ...,
-  "additionalContext": ...}}` (the form the model actually sees), or nothing at all;
-* the exit code is always 0: bad input, a missing or locked home, any error and an overrun of
-  the time budget all end with no output (fail open). Logs go to `<home>/logs/hooks.log`.
-
-Two ways to do the work. When `claude-memory serve` runs, the hook posts the request to
-`http://127.0.0.1:<CLAUDE_MEMORY_PORT or 8000>/api/hooks/<event>` (the server has the index
-open and the segmenter loaded); otherwise it works directly on the files and the index in this
-process. Both run `HookService.handle`, so they behave the same.
-
-Import weight matters: every tool call starts a hook process. This module imports only the
-standard library and `memory.clients.project`, `memory.clients.conventions` (what Claude
-Code and Codex look like from here) and `memory.clients.observations` (what a tool call
-teaches) at the top; the store and its dependencies are imported only by the events that
-need them (`session-start`, `user-prompt-submit`, `session-end`).
+The process side (`claude-memory hook <event>`: stdin, stdout, the time budget, finding and
+proving the running app, direct mode) is `memory/clients/hook_process.py`; both paths end in
+`HookService.handle`, so they behave the same. The store and its dependencies are imported only
+by the events that need them (`session-start`, `user-prompt-submit`, `session-end`);
 `post-tool-use`, `stop` and `pre-compact` only touch `state.db`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from memory.clients.conventions import EVENT_NAMES, EVENTS, last_assistant_reply, resolve_session_id
 from memory.clients.observations import observe_tool
 from memory.clients.project import ProjectIdentity, identify
-from memory.settings_fields import hook_values
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend, StateBackend
@@ -50,10 +32,6 @@ log = logging.getLogger("memory.clients.hooks")
 
 CONTEXT_EVENTS: Final = frozenset({"session-start", "user-prompt-submit"})
 STORE_EVENTS: Final = frozenset({"session-start", "user-prompt-submit", "session-end"})
-
-DEFAULT_PORT: Final = 8000
-MAX_STDIN: Final = 8_000_000
-LOG_BYTES: Final = 2_000_000
 
 GENERATED_REUSE_SECONDS: Final = 12 * 3600
 IDLE_CLOSE_SECONDS: Final = 12 * 3600
@@ -80,36 +58,6 @@ class HookPayload(TypedDict, total=False):
     reason: str  # SessionEnd
     trigger: str  # PreCompact
     custom_instructions: str
-
-
-# --- settings from the environment ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class HookSettings:
-    home: Path
-    port: int = DEFAULT_PORT
-    token: str | None = None
-    budget: float = 5.0
-    context_tokens: int = 1500
-    use_server: bool = True
-    dedup_threshold: float | None = None
-    client: str = "claude-code"
-    environ: Mapping[str, str] = field(default_factory=dict)
-    database_url: str | None = field(default=None, repr=False)
-
-    @classmethod
-    def from_env(
-        cls,
-        event: str,
-        environ: Mapping[str, str],
-        *,
-        home: str | None = None,
-        client: str = "claude-code",
-    ) -> HookSettings:
-        # One definition of names and defaults, shared with Settings (memory/settings_fields.py);
-        # no pydantic here: it costs ~0.5 s of imports on every prompt and tool call.
-        return cls(**hook_values(event, environ, home=home), client=client, environ=environ)
 
 
 # --- requests ---------------------------------------------------------------------------------
@@ -428,144 +376,29 @@ def session_summary(messages: Sequence[EpisodeMessage]) -> str:
     return base
 
 
-# --- the two paths ----------------------------------------------------------------------------
+# --- requests and answers -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    context: str
-
-
-@dataclass(frozen=True, slots=True)
-class NoServer:
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class ServerFailed:
-    reason: str
-
-
-ServerOutcome = Served | NoServer | ServerFailed
-
-
-def ask_server(settings: HookSettings, request: HookRequest, timeout: float) -> ServerOutcome:
-    """Post the request to a running `claude-memory serve` on loopback.
-
-    NoServer (nothing listening, another service, another home, refused token) lets the
-    caller work directly; ServerFailed (the request may have been applied) does not, so an
-    event is never recorded twice. Plain HTTP/1.1 over a socket: `http.client` and `urllib`
-    cost 10-20 ms of imports in a process that lives for ~100 ms."""
-    import socket
-
-    body = json.dumps(
-        {"home": str(settings.home), "request": request.to_dict()}, ensure_ascii=True
-    ).encode("ascii")
-    head = [
-        f"POST /api/hooks/{request.event} HTTP/1.1",
-        f"Host: 127.0.0.1:{settings.port}",
-        "Content-Type: application/json",
-        f"Content-Length: {len(body)}",
-        "Connection: close",
-    ]
-    if settings.token:
-        head.append(f"Authorization: Bearer {settings.token}")
-    message = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-    try:
-        sock = socket.create_connection(("127.0.0.1", settings.port), timeout=min(timeout, 0.5))
-    except OSError as exc:
-        return NoServer(f"connect: {exc}")
-    chunks: list[bytes] = []
-    try:
-        sock.settimeout(max(timeout, 0.1))
-        sock.sendall(message)
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    except OSError as exc:
-        return ServerFailed(f"request: {exc}")
-    finally:
-        sock.close()
-    return _server_answer(b"".join(chunks))
-
-
-def _server_answer(raw: bytes) -> ServerOutcome:
-    header, sep, payload = raw.partition(b"\r\n\r\n")
-    lines = header.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2) if sep else []
-    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-        return ServerFailed("no HTTP response")
-    status = int(parts[1])
-    headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:])}
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        payload = _dechunk(payload)
-    if status in (401, 403, 404, 405, 409):
-        return NoServer(f"HTTP {status}")
-    if status != 200:
-        return ServerFailed(f"HTTP {status}")
-    try:
-        context = json.loads(payload)["context"]
-    except (ValueError, KeyError, TypeError):
-        return NoServer("not a claude-memory server")
-    return Served(context if isinstance(context, str) else "")
-
-
-def _dechunk(data: bytes) -> bytes:
-    out = bytearray()
-    while data:
-        size_line, _, rest = data.partition(b"\r\n")
-        size = int(size_line.split(b";")[0] or b"0", 16)
-        if size == 0:
-            break
-        out += rest[:size]
-        data = rest[size + 2 :]
-    return bytes(out)
-
-
-def run_direct(settings: HookSettings, request: HookRequest) -> str:
-    """Do the work in this process: on the files and the index in the home, or on the
-    shared database when CLAUDE_MEMORY_DATABASE_URL is set (one small pool for both)."""
-    from memory.opening import open_database, open_memory, open_state
-
-    database = open_database(settings.database_url) if settings.database_url else None
-    state = open_state(settings.home / "state.db", database=database)
-    opened: list[MemoryBackend] = []
-
-    def open_store() -> MemoryBackend:
-        from memory.config import MemoryConfig
-
-        overrides: dict[str, object] = {}
-        if settings.dedup_threshold is not None:
-            overrides["dedup_threshold"] = settings.dedup_threshold
-        # Prompts use the index as it is (the files of returned notes are still checked): a
-        # full scan costs ~0.15 s at 10k notes. Session start and end pick up hand edits.
-        store = open_memory(
-            MemoryConfig.for_home(settings.home, **overrides),
-            database=database,
-            sync=request.event != "user-prompt-submit",
-        )
-        opened.append(store)
-        return store
-
-    try:
-        service = HookService(state, open_store, budget_tokens=settings.context_tokens)
-        return service.handle(request)
-    finally:
-        for store in opened:
-            from memory.sqlite.store import MemoryStore  # only once a store was opened
-
-            if isinstance(store, MemoryStore):
-                # `MemoryStore.close` rewrites `_index.json` in any new process (0.4 s at
-                # 10k notes) even when nothing changed; the store rewrote it after our saves.
-                store.flush_access_counts()
-                store.index.close()
-            else:
-                store.close()
-        state.close()
-        if database is not None:
-            database.close()
+def build_request(
+    event: str,
+    payload: dict[str, Any],
+    client: str,
+    cwd: str,
+    environ: Mapping[str, str],
+) -> HookRequest:
+    """The request of one hook call: the payload's `cwd` (else the hook's own folder), its
+    session id (else the newest transcript, found through `environ`), the project."""
+    if event not in EVENT_NAMES:
+        raise ValueError(f"unknown hook event {event!r}; use one of {', '.join(EVENTS)}")
+    folder = payload.get("cwd")
+    folder = folder if isinstance(folder, str) and folder else cwd
+    return HookRequest(
+        event=event,
+        session_id=resolve_session_id(payload, environ, folder, client),
+        project=identify(folder),
+        payload=payload,
+        client=client,
+    )
 
 
 def hook_output(event: str, context: str) -> str:
@@ -580,199 +413,91 @@ def hook_output(event: str, context: str) -> str:
 def run_hook(
     event: str,
     raw: str | bytes,
-    settings: HookSettings,
+    service: HookService,
     *,
-    deadline: float | None = None,
+    client: str,
+    cwd: str,
+    environ: Mapping[str, str],
 ) -> str:
-    """Everything one hook call does; returns what goes to stdout. Raises on bad input."""
-    if event not in EVENT_NAMES:
-        raise ValueError(f"unknown hook event {event!r}; use one of {', '.join(EVENTS)}")
-    payload = parse_payload(raw)
-    environ = settings.environ
-    cwd = payload.get("cwd")
-    cwd = cwd if isinstance(cwd, str) and cwd else os.getcwd()
-    request = HookRequest(
-        event=event,
-        session_id=resolve_session_id(payload, environ, cwd, settings.client),
-        project=identify(cwd),
-        payload=payload,
-        client=settings.client,
-    )
-    if settings.use_server:
-        remaining = (deadline - time.monotonic() - 0.3) if deadline else 3.0
-        match ask_server(settings, request, max(min(remaining, 3.0), 0.2)):
-            case Served(context=context):
-                log.info("%s handled by the server", event)
-                return hook_output(event, context)
-            case ServerFailed(reason=reason):
-                log.warning("%s: the server failed (%s); nothing injected", event, reason)
-                return ""
-            case NoServer(reason=reason):
-                log.debug("%s: no server (%s); working directly", event, reason)
-    return hook_output(event, run_direct(settings, request))
+    """One hook call on `service`: stdin in, stdout text out. Raises on bad input."""
+    request = build_request(event, parse_payload(raw), client, cwd, environ)
+    return hook_output(event, service.handle(request))
 
 
-# --- the process entry point ------------------------------------------------------------------
+# --- the app's route --------------------------------------------------------------------------
+
+MAX_BODY: Final = 8_000_000
 
 
-def _setup_logging(home: Path) -> None:
-    """Everything to `<home>/logs/hooks.log` (one old generation kept at 2 MB); nothing ever
-    to stdout or stderr. A plain FileHandler: `logging.handlers` costs ~10 ms of imports."""
-    import tempfile
+def create_hooks_router(
+    get_service: Callable[[], HookService], secret: Callable[[], str | None]
+) -> Any:
+    """`POST /api/hooks/{event}?client=claude-code|codex`: a hook's stdin as it came from the
+    CLI, answered with what the hook prints (`{}` for nothing).
 
-    root = logging.getLogger()
-    for previous in list(root.handlers):
-        root.removeHandler(previous)
-    logging.raiseExceptions = False
-    logging.lastResort = None
-    handler: logging.Handler = logging.NullHandler()
-    for path in (
-        home / "logs" / "hooks.log",
-        Path(tempfile.gettempdir()) / "claude-memory-hooks.log",
-    ):
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
-                if path.stat().st_size > LOG_BYTES:
-                    os.replace(path, path.with_name(path.name + ".1"))
-            handler = logging.FileHandler(path, encoding="utf-8")
-            break
-        except OSError:
-            continue
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
-    )
-    from memory.notes.capture import RedactingFilter  # every hook event but the lightest loads it
-
-    handler.addFilter(RedactingFilter())  # messages and tracebacks sanitized before writing
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-
-
-@dataclass(frozen=True, slots=True)
-class HookArgs:
-    event: str
-    home: str | None = None
-    client: str = "claude-code"
-
-
-def parse_args(argv: Sequence[str]) -> HookArgs | None:
-    """`[--home DIR] [hook] <event> [--client claude-code|codex]` (no argparse: it prints
-    usage to stderr and exits on errors; a hook must do neither)."""
-    event: str | None = None
-    home: str | None = None
-    client = "claude-code"
-    items = list(argv)
-    i = 0
-    while i < len(items):
-        item = items[i]
-        if item in ("--home", "--client") and i + 1 < len(items):
-            if item == "--home":
-                home = items[i + 1]
-            else:
-                client = items[i + 1]
-            i += 2
-            continue
-        if item.startswith("--home="):
-            home = item.split("=", 1)[1]
-        elif item.startswith("--client="):
-            client = item.split("=", 1)[1]
-        elif item == "hook" and event is None:
-            pass
-        elif not item.startswith("-") and event is None:
-            event = item
-        i += 1
-    if event is None or client not in ("claude-code", "codex"):
-        return None
-    return HookArgs(event, home, client)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`claude-memory [--home DIR] hook <event> [--client codex]`: always exits 0."""
-    started = time.monotonic()
-    args = parse_args(list(sys.argv[1:] if argv is None else argv))
-    if args is None:
-        return 0
-    environ = dict(os.environ)
-    settings = HookSettings.from_env(args.event, environ, home=args.home, client=args.client)
-    with contextlib.suppress(Exception):  # logging is a nicety; the hook must not fail
-        _setup_logging(settings.home)
-    # Only this process's final write reaches the real stdout: anything a library prints
-    # (Python or C) while we work goes to /dev/null.
-    try:
-        real_stdout = os.dup(1)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.close(devnull)
-    except OSError:
-        return 0
-    result: list[str] = []
-    deadline = started + settings.budget
-
-    def work() -> None:
-        try:
-            raw = sys.stdin.buffer.read(MAX_STDIN)
-            result.append(run_hook(args.event, raw, settings, deadline=deadline))
-        except BaseException:
-            log.exception("hook %s failed; no output (fail open)", args.event)
-
-    worker = threading.Thread(target=work, name="hook", daemon=True)
-    worker.start()
-    worker.join(max(deadline - time.monotonic(), 0.0))
-    if worker.is_alive():
-        log.warning(
-            "hook %s overran its %.1f s budget; exiting with no output", args.event, settings.budget
-        )
-        logging.shutdown()
-        os._exit(0)  # the worker may be stuck on a lock; SQLite and atomic writes stay intact
-    output = result[0] if result else ""
-    if output:
-        data = output.encode("ascii")
-        while data:
-            written = os.write(real_stdout, data)
-            data = data[written:]
-    log.info(
-        "hook %s done in %.0f ms%s",
-        args.event,
-        (time.monotonic() - started) * 1000,
-        " (context injected)" if output else "",
-    )
-    logging.shutdown()
-    return 0
-
-
-# --- the server route -------------------------------------------------------------------------
-
-
-def _same_home(claimed: object, own_home: Path) -> bool:
-    return isinstance(claimed, str) and Path(os.path.realpath(claimed)) == own_home
-
-
-def create_hooks_router(get_service: Callable[[], HookService], home: Path) -> Any:
-    """`POST /api/hooks/{event}` for `claude-memory hook` when the server runs (loopback).
-
-    The body is `{"home": ..., "request": HookRequest.to_dict()}`; a hook whose memory home
-    is not this server's gets 409 and does the work itself."""
+    Only a caller holding this instance's secret (`<home>/run/serve`, header
+    `X-Claude-Memory-Secret`) is served; anyone else gets 403, whether an API token is set or
+    not. A request with `X-Claude-Memory-Nonce` gets `X-Claude-Memory-Proof` on the answer,
+    so the hook knows it was this app that answered (`hook_process.answer_proof`)."""
     import asyncio
 
-    from fastapi import APIRouter, HTTPException
+    from fastapi import APIRouter, Request, Response
 
-    router = APIRouter(prefix="/api/hooks", tags=["hooks"])
-    own_home = Path(os.path.realpath(home))
+    from memory.clients.hook_process import (
+        CLIENTS,
+        CWD_HEADER,
+        NONCE_HEADER,
+        PROOF_HEADER,
+        SECRET_HEADER,
+        answer_proof,
+        valid_secret,
+    )
 
-    @router.post("/{event}", include_in_schema=False)
-    async def hook_event(event: str, body: dict[str, Any]) -> dict[str, Any]:
-        if event not in EVENT_NAMES:
-            raise HTTPException(404, f"unknown hook event {event!r}")
-        if not _same_home(body.get("home"), own_home):
-            raise HTTPException(409, "this server serves another memory home")
+    router = APIRouter()
+
+    def answer(status: int, body: bytes, key: str, nonce: str | None) -> Response:
+        headers = {PROOF_HEADER: answer_proof(key, nonce, status, body)} if nonce else None
+        return Response(body, status, headers=headers, media_type="application/json")
+
+    async def hook_event(request: Request) -> Response:
+        # A plain Starlette endpoint: the raw body and headers, no FastAPI parameter binding.
+        event = str(request.path_params["event"])
+        client = request.query_params.get("client", "claude-code")
+        key = secret()
+        if key is None or not valid_secret(request.headers.get(SECRET_HEADER), key):
+            return Response(
+                b'{"detail":"not this app\'s hook secret"}', 403, media_type="application/json"
+            )
+        nonce = request.headers.get(NONCE_HEADER)
+        if event not in EVENT_NAMES or client not in CLIENTS:
+            return answer(404, b'{"detail":"unknown hook event or client"}', key, nonce)
+        raw = await request.body()
+        if len(raw) > MAX_BODY:
+            return answer(413, b'{"detail":"hook input too large"}', key, nonce)
         try:
-            request = HookRequest.from_dict(body.get("request") or {})
-        except (ValueError, KeyError, TypeError) as exc:
-            raise HTTPException(422, f"bad hook request: {exc}") from None
-        if request.event != event:
-            raise HTTPException(422, "event mismatch")
-        context = await asyncio.to_thread(get_service().handle, request)
-        return {"context": context}
+            cwd = bytes.fromhex(request.headers.get(CWD_HEADER, "")).decode(
+                "utf-8", "surrogateescape"
+            )
+        except ValueError:
+            cwd = ""
+        service = get_service()
+        try:
+            text = await asyncio.to_thread(
+                run_hook,
+                event,
+                raw,
+                service,
+                client=client,
+                cwd=cwd or os.getcwd(),
+                environ=os.environ,
+            )
+        except ValueError as exc:
+            log.info("hook %s: bad input (%s)", event, exc)
+            return answer(422, b'{"detail":"bad hook input"}', key, nonce)
+        except Exception:
+            log.exception("hook %s failed in the app", event)
+            return answer(500, b'{"detail":"hook failed"}', key, nonce)
+        return answer(200, (text or "{}").encode("ascii"), key, nonce)
 
+    router.add_route("/api/hooks/{event}", hook_event, methods=["POST"], include_in_schema=False)
     return router

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from memory.clients.hooks import HookSettings, run_hook
+from memory.clients.hook_process import HookSettings, hook_direct
 from memory.config import MemoryConfig
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
@@ -108,8 +108,9 @@ def hook(mem_home: Path) -> Hook:
         }
         if session_id is not None:
             payload["session_id"] = session_id
-        settings = HookSettings.from_env(event, dict(os.environ))
-        return parse_stdout(run_hook(event, json.dumps(payload), settings))
+        environ = dict(os.environ)
+        settings = HookSettings.from_env(event, environ)
+        return parse_stdout(hook_direct(event, json.dumps(payload).encode(), settings, environ))
 
     return call
 

@@ -202,7 +202,7 @@ def test_library_prints_never_reach_stdout(
 ) -> None:
     """Only the final JSON object may reach fd 1, even if something prints while we work."""
     code = (
-        "import builtins, sys, memory.clients.hooks as h\n"
+        "import builtins, sys, memory.clients.hook_process as h\n"
         "orig = h.run_direct\n"
         "def noisy(*a, **k):\n"
         "    print('stray print'); sys.stdout.flush()\n"

@@ -1,0 +1,649 @@
+"""The hook process: `claude-memory hook <event>`, as Claude Code and Codex run it.
+
+Contract with the CLI (see docs/claude-code.md):
+
+* the hook's JSON payload arrives on stdin;
+* stdout carries exactly one JSON object, `{"hookSpecificOutput": {"hookEventName": ...,
+  "additionalContext": ...}}` (the form the model actually sees), or nothing at all;
+* the exit code is always 0: bad input, a missing or locked home, any error and an overrun of
+  the time budget all end with no output (fail open). Logs go to `<home>/logs/hooks.log`.
+
+Two ways to do the work, both ending in `memory.clients.hooks.HookService.handle`:
+
+* **served**: `claude-memory serve` wrote its address and a per-instance secret into
+  `<home>/run/serve` (`write_run_file`). The hook posts stdin as it came to the app's
+  `/api/hooks/<event>` with the secret and a fresh nonce, and takes the answer only when it
+  carries the proof `answer_proof(secret, nonce, status, body)`, which nobody without the
+  secret can make. Anything else answering on that port (another program, a stale file after a
+  crash, a recorded answer played back) is ignored and the hook works directly.
+* **direct**: no app (or no proof): the hook opens the home itself; search is keywords only.
+
+Import weight matters: every prompt and tool call starts a hook process, so the served path
+imports nothing but `os`, `sys`, `time`, `_socket`, `hmac`, `threading` and the light settings
+reader. No `json`, `socket`, `pathlib`, `logging`, `typing` or `dataclasses` at the top: each
+costs milliseconds on a path that should take ~20. The direct path imports what its event
+needs (`memory.clients.hooks` and, for some events, the store).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from memory.settings_fields import hook_budget, hook_home, hook_server_enabled
+
+TYPE_CHECKING = False  # typing's own flag costs an import on the served path
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+    from pathlib import Path
+    from typing import Any, Final
+
+    from memory.clients.hooks import HookRequest
+
+CLIENTS: Final = ("claude-code", "codex")
+MAX_STDIN: Final = 8_000_000
+LOG_BYTES: Final = 2_000_000
+MAX_ANSWER: Final = 4_000_000
+
+RUN_FILE: Final = ("run", "serve")
+"""`<home>/run/serve`: where a running app says where it listens and what its secret is."""
+SECRET_HEADER: Final = "X-Claude-Memory-Secret"
+NONCE_HEADER: Final = "X-Claude-Memory-Nonce"
+PROOF_HEADER: Final = "X-Claude-Memory-Proof"
+CWD_HEADER: Final = "X-Claude-Memory-Cwd"
+"""The hook's own folder (hex of its UTF-8 bytes), for a payload without `cwd`."""
+_PROOF_LABEL: Final = b"claude-memory hook answer v1\n"
+
+
+# --- the run file: written by `serve`, read by every hook ---------------------------------------
+
+
+class AppAddress:
+    """What `<home>/run/serve` says: where the app listens, its process, and its secret."""
+
+    __slots__ = ("host", "instance", "pid", "port", "secret")
+
+    def __init__(self, host: str, port: int, pid: int, instance: str, secret: str) -> None:
+        self.host = host
+        self.port = port
+        self.pid = pid
+        self.instance = instance
+        self.secret = secret
+
+    def render(self) -> str:
+        # key=value lines, not JSON: the hook reads this on every call, and `json` costs an
+        # import of `re` there.
+        return (
+            f"host={self.host}\nport={self.port}\npid={self.pid}\n"
+            f"instance={self.instance}\nsecret={self.secret}\n"
+        )
+
+    @classmethod
+    def parse(cls, text: str) -> AppAddress | None:
+        values = dict(line.partition("=")[::2] for line in text.splitlines() if "=" in line)
+        try:
+            address = cls(
+                values["host"],
+                int(values["port"]),
+                int(values["pid"]),
+                values["instance"],
+                values["secret"],
+            )
+        except (KeyError, ValueError):
+            return None
+        if not (address.host and address.secret and 0 < address.port < 65536):
+            return None
+        return address
+
+
+def run_file(home: str | os.PathLike[str]) -> str:
+    return os.path.join(os.fspath(home), *RUN_FILE)
+
+
+def read_run_file(home: str | os.PathLike[str]) -> AppAddress | None:
+    """The running app's address, or None (no file, unreadable, malformed)."""
+    try:
+        with open(run_file(home), encoding="utf-8") as handle:
+            return AppAddress.parse(handle.read(4096))
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def connect_host(bind_host: str) -> str:
+    """Where a hook on this machine reaches an app bound to `bind_host`."""
+    if bind_host in ("", "0.0.0.0", "localhost"):
+        return "127.0.0.1"
+    if bind_host == "::":
+        return "::1"
+    return bind_host
+
+
+def write_run_file(home: Path, bind_host: str, port: int) -> AppAddress:
+    """Announce this app to the hooks of `home`: a fresh instance id and secret, written
+    atomically and readable by the user only (0600 in a 0700 folder)."""
+    import secrets
+
+    from memory.notes.files import atomic_write
+
+    folder = home / RUN_FILE[0]
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    address = AppAddress(
+        connect_host(bind_host), port, os.getpid(), secrets.token_hex(8), secrets.token_hex(32)
+    )
+    path = folder / RUN_FILE[1]
+    old_umask = os.umask(0o077)  # the temp file is born private, not narrowed after
+    try:
+        atomic_write(path, address.render())
+    finally:
+        os.umask(old_umask)
+    path.chmod(0o600)
+    return address
+
+
+def remove_run_file(home: Path, instance: str) -> None:
+    """At a clean shutdown: remove the run file if it still names this instance (another
+    `serve` on the same home may have replaced it since)."""
+    import contextlib
+
+    current = read_run_file(home)
+    if current is not None and current.instance == instance:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(run_file(home))
+
+
+def answer_proof(secret: str, nonce: str, status: int, body: bytes) -> str:
+    """What only the holder of `secret` can attach to its answer to the request `nonce`: a
+    recorded answer does not fit a new nonce, and a changed status or body does not fit."""
+    import hmac
+
+    message = _PROOF_LABEL + f"{status}\n{nonce}\n".encode("ascii", "replace") + body
+    return hmac.new(secret.encode("ascii", "replace"), message, "sha256").hexdigest()
+
+
+def valid_secret(given: str | None, secret: str | None) -> bool:
+    import hmac
+
+    if not given or not secret:
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "replace"), secret.encode("utf-8"))
+
+
+# --- asking the app ---------------------------------------------------------------------------
+
+
+class Served:
+    """The app did the work; `body` is what goes to stdout (`{}`: nothing)."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+
+class NoApp:
+    """Nobody who proves to be our app answered: the hook works directly."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class AppFailed:
+    """Our app took the request and failed (it may have applied it): nothing is redone, so an
+    event is never recorded twice."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+AppOutcome = Served | NoApp | AppFailed
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process holds that pid now
+        return False
+    except OSError:
+        return False
+    return True
+
+
+def ask_app(
+    address: AppAddress,
+    event: str,
+    client: str,
+    raw: bytes,
+    cwd: str,
+    timeout: float,
+) -> AppOutcome:
+    """Post the hook's stdin to the app of `address`; plain HTTP/1.1 over `_socket` (the
+    `socket`, `http.client` and `urllib` modules cost 5-20 ms of imports here)."""
+    import _socket
+
+    if not pid_alive(address.pid):
+        return NoApp(f"stale run file (process {address.pid} is gone)")
+    nonce = os.urandom(16).hex()
+    head = (
+        f"POST /api/hooks/{event}?client={client} HTTP/1.1\r\n"
+        f"Host: {address.host}:{address.port}\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(raw)}\r\n"
+        f"{SECRET_HEADER}: {address.secret}\r\n"
+        f"{NONCE_HEADER}: {nonce}\r\n"
+        f"{CWD_HEADER}: {cwd.encode('utf-8', 'surrogateescape').hex()}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    try:
+        family, kind, proto, _, sockaddr = _socket.getaddrinfo(
+            address.host, address.port, 0, _socket.SOCK_STREAM
+        )[0]
+        sock = _socket.socket(family, kind, proto)
+    except OSError as exc:
+        return NoApp(f"address {address.host}: {exc}")
+    chunks: list[bytes] = []
+    try:
+        sock.settimeout(min(timeout, 0.5))
+        try:
+            sock.connect(sockaddr)
+        except OSError as exc:
+            return NoApp(f"connect: {exc}")
+        sock.settimeout(max(timeout, 0.1))
+        try:
+            sock.sendall(head.encode("latin-1") + raw)
+            size = 0
+            while size <= MAX_ANSWER:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        except OSError as exc:
+            # Something that is alive under the app's pid took the request and did not answer
+            # in time: it may be our app, busy, and may have applied it.
+            return AppFailed(f"request: {exc}")
+    finally:
+        sock.close()
+    return read_answer(b"".join(chunks), address.secret, nonce)
+
+
+def read_answer(raw: bytes, secret: str, nonce: str) -> AppOutcome:
+    """Our app's answer carries the proof for this nonce; anything else is not our app."""
+    header, sep, body = raw.partition(b"\r\n\r\n")
+    lines = header.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2) if sep else []
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        return NoApp("not an HTTP answer")
+    status = int(parts[1])
+    headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:])}
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = _dechunk(body)
+    length = headers.get("content-length", "")
+    if length.isdigit() and len(body) > int(length):
+        body = body[: int(length)]
+    import hmac
+
+    proof = headers.get(PROOF_HEADER.lower(), "")
+    if not hmac.compare_digest(proof.encode("latin-1"), _proof(secret, nonce, status, body)):
+        return NoApp(f"HTTP {status} without our app's proof: another program answers there")
+    if status != 200:
+        return AppFailed(f"HTTP {status}")
+    return Served(body)
+
+
+def _proof(secret: str, nonce: str, status: int, body: bytes) -> bytes:
+    return answer_proof(secret, nonce, status, body).encode("ascii")
+
+
+def _dechunk(data: bytes) -> bytes:
+    out = bytearray()
+    while data:
+        size_line, _, rest = data.partition(b"\r\n")
+        try:
+            size = int(size_line.split(b";")[0] or b"0", 16)
+        except ValueError:
+            break
+        if size == 0:
+            break
+        out += rest[:size]
+        data = rest[size + 2 :]
+    return bytes(out)
+
+
+# --- direct mode --------------------------------------------------------------------------------
+
+
+class HookSettings:
+    """What the direct path reads from the environment (memory/settings_fields.py)."""
+
+    __slots__ = ("budget", "client", "context_tokens", "database_url", "dedup_threshold", "home")
+
+    def __init__(
+        self,
+        home: Path,
+        *,
+        budget: float = 5.0,
+        context_tokens: int = 1500,
+        dedup_threshold: float | None = None,
+        database_url: str | None = None,
+        client: str = "claude-code",
+    ) -> None:
+        self.home = home
+        self.budget = budget
+        self.context_tokens = context_tokens
+        self.dedup_threshold = dedup_threshold
+        self.database_url = database_url
+        self.client = client
+
+    @classmethod
+    def from_env(
+        cls,
+        event: str,
+        environ: Mapping[str, str],
+        *,
+        home: str | None = None,
+        client: str = "claude-code",
+    ) -> HookSettings:
+        from memory.settings_fields import hook_values
+
+        values = hook_values(event, environ, home=home)
+        return cls(
+            values["home"],
+            budget=values["budget"],
+            context_tokens=values["context_tokens"],
+            dedup_threshold=values["dedup_threshold"],
+            database_url=values["database_url"],
+            client=client,
+        )
+
+
+def run_direct(settings: HookSettings, request: HookRequest) -> str:
+    """Do the work in this process: on the files and the index in the home, or on the
+    shared database when CLAUDE_MEMORY_DATABASE_URL is set (one small pool for both).
+    Returns the context to inject."""
+    from memory.clients.hooks import HookService
+    from memory.opening import open_database, open_state
+
+    database = open_database(settings.database_url) if settings.database_url else None
+    state = open_state(settings.home / "state.db", database=database)
+    opened: list[Any] = []
+
+    def open_store() -> Any:
+        from memory.config import MemoryConfig
+        from memory.opening import open_memory
+
+        overrides: dict[str, object] = {}
+        if settings.dedup_threshold is not None:
+            overrides["dedup_threshold"] = settings.dedup_threshold
+        # Prompts use the index as it is (the files of returned notes are still checked): a
+        # full scan costs ~0.15 s at 10k notes. Session start and end pick up hand edits.
+        store = open_memory(
+            MemoryConfig.for_home(settings.home, **overrides),
+            database=database,
+            sync=request.event != "user-prompt-submit",
+        )
+        opened.append(store)
+        return store
+
+    try:
+        service = HookService(state, open_store, budget_tokens=settings.context_tokens)
+        return service.handle(request)
+    finally:
+        for store in opened:
+            from memory.sqlite.store import MemoryStore  # only once a store was opened
+
+            if isinstance(store, MemoryStore):
+                # `MemoryStore.close` rewrites `_index.json` in any new process (0.4 s at
+                # 10k notes) even when nothing changed; the store rewrote it after our saves.
+                store.flush_access_counts()
+                store.index.close()
+            else:
+                store.close()
+        state.close()
+        if database is not None:
+            database.close()
+
+
+def hook_direct(event: str, raw: bytes, settings: HookSettings, environ: Mapping[str, str]) -> str:
+    """Direct mode from stdin to stdout text. Raises on bad input."""
+    from memory.clients.hooks import build_request, hook_output, parse_payload
+
+    request = build_request(event, parse_payload(raw), settings.client, os.getcwd(), environ)
+    return hook_output(event, run_direct(settings, request))
+
+
+# --- the process --------------------------------------------------------------------------------
+
+
+class HookArgs:
+    __slots__ = ("client", "event", "home")
+
+    def __init__(self, event: str, home: str | None = None, client: str = "claude-code") -> None:
+        self.event = event
+        self.home = home
+        self.client = client
+
+
+def parse_args(argv: Sequence[str]) -> HookArgs | None:
+    """`[--home DIR] [hook] <event> [--client claude-code|codex]` (no argparse: it prints
+    usage to stderr and exits on errors; a hook must do neither, and it costs an import)."""
+    event: str | None = None
+    home: str | None = None
+    client = "claude-code"
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if item in ("--home", "--client") and i + 1 < len(items):
+            if item == "--home":
+                home = items[i + 1]
+            else:
+                client = items[i + 1]
+            i += 2
+            continue
+        if item.startswith("--home="):
+            home = item.split("=", 1)[1]
+        elif item.startswith("--client="):
+            client = item.split("=", 1)[1]
+        elif item == "hook" and event is None:
+            pass
+        elif not item.startswith("-") and event is None:
+            event = item
+        i += 1
+    if event is None or client not in CLIENTS:
+        return None
+    return HookArgs(event, home, client)
+
+
+def append_log(home: str, level: str, message: str) -> None:
+    """One line in `<home>/logs/hooks.log` without the logging package (the served path's
+    only line; it carries no user text, so it needs no redaction)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    line = f"{stamp},000 {os.getpid()} {level} memory.clients.hook_process: {message}\n"
+    try:
+        fd = os.open(
+            os.path.join(home, "logs", "hooks.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600
+        )
+    except OSError:
+        return
+    try:
+        os.write(fd, line.encode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+
+
+def setup_logging(home: Path) -> None:
+    """Everything to `<home>/logs/hooks.log` (one old generation kept at 2 MB); nothing ever
+    to stdout or stderr. A plain FileHandler: `logging.handlers` costs ~10 ms of imports."""
+    import contextlib
+    import logging
+    import tempfile
+    from pathlib import Path
+
+    root = logging.getLogger()
+    for previous in list(root.handlers):
+        root.removeHandler(previous)
+    logging.raiseExceptions = False
+    logging.lastResort = None
+    handler: logging.Handler = logging.NullHandler()
+    for path in (
+        home / "logs" / "hooks.log",
+        Path(tempfile.gettempdir()) / "claude-memory-hooks.log",
+    ):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_size > LOG_BYTES:
+                    os.replace(path, path.with_name(path.name + ".1"))
+            handler = logging.FileHandler(path, encoding="utf-8")
+            break
+        except OSError:
+            continue
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    )
+    from memory.notes.capture import RedactingFilter  # every direct event but the lightest
+
+    handler.addFilter(RedactingFilter())  # messages and tracebacks sanitized before writing
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+SEARCH_EVENTS: Final = frozenset({"session-start", "user-prompt-submit"})
+
+
+def run_hook(
+    args: HookArgs,
+    raw: bytes,
+    environ: Mapping[str, str],
+    *,
+    deadline: float,
+    use_app: bool = True,
+) -> bytes:
+    """Everything one hook call does; returns what goes to stdout. Raises on bad input."""
+    home = hook_home(args.home, environ)
+    reason = "CLAUDE_MEMORY_HOOK_SERVER is off"
+    if use_app:
+        address = read_run_file(home)
+        if address is None:
+            reason = "no app running (no run file)"
+        else:
+            remaining = max(min(deadline - time.monotonic() - 0.3, 3.0), 0.2)
+            outcome = ask_app(address, args.event, args.client, raw, os.getcwd(), remaining)
+            if isinstance(outcome, Served):
+                append_log(home, "INFO", f"{args.event} handled by the app")
+                return b"" if outcome.body.strip() in (b"", b"{}") else outcome.body
+            if isinstance(outcome, AppFailed):
+                append_log(home, "WARNING", f"{args.event}: the app failed ({outcome.reason})")
+                return b""
+            reason = outcome.reason
+    import contextlib
+    import logging
+    from pathlib import Path
+
+    from storage.private import private_process, tighten_home
+
+    private_process()  # what this process creates in the home is the user's only
+    tighten_home(Path(home))
+    settings = HookSettings.from_env(args.event, environ, home=args.home, client=args.client)
+    with contextlib.suppress(Exception):  # logging is a nicety; the hook must not fail
+        setup_logging(Path(home))
+    log = logging.getLogger("memory.clients.hook_process")
+    if args.event in SEARCH_EVENTS:
+        log.info("%s: working directly, search: keywords only (%s)", args.event, reason)
+    else:
+        log.info("%s: working directly (%s)", args.event, reason)
+    return hook_direct(args.event, raw, settings, environ).encode("ascii")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`claude-memory [--home DIR] hook <event> [--client codex]`: always exits 0."""
+    started = time.monotonic()
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args is None:
+        return 0
+    environ = os.environ
+    home = hook_home(args.home, environ)
+    budget = hook_budget(args.event, environ)
+    deadline = started + budget
+    # Only this process's final write reaches the real stdout: anything a library prints
+    # (Python or C) while we work goes to /dev/null.
+    try:
+        real_stdout = os.dup(1)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        return 0
+    import threading
+
+    result: list[bytes] = []
+
+    def work() -> None:
+        try:
+            raw = sys.stdin.buffer.read(MAX_STDIN)
+            use_app = hook_server_enabled(environ)
+            result.append(run_hook(args, raw, environ, deadline=deadline, use_app=use_app))
+        except BaseException:
+            import logging
+
+            logging.getLogger("memory.clients.hook_process").exception(
+                "hook %s failed; no output (fail open)", args.event
+            )
+
+    worker = threading.Thread(target=work, name="hook", daemon=True)
+    worker.start()
+    worker.join(max(deadline - time.monotonic(), 0.0))
+    if worker.is_alive():
+        append_log(
+            home,
+            "WARNING",
+            f"hook {args.event} overran its {budget:.1f} s budget; exiting with no output",
+        )
+        _flush_logging()
+        os._exit(0)  # the worker may be stuck on a lock; SQLite and atomic writes stay intact
+    output = result[0] if result else b""
+    data = output
+    while data:
+        written = os.write(real_stdout, data)
+        data = data[written:]
+    append_log(
+        home,
+        "INFO",
+        f"hook {args.event} done in {(time.monotonic() - started) * 1000:.0f} ms"
+        + (" (context injected)" if output else ""),
+    )
+    _flush_logging()
+    return 0
+
+
+def _flush_logging() -> None:
+    if "logging" in sys.modules:
+        import logging
+
+        logging.shutdown()
+
+
+def _announce(home: Path, bind_host: str, port: int) -> Iterator[AppAddress]:
+    address = write_run_file(home, bind_host, port)
+    try:
+        yield address
+    finally:
+        remove_run_file(home, address.instance)
+
+
+def announce_app(home: Path, bind_host: str, port: int) -> Any:
+    """`with announce_app(home, host, port) as address:` the app's run file exists while it
+    serves, and is removed at a clean shutdown."""
+    import contextlib
+
+    return contextlib.contextmanager(_announce)(home, bind_host, port)
