@@ -17,20 +17,31 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from errors import InvalidInputError, NotFoundError
 from memory import _text
 from memory.config import MemoryConfig
 from memory.encoders.models import Encoder, EncoderUnavailableError
-from memory.model import TYPE_PROFILES, Note, NoteDraft, SaveResult, SearchHit, SortKey
+from memory.model import (
+    TYPE_PROFILES,
+    Note,
+    NoteDraft,
+    SaveResult,
+    SearchHit,
+    SortKey,
+    normalize_sort,
+    parse_datetime,
+    utcnow,
+)
 from memory.notes.capture import sanitize
 from memory.notes.files import note_from_draft, render_note
 from memory.search.filters import Filters
-from memory.search.fusion import FusionWeights, SearchMode, SearchOutcome
+from memory.search.fusion import DEFAULT_WEIGHTS, FusionWeights, SearchMode, SearchOutcome
 from memory.search.plan import QueryVectors, SearchPlan, plan_search
 from memory.search.ranking import (
     check_limit,
+    check_offset,
     check_updatable,
     clean_changes,
     rank_rows,
@@ -215,6 +226,31 @@ def changed(
     return changes
 
 
+def note_from_row(
+    row: Any, *, tags: Iterable[str], access_count: int, extra: dict[str, Any] | None = None
+) -> Note:
+    """A note from a backend's row (dates as ISO text or timestamps)."""
+    return Note(
+        id=row["id"],
+        title=row["title"],
+        type=row["type"],
+        scope=row["scope"],
+        tags=tuple(tags),
+        created=parse_datetime(row["created"]) or utcnow(),
+        updated=parse_datetime(row["updated"]) or utcnow(),
+        summary=row["summary"],
+        importance=float(row["importance"]),
+        status=row["status"],
+        superseded_by=row["superseded_by"],
+        expires_at=parse_datetime(row["expires_at"]),
+        source=row["source"],
+        access_count=access_count,
+        body=row["body"],
+        path=row["path"],
+        extra=extra or {},
+    )
+
+
 # --- the store -------------------------------------------------------------------------------
 
 
@@ -289,19 +325,40 @@ class StoreCore:
         """(where the notes are, what the index is)."""
         raise NotImplementedError
 
+    def _list(
+        self, filters: Filters, sort: SortKey, limit: int, offset: int
+    ) -> builtins.list[Note]:
+        raise NotImplementedError
+
+    def _count(self, filters: Filters) -> int:
+        raise NotImplementedError
+
     def get(self, note_id: str) -> Note:
         raise NotImplementedError
 
-    def count(
-        self,
-        type: str | None = None,
-        scope: str | None = None,
-        tag: str | None = None,
-        status: str | None = None,
-    ) -> int:
+    def close(self) -> None:
         raise NotImplementedError
 
     # --- shared ------------------------------------------------------------------------------
+
+    def _init_core(
+        self,
+        config: MemoryConfig,
+        clock: Callable[[], datetime] | None,
+        encoder: Encoder | None,
+    ) -> None:
+        self.config = config
+        self._clock = clock or utcnow
+        # semantic search (docs/retrieval.md): optional; keyword search never needs it
+        self.encoder = encoder
+        self.fusion = DEFAULT_WEIGHTS
+        self._query_vectors = QueryVectors()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _now(self) -> datetime:
         return self._clock().astimezone(UTC).replace(microsecond=0)
@@ -316,6 +373,32 @@ class StoreCore:
         return self._update(
             note_id, clean_changes(changes, max_note_bytes=self.config.max_note_bytes)
         )
+
+    def list(
+        self,
+        type: str | None = None,
+        scope: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        sort: str = "updated",
+    ) -> builtins.list[Note]:
+        """Notes filtered and sorted; all statuses unless `status` is given (on SQLite the
+        body is the indexed text: `get` reads a note's file)."""
+        self._before_read()
+        filters = Filters.of(type, scope, tag, status)
+        return self._list(filters, normalize_sort(sort), check_limit(limit), check_offset(offset))
+
+    def count(
+        self,
+        type: str | None = None,
+        scope: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+    ) -> int:
+        self._check_open()
+        return self._count(Filters.of(type, scope, tag, status))
 
     def supersede(self, old_id: str, new_id: str) -> Note:
         """Mark `old_id` superseded by `new_id` (both must exist)."""

@@ -45,15 +45,14 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final
 
 import psycopg
 from psycopg import sql
 
 from errors import ClaudeMemoryError, ConfigurationError, InvalidInputError, NotFoundError
-from memory import _text
+from memory import _text, core
 from memory.config import MemoryConfig
-from memory.core import Counts, Embedded, StoreCore, changed, draft_note, embed_note, save_locked
 from memory.encoders.models import Encoder
 from memory.model import (
     Note,
@@ -62,8 +61,6 @@ from memory.model import (
     SearchHit,
     SortKey,
     SyncReport,
-    normalize_sort,
-    utcnow,
 )
 from memory.notes.files import (
     NOTE_SUFFIX,
@@ -74,7 +71,6 @@ from memory.notes.files import (
 )
 from memory.search import engine, fts5
 from memory.search.filters import Filters
-from memory.search.fusion import DEFAULT_WEIGHTS, FusionWeights
 from memory.search.keyword import (
     HAYSTACK_CHARS,
     Candidate,
@@ -82,11 +78,7 @@ from memory.search.keyword import (
     Term,
     segment,
 )
-from memory.search.plan import QueryVector, QueryVectors, SearchPlan
-from memory.search.ranking import (
-    check_limit,
-    check_offset,
-)
+from memory.search.plan import QueryVector, SearchPlan
 from memory.search.vectors import PendingNote, VectorStats, chunk_note, doc_key
 from storage.postgres import Connection, PostgresDatabase
 
@@ -409,24 +401,9 @@ def _utc(moment: datetime | None) -> datetime | None:
 
 def _note(row: dict[str, Any]) -> Note:
     extra = row["extra"]
-    return Note(
-        id=row["id"],
-        title=row["title"],
-        type=row["type"],
-        scope=row["scope"],
-        tags=tuple(row["tags"]),
-        created=_utc(row["created"]) or utcnow(),
-        updated=_utc(row["updated"]) or utcnow(),
-        summary=row["summary"],
-        importance=float(row["importance"]),
-        status=row["status"],
-        superseded_by=row["superseded_by"],
-        expires_at=_utc(row["expires_at"]),
-        source=row["source"],
-        access_count=int(row["access_count"]),
-        body=row["body"],
-        path=row["path"],
-        extra=dict(extra) if isinstance(extra, dict) else {},
+    extra = dict(extra) if isinstance(extra, dict) else {}
+    return core.note_from_row(
+        row, tags=row["tags"], access_count=int(row["access_count"]), extra=extra
     )
 
 
@@ -813,7 +790,7 @@ class _CorpusCounts:
         return self._get(conn, tsquery, sql, (_pg_text(tsquery),))[0]
 
 
-class PostgresMemoryStore(StoreCore):
+class PostgresMemoryStore(core.StoreCore):
     """The memory in PostgreSQL. Open with `PostgresMemoryStore.open(db, config)`; the
     database (its pools) belongs to the caller, who closes it after the store."""
 
@@ -827,13 +804,9 @@ class PostgresMemoryStore(StoreCore):
         clock: Callable[[], datetime] | None = None,
         encoder: Encoder | None = None,
     ) -> None:
-        self.config = config
+        self._init_core(config, clock, encoder)
         self._db = db
-        self._clock = clock or utcnow
-        self.encoder = encoder
         self.vectors = PostgresNoteVectors(db, max_chars=config.max_indexed_chars)
-        self.fusion: FusionWeights = DEFAULT_WEIGHTS
-        self._query_vectors = QueryVectors()
         self._closed = False
         self._corpus = _CorpusCounts()
         self._on_close: builtins.list[Callable[[], None]] = []
@@ -886,12 +859,6 @@ class PostgresMemoryStore(StoreCore):
         self._query_vectors.close()
         while self._on_close:
             self._on_close.pop()()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -968,11 +935,11 @@ class PostgresMemoryStore(StoreCore):
         first."""
         self._check_open()
         now = self._now()
-        note, _ = draft_note(draft, now, self.config.max_note_bytes, _storable)
+        note, _ = core.draft_note(draft, now, self.config.max_note_bytes, _storable)
         wanted = safe_relpath(draft.path) if draft.path else None
         derived = _derive(note, self.config.max_indexed_chars)  # outside the lock: rjieba
         grams = _text.shingles(note.body)
-        embedded = embed_note(self.encoder, note, derived.doc_key)  # an encoder takes ms
+        embedded = core.embed_note(self.encoder, note, derived.doc_key)  # an encoder takes ms
         if embedded is not None:
             self.vectors.ensure_model(embedded.model, int(embedded.vectors.shape[1]))
         with self._tx() as conn:
@@ -982,7 +949,7 @@ class PostgresMemoryStore(StoreCore):
                 "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
                 (LOCK_CLASS_MEMORY_SAVE, note.scope),
             )
-            result = save_locked(
+            result = core.save_locked(
                 _SaveQueries(self, conn, derived, wanted, note.scope, now),
                 draft,
                 note,
@@ -1035,7 +1002,7 @@ class PostgresMemoryStore(StoreCore):
             if row is None:
                 raise NotFoundError("note", note_id)
             old = _note(row)
-            changes = changed(old, {**clean, "updated": self._now()}, old.path, extra=extra)
+            changes = core.changed(old, {**clean, "updated": self._now()}, old.path, extra=extra)
             note = _storable(replace(old, **changes))
             values = _values(note, _derive(note, self.config.max_indexed_chars))
             assignments = ", ".join(f"{c} = %({c})s" for c in _WRITE_COLS if c != "id")
@@ -1111,36 +1078,20 @@ class PostgresMemoryStore(StoreCore):
 
     # --- reads -------------------------------------------------------------------------------
 
-    def list(
-        self,
-        type: str | None = None,
-        scope: str | None = None,
-        tag: str | None = None,
-        status: str | None = None,
-        limit: int = 50,
-        offset: int = 0,
-        sort: str = "updated",
+    def _list(
+        self, filters: Filters, sort: SortKey, limit: int, offset: int
     ) -> builtins.list[Note]:
-        """Notes filtered and sorted; all statuses unless `status` is given."""
-        filters = Filters.of(type, scope, tag, status)
-        order = _ORDER[normalize_sort(sort)]
         where, params = _where(filters)
         with self._conn() as conn:
             rows = conn.execute(
                 f"SELECT {_NOTE_COLS} FROM memory_notes n WHERE {where}"
-                f" ORDER BY {order} LIMIT %s OFFSET %s",
-                (*params, check_limit(limit), check_offset(offset)),
+                f" ORDER BY {_ORDER[sort]} LIMIT %s OFFSET %s",
+                (*params, limit, offset),
             ).fetchall()
         return [_note(r) for r in rows]
 
-    def count(
-        self,
-        type: str | None = None,
-        scope: str | None = None,
-        tag: str | None = None,
-        status: str | None = None,
-    ) -> int:
-        where, params = _where(Filters.of(type, scope, tag, status))
+    def _count(self, filters: Filters) -> int:
+        where, params = _where(filters)
         with self._conn() as conn:
             row = conn.execute(
                 f"SELECT count(*) AS n FROM memory_notes n WHERE {where}", params
@@ -1167,7 +1118,7 @@ class PostgresMemoryStore(StoreCore):
             ).fetchall()
         return [(_rank_row(r), _note(r)) for r in rows]
 
-    def _counts(self, now: datetime) -> Counts:
+    def _counts(self, now: datetime) -> core.Counts:
         with self._conn() as conn:
 
             def grouped(column: str) -> dict[str, int]:
@@ -1185,7 +1136,7 @@ class PostgresMemoryStore(StoreCore):
             assert row is not None
             # access counts are written by the search itself, and notes are rows: nothing
             # pending, nothing to parse
-            return Counts(
+            return core.Counts(
                 total=int(row["total"]),
                 by_type=grouped("type"),
                 by_scope=grouped("scope"),
@@ -1449,7 +1400,7 @@ class _SaveQueries:
         )
         return SaveResult(id=row["id"], deduplicated=True, path=row["path"])
 
-    def insert(self, note: Note, embedded: Embedded | None) -> Note:
+    def insert(self, note: Note, embedded: core.Embedded | None) -> Note:
         placed = self._store._insert(self._conn, note, self._derived, self._wanted)
         if embedded is not None:
             pairs = [(embedded.note, embedded.vectors)]

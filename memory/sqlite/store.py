@@ -25,12 +25,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final, Self
+from typing import Any, Final
 
 from errors import ClaudeMemoryError, InvalidInputError, NotFoundError
-from memory import _text
+from memory import _text, core
 from memory.config import MemoryConfig
-from memory.core import Counts, Embedded, StoreCore, changed, draft_note, embed_note, save_locked
 from memory.encoders.models import Encoder
 from memory.model import (
     Note,
@@ -40,9 +39,6 @@ from memory.model import (
     SortKey,
     SyncIssue,
     SyncReport,
-    normalize_sort,
-    parse_datetime,
-    utcnow,
 )
 from memory.notes.capture import sanitize
 from memory.notes.files import (
@@ -62,12 +58,9 @@ from memory.notes.files import (
 )
 from memory.search import engine
 from memory.search.filters import Filters
-from memory.search.fusion import DEFAULT_WEIGHTS, FusionWeights
 from memory.search.keyword import Candidate, ParsedQuery
-from memory.search.plan import QueryVector, QueryVectors, SearchPlan
+from memory.search.plan import QueryVector, SearchPlan
 from memory.search.ranking import Scored
-from memory.search.ranking import check_limit as _limit
-from memory.search.ranking import check_offset as _offset
 from memory.search.vectors import doc_key
 from memory.sqlite.index import (
     NOTE_COLUMNS,
@@ -103,27 +96,11 @@ JSON_GENERATION: Final = "index_json_generation"
 
 
 def _note_from_row(row: sqlite3.Row) -> Note:
-    return Note(
-        id=row["id"],
-        title=row["title"],
-        type=row["type"],
-        scope=row["scope"],
-        tags=tuple(json.loads(row["tags"])),
-        created=parse_datetime(row["created"]) or utcnow(),
-        updated=parse_datetime(row["updated"]) or utcnow(),
-        summary=row["summary"],
-        importance=float(row["importance"]),
-        status=row["status"],
-        superseded_by=row["superseded_by"],
-        expires_at=parse_datetime(row["expires_at"]),
-        source=row["source"],
-        access_count=int(row["access_count"]) + int(row["access_pending"]),
-        body=row["body"],
-        path=row["path"],
-    )
+    access = int(row["access_count"]) + int(row["access_pending"])
+    return core.note_from_row(row, tags=json.loads(row["tags"]), access_count=access)
 
 
-class MemoryStore(StoreCore):
+class MemoryStore(core.StoreCore):
     """Markdown notes as the truth, a SQLite index for search. Open with `MemoryStore.open`."""
 
     vectors: VectorIndex
@@ -135,9 +112,8 @@ class MemoryStore(StoreCore):
         clock: Callable[[], datetime] | None = None,
         encoder: Encoder | None = None,
     ):
-        self.config = config
+        self._init_core(config, clock, encoder)
         self.root = config.root
-        self._clock = clock or utcnow
         self.index = Index(
             config.index_path,
             busy_timeout_ms=config.busy_timeout_ms,
@@ -155,11 +131,7 @@ class MemoryStore(StoreCore):
         self._access_lock = threading.Lock()
         self._unsaved_access: Counter[int] = Counter()
         self._closed = False
-        # semantic search (docs/retrieval.md): optional; keyword search never needs it
-        self.encoder = encoder
         self.vectors = VectorIndex(self.index)
-        self.fusion: FusionWeights = DEFAULT_WEIGHTS
-        self._query_vectors = QueryVectors()
         # the index's generation -> notes ("") and notes holding each query word
         self._doc_freqs: tuple[int, dict[str, int]] = (-1, {})
 
@@ -237,12 +209,6 @@ class MemoryStore(StoreCore):
             self._closed = True
             self._query_vectors.close()
             self.index.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def abspath(self, relpath: str) -> Path:
         return self.root / relpath
@@ -500,18 +466,18 @@ class MemoryStore(StoreCore):
         (`memory.core.save_locked`). Text is sanitized first (`<private>` spans dropped,
         secrets redacted)."""
         now = self._now()
-        note, text = draft_note(draft, now, self.config.max_note_bytes, None)
+        note, text = core.draft_note(draft, now, self.config.max_note_bytes, None)
         chash = _text.content_hash(note.body)
         grams = _text.shingles(note.body)
         # outside the lock: an encoder takes ms
-        embedded = embed_note(self.encoder, note, doc_key(note.title, note.summary, chash))
+        embedded = core.embed_note(self.encoder, note, doc_key(note.title, note.summary, chash))
         # Write (and fsync) the file before taking the lock: other processes wait less.
         rel = self._place(note, draft.path)
         tmp = write_temp((self.root / rel).parent, text, fsync=self.config.fsync)
         try:
             with self.index.write() as tx:
                 self._flush_unsaved_access(tx)
-                result = save_locked(
+                result = core.save_locked(
                     _SaveQueries(self, tx, draft.path, text, tmp, note.scope, now),
                     draft,
                     note,
@@ -613,7 +579,7 @@ class MemoryStore(StoreCore):
             tags=tuple(sanitize(t) for t in old.tags),
             source=sanitize(old.source) if old.source else None,
         )
-        changes = changed(old, changes, rel, extra=extra)
+        changes = core.changed(old, changes, rel, extra=extra)
         note = replace(
             old,
             id=current["id"] if current is not None else old.id,
@@ -693,33 +659,14 @@ class MemoryStore(StoreCore):
 
     # --- reads -------------------------------------------------------------------------------
 
-    def list(
-        self,
-        type: str | None = None,
-        scope: str | None = None,
-        tag: str | None = None,
-        status: str | None = None,
-        limit: int = 50,
-        offset: int = 0,
-        sort: str = "updated",
-    ) -> list[Note]:
-        """Notes as indexed (body: the indexed text), filtered and sorted; all statuses unless
-        `status` is given. Use `get` for a note's file text."""
-        self._ensure_fresh()
-        filters = Filters.of(type, scope, tag, status)
-        rows = list_rows(
-            self.index.conn(), filters, normalize_sort(sort), _limit(limit), _offset(offset)
-        )
+    def _list(
+        self, filters: Filters, sort: SortKey, limit: int, offset: int
+    ) -> builtins.list[Note]:
+        rows = list_rows(self.index.conn(), filters, sort, limit, offset)
         return [_note_from_row(r) for r in rows]
 
-    def count(
-        self,
-        type: str | None = None,
-        scope: str | None = None,
-        tag: str | None = None,
-        status: str | None = None,
-    ) -> int:
-        return count_rows(self.index.conn(), Filters.of(type, scope, tag, status))
+    def _count(self, filters: Filters) -> int:
+        return count_rows(self.index.conn(), filters)
 
     # --- search (the algorithm: memory.search.engine) ------------------------------------------
 
@@ -793,7 +740,7 @@ class MemoryStore(StoreCore):
         rows = list_rows(self.index.conn(), filters, order, limit, 0)
         return [(r, _note_from_row(r)) for r in rows]
 
-    def _counts(self, now: datetime) -> Counts:
+    def _counts(self, now: datetime) -> core.Counts:
         conn = self.index.conn()
 
         def grouped(column: str) -> dict[str, int]:
@@ -808,7 +755,7 @@ class MemoryStore(StoreCore):
         ).fetchone()[0]
         broken = conn.execute("SELECT count(*) FROM notes WHERE parse_ok = 0").fetchone()[0]
         pending = conn.execute("SELECT coalesce(sum(access_pending), 0) FROM notes").fetchone()[0]
-        return Counts(
+        return core.Counts(
             total=self.index.count(),
             by_type=grouped("type"),
             by_scope=grouped("scope"),
@@ -1066,7 +1013,7 @@ class _SaveQueries:
         note = self._store._rewrite(self._tx, row, {"updated": now}, extra_access=1, lenient=True)
         return SaveResult(id=note.id, deduplicated=True, path=note.path)
 
-    def insert(self, note: Note, embedded: Embedded | None) -> Note:
+    def insert(self, note: Note, embedded: core.Embedded | None) -> Note:
         placed = self._store._publish(self._tx, note, self._wanted, self._text, self._tmp)
         if embedded is not None:
             self._store.vectors.write(
