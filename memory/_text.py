@@ -209,3 +209,59 @@ def is_mostly_chinese(text: str) -> bool:
     cjk = len(HAS_CJK_RE.findall(text))
     latin = len(re.findall(r"[A-Za-z]+", text))
     return cjk > 0 and cjk >= (cjk + latin) / 3
+
+
+# --- near duplicates --------------------------------------------------------------------------
+# Two notes say the same when they differ only in width, case, spaces, punctuation or a
+# particle such as 的 (issue #19: "数据库 用 PostgreSQL。" saved again as "数据库用的PostgreSQL"
+# became a second note). They never say the same when a negation or a number differs:
+# "部署前不跑迁移" and "部署前跑迁移", "port 5432" and "port 5433" stay apart however similar.
+
+_PARTICLES = frozenset("的地得了着过呢吧啊呀嘛")
+_NEGATION_WORDS = frozenset(
+    {"not", "no", "never", "none", "nothing", "without", "cannot", "neither", "nor", "avoid"}
+)
+_NEGATION_CHARS = frozenset("不没别非无未勿莫禁")
+_NUMBER_RE = re.compile(r"\d+(?:[.,:]\d+)*")
+_EN_WORD_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def skeleton(text: str) -> str:
+    """What is left of a text for comparing meaning: NFKC, case-folded, without spaces,
+    punctuation, symbols and Chinese particles."""
+    out = []
+    for char in unicodedata.normalize("NFKC", text).casefold():
+        category = unicodedata.category(char)
+        if category[0] in "PZSC" or char in _PARTICLES:
+            continue
+        out.append(char)
+    return "".join(out)
+
+
+def _polarity(text: str) -> tuple[int, tuple[str, ...]]:
+    """How many negations a text holds, and its numbers in order."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    words = _EN_WORD_RE.findall(folded)
+    negations = sum(1 for w in words if w in _NEGATION_WORDS or w.endswith("n't"))
+    negations += sum(1 for c in folded if c in _NEGATION_CHARS)
+    return negations, tuple(_NUMBER_RE.findall(folded))
+
+
+def meaning_differs(a: str, b: str) -> bool:
+    """Whether two texts differ in a negation or a number (then they are never duplicates)."""
+    return _polarity(a) != _polarity(b)
+
+
+def near_duplicate(a: str, b: str, threshold: float = 0.9) -> bool:
+    """Whether `b` says what `a` says: the same skeleton, or skeletons whose character pairs
+    overlap at least `threshold` (Jaccard), and no negation or number differs."""
+    if meaning_differs(a, b):
+        return False
+    left, right = skeleton(a), skeleton(b)
+    if not left or not right:
+        return False
+    if left == right:
+        return True
+    pairs_a = {left[i : i + 2] for i in range(max(len(left) - 1, 1))}
+    pairs_b = {right[i : i + 2] for i in range(max(len(right) - 1, 1))}
+    return jaccard(pairs_a, pairs_b) >= threshold
