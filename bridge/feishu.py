@@ -119,6 +119,7 @@ INSTANCE_DEAD_SECONDS = 120.0  # an instance silent this long left its turns to 
 OUTBOX_KEEP_SECONDS = 3300.0
 OUTBOX_POLL_SECONDS = 5.0
 OUTBOX_MAX_DELAY_SECONDS = 300.0
+DECIDED_KEPT = 200  # decided approval cards remembered (a late tap reads "already decided")
 RECALLED_KEPT = 1000  # recalled message ids remembered (a recall may come before its message)
 RESTART_NOTICE = (
     "The app restarted while I was answering this message, so the answer was interrupted. "
@@ -244,6 +245,7 @@ class FeishuBridge:
         self._outbox_task: asyncio.Task[None] | None = None
         self._outbox_wake: asyncio.Event | None = None
         self._controls: dict[str, _Control] = {}  # nonce -> the button's control
+        self._decided: OrderedDict[str, _Control] = OrderedDict()  # approvals already decided
         self._reactions: dict[str, asyncio.Task[str | None]] = {}  # message_id -> "Typing"
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -754,7 +756,9 @@ class FeishuBridge:
         """(toast, new card or None) for a tap. Refused unless the value carries one of our
         nonces and the tap comes from that control's chat and card, by someone with the right."""
         nonce = value.get("n") if isinstance(value, dict) else None
-        control = self._controls.get(nonce) if isinstance(nonce, str) else None
+        control = None
+        if isinstance(nonce, str):
+            control = self._controls.get(nonce) or self._decided.get(nonce)
         if (
             control is None
             or control.msg.chat_id != chat_id
@@ -868,7 +872,10 @@ class FeishuBridge:
                 logger.warning("approval card for %s not sent: %s", tool_name, exc.message)
                 return ToolDenied(t("denied_reason_timeout", "en", tool=tool_name))
             finally:
-                self._controls.pop(nonce, None)
+                # Kept a while, so a late tap reads "already decided" rather than "not ours".
+                self._decided[nonce] = self._controls.pop(nonce, control)
+                while len(self._decided) > DECIDED_KEPT:
+                    self._decided.popitem(last=False)
 
         return approve
 

@@ -77,7 +77,7 @@ async def test_a_cardkit_failure_mid_stream_still_delivers_exactly_one_answer(
     fake_feishu.fail_cardkit("content", after=1)  # the second streaming update fails, and all after
     async with feishu_app(streaming(feishu_settings)):
         event = fake_feishu.push_text("tell a story please")
-        answer = await wait_answer(fake_feishu, message_id(event))
+        await wait_answer(fake_feishu, message_id(event))
     replies = fake_feishu.replies_to(message_id(event))
     assert answer_only(replies[-1].text).strip() == STORY
     assert sum(STORY in m.text for m in replies) == 1  # exactly one answer

@@ -1007,6 +1007,7 @@ class FakeFeishu:
         create_time_ms: int | None = None,
         event_type: str = "im.message.receive_v1",
         thread_id: str | None = None,
+        user_agent: str | None = None,
     ) -> dict[str, Any]:
         now_ms = create_time_ms if create_time_ms is not None else int(time.time() * 1000)
         message: dict[str, Any] = {
@@ -1020,6 +1021,10 @@ class FakeFeishu:
         }
         if mentions:
             message["mentions"] = mentions
+        if user_agent:
+            # "接收消息": `message.user_agent` with the im:user_agent:read scope, e.g.
+            # "… Lark/6.7.5 LarkLocale/en_US …" (server-docs/im-v1/message/events/receive).
+            message["user_agent"] = user_agent
         if thread_id:
             # "话题概述": a message in a topic carries its `thread_id` (omt_…); in a topic its
             # root_id/parent_id name the topic's first message

@@ -1,0 +1,239 @@
+"""Card buttons and signals, end to end (real app, real lark clients, real Claude CLI, fake
+model): Stop on a streaming card, approve/deny for "ask" tools, who may tap, forged taps,
+reactions on the user's message, the queue's position and cap."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from settings import Settings
+from tests.bridge.conftest import feishu_app, message_id, wait_answer, wait_reply_text
+from tests.fakes.anthropic_api import FakeMessagesAPI, text, tool
+from tests.fakes.feishu_platform import BotMessage, FakeFeishu
+from tests.helpers import wait_until
+
+pytestmark = pytest.mark.e2e
+
+GROUP = "oc_team"
+ALICE = "ou_alice00000000000000000000000000"  # a member let in through the group
+CAROL = "ou_carol0000000000000000000000000"  # the group's owner in Feishu
+
+
+def streaming(make: Callable[..., Settings], **overrides: Any) -> Settings:
+    values: dict[str, Any] = {"feishu_streaming": True, "feishu_stream_interval_seconds": 0.3}
+    values.update(overrides)
+    return make(**values)
+
+
+def button_value(fake: FakeFeishu, message: BotMessage, element_id: str) -> dict[str, Any]:
+    [button] = [b for b in fake.card_buttons(message.message_id) if b["element_id"] == element_id]
+    value: dict[str, Any] = button["behaviors"][0]["value"]
+    return value
+
+
+async def tap(fake: FakeFeishu, value: Any, *, message: str, **kwargs: Any) -> dict[str, Any]:
+    frame = fake.push_card_action(value, message_id=message, **kwargs)
+    await wait_until(lambda: fake.ack_for(frame) is not None, timeout=10)
+    ack = fake.ack_for(frame)
+    assert ack is not None and ack.code == 200 and ack.delay < 3.0  # Feishu waits 3 s
+    return ack.data or {}
+
+
+async def test_the_stop_button_interrupts_a_long_turn(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("slow job", text("never delivered", delay=30))
+    async with feishu_app(streaming(feishu_settings)):
+        slow = fake_feishu.push_text("slow job")
+        await wait_until(lambda: bool(fake_model.requests_for("slow job")), timeout=30)
+        await wait_until(lambda: bool(fake_feishu.replies_to(message_id(slow))), timeout=10)
+        [card] = fake_feishu.replies_to(message_id(slow))
+        answer = await tap(
+            fake_feishu, button_value(fake_feishu, card, "stop"), message=card.message_id
+        )
+        final = await wait_answer(fake_feishu, message_id(slow), timeout=20)
+    assert answer["toast"]["content"] == "正在停止这个回答。"
+    assert answer["toast"]["i18n"]["en_us"] == "Stopping this answer."
+    assert "card" not in answer  # a streaming card cannot be updated from a callback answer
+    assert "Stopped" in final and "never delivered" not in final
+    [card] = fake_feishu.replies_to(message_id(slow))
+    assert card.content["header"]["title"]["content"] == "Stopped"
+    assert fake_feishu.card_buttons(card.message_id) == []
+
+
+async def test_a_forged_tap_is_refused(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("slow job", text("the real answer", delay=6))
+    async with feishu_app(streaming(feishu_settings)):
+        slow = fake_feishu.push_text("slow job")
+        await wait_until(lambda: bool(fake_feishu.replies_to(message_id(slow))), timeout=30)
+        [card] = fake_feishu.replies_to(message_id(slow))
+        value = button_value(fake_feishu, card, "stop")
+        answers = [
+            await tap(fake_feishu, {"cm": "stop", "n": "guessed"}, message=card.message_id),
+            await tap(fake_feishu, value, message="om_another_card"),
+            await tap(fake_feishu, value, message=card.message_id, chat_id="oc_elsewhere"),
+            await tap(fake_feishu, value, message=card.message_id, operator="ou_stranger"),
+            await tap(fake_feishu, {"unrelated": 1}, message=card.message_id),
+        ]
+        final = await wait_answer(fake_feishu, message_id(slow), timeout=30)
+    assert [a["toast"]["type"] for a in answers] == ["error"] * 5
+    assert all("card" not in a for a in answers)
+    assert final == "the real answer"  # nothing stopped it
+
+
+async def test_an_ask_tool_runs_once_the_owner_approves(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("list files", tool("Bash", {"command": "ls"}), text("Listed them."))
+    settings = streaming(feishu_settings, ask_tools=["Bash"])
+    async with feishu_app(settings):
+        asked = fake_feishu.push_text("list files please")
+        approval = await _approval_card(fake_feishu, message_id(asked))
+        assert approval.content["header"]["title"]["content"] == "需要批准"
+        value = button_value(fake_feishu, approval, "approve_btn")
+        answer = await tap(fake_feishu, value, message=approval.message_id)
+        again = await tap(fake_feishu, value, message=approval.message_id)
+        final = await wait_reply_text(fake_feishu, message_id(asked))
+    assert answer["toast"]["type"] == "success"
+    assert answer["card"]["data"]["header"]["template"] == "green"  # recoloured in place
+    assert approval.content["header"]["template"] == "green"
+    assert fake_feishu.card_buttons(approval.message_id) == []
+    assert again["toast"]["content"] == "已经处理过了。"
+    assert "Listed them." in final and "✅ Bash `ls`" in final
+    [result] = tool_results(fake_model, "list files")
+    assert not result.get("is_error")
+
+
+async def test_an_ask_tool_nobody_approves_is_denied_when_the_time_is_up(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("list files", tool("Bash", {"command": "ls"}), text("Could not list them."))
+    settings = streaming(feishu_settings, ask_tools=["Bash"], feishu_approval_timeout_seconds=1.5)
+    async with feishu_app(settings):
+        asked = fake_feishu.push_text("list files please")
+        approval = await _approval_card(fake_feishu, message_id(asked))
+        final = await wait_reply_text(fake_feishu, message_id(asked), timeout=60)
+        late = await tap(
+            fake_feishu, button_value_from_first(approval), message=approval.message_id
+        )
+    assert approval.content["header"]["template"] == "grey"
+    assert "已超时" in approval.text
+    assert "🚫 Bash `ls` — refused" in final
+    [result] = tool_results(fake_model, "list files")  # the model is told why: no retry
+    assert result.get("is_error") and "nobody gave it in time" in str(result.get("content"))
+    assert late["toast"]["content"] == "已经处理过了。"  # decided: the time ran out
+
+
+def tool_results(fake: FakeMessagesAPI, trigger: str) -> list[dict[str, Any]]:
+    """Tool results the model got back in the turns of `trigger` (this test's only turns)."""
+    assert fake.requests_for(trigger)
+    return [r for req in fake.message_requests() for r in req.tool_results]
+
+
+def button_value_from_first(message: BotMessage) -> dict[str, Any]:
+    elements = message.versions[0]["body"]["elements"]
+    value: dict[str, Any] = next(e for e in elements if e.get("tag") == "button")["behaviors"][0][
+        "value"
+    ]
+    return value
+
+
+async def test_in_a_group_a_members_tap_is_refused_and_the_owners_decides(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("list files", tool("Bash", {"command": "ls"}), text("Listed them."))
+    fake_feishu.set_chat(GROUP, owner=CAROL)
+    settings = streaming(feishu_settings, ask_tools=["Bash"], feishu_allowed_chats=[GROUP])
+    async with feishu_app(settings):
+        event = fake_feishu.group_text_event(
+            "list files please", mention_bot=True, chat_id=GROUP, sender=ALICE
+        )
+        fake_feishu.push_event(event)
+        approval = await _approval_card(fake_feishu, message_id(event))
+        value = button_value(fake_feishu, approval, "approve_btn")
+        refused = await tap(
+            fake_feishu, value, message=approval.message_id, chat_id=GROUP, operator=ALICE
+        )
+        decided = await tap(
+            fake_feishu, value, message=approval.message_id, chat_id=GROUP, operator=CAROL
+        )
+        final = await wait_reply_text(fake_feishu, message_id(event))
+    assert refused["toast"]["type"] == "error" and "card" not in refused
+    assert "owner" in refused["toast"]["content"]
+    assert decided["toast"]["type"] == "success"
+    assert "Listed them." in final
+
+
+async def _approval_card(fake: FakeFeishu, asked: str) -> BotMessage:
+    def find() -> BotMessage | None:
+        return next(
+            (
+                m
+                for m in fake.replies_to(asked)
+                if (m.versions[0].get("header") or {}).get("template") == "orange"
+            ),
+            None,
+        )
+
+    await wait_until(lambda: find() is not None, timeout=60)
+    found = find()
+    assert found is not None
+    return found
+
+
+async def test_a_reaction_at_once_replaced_when_the_answer_is_delivered(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("weather", text("Sunny.", delay=2))
+    async with feishu_app(streaming(feishu_settings)):
+        event = fake_feishu.push_text("what's the weather")
+        await wait_until(
+            lambda: fake_feishu.reactions_on(message_id(event)) == ["Typing"], timeout=1
+        )
+        await wait_answer(fake_feishu, message_id(event))
+        await wait_until(
+            lambda: fake_feishu.reactions_on(message_id(event)) == ["DONE"], timeout=10
+        )
+    assert all(r.operator_type == "app" for r in fake_feishu.reactions)
+
+
+async def test_a_busy_conversation_tells_the_queue_position_and_refuses_past_the_cap(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("slow job", text("done slowly", delay=5))
+    async with feishu_app(streaming(feishu_settings, feishu_queue_max=1)):
+        fake_feishu.push_text("slow job")
+        await wait_until(lambda: bool(fake_model.requests_for("slow job")), timeout=30)
+        second = fake_feishu.push_text("second question")
+        third = fake_feishu.push_text("third question", user_agent="Lark/7.30 LarkLocale/en_US")
+        queued = await wait_answer(fake_feishu, message_id(second), timeout=5)
+        full = await wait_answer(fake_feishu, message_id(third), timeout=5)
+        await wait_until(
+            lambda: any(
+                "echo: second question" in m.text
+                for m in fake_feishu.replies_to(message_id(second))
+            ),
+            timeout=60,
+        )
+    assert queued.startswith("已收到") and "1" in queued
+    assert full.startswith("The queue is full (1 messages at most)")
+    assert fake_model.requests_for("third question") == []
