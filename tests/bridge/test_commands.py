@@ -121,6 +121,13 @@ A, B, OWNER, ADMIN = "ou_a", "ou_b", "ou_owner", "ou_admin"
         ("clear", A, True, None, A, True),
         ("clear", B, True, None, A, False),
         ("compact", B, True, None, B, True),
+        # approving an "ask" tool: owners and the group's owner or managers only, never the
+        # member whose request it is (a request must not approve its own tools)
+        ("approve", A, True, A, A, False),
+        ("approve", B, True, A, None, False),
+        ("approve", OWNER, True, A, A, True),
+        ("approve", ADMIN, True, A, None, True),
+        ("approve", A, False, A, None, True),  # a direct chat: the one person there
     ],
 )
 def test_group_commands_act_within_the_senders_rights(

@@ -1416,7 +1416,7 @@ class FakeFeishu:
                 streaming=bool(config.get("streaming_mode")),
                 streaming_since=now,
             )
-            entity.ops.append(CardOp("create", 0, time.monotonic(), 0))
+            entity.ops.append(CardOp("create", 0, self.clock(), 0))
             self.cards[entity.card_id] = entity
         return JSONResponse({"code": 0, "msg": "success", "data": {"card_id": entity.card_id}})
 
@@ -1427,7 +1427,7 @@ class FakeFeishu:
         if entity is None:
             return self._card_error(400, 200740, "The card entity does not exist")
         sequence = body.get("sequence")
-        now = time.monotonic()
+        now = self.clock()
 
         def refuse(status: int, code: int, msg: str, **headers: str) -> Response:
             entity.ops.append(CardOp(kind, int(sequence or 0), now, code))
@@ -1467,9 +1467,7 @@ class FakeFeishu:
             if isinstance(entity, Response):
                 return entity
             if (refusal := _entity_refusal(card)) is not None:
-                entity.ops.append(
-                    CardOp("update", call.body["sequence"], time.monotonic(), refusal[1])
-                )
+                entity.ops.append(CardOp("update", call.body["sequence"], self.clock(), refusal[1]))
                 return self._card_error(*refusal)
             assert isinstance(card, dict)
             entity.sequence = call.body["sequence"]
@@ -1478,7 +1476,7 @@ class FakeFeishu:
             if "streaming_mode" in config:
                 entity.streaming = bool(config["streaming_mode"])
                 entity.streaming_since = self.clock()
-            entity.ops.append(CardOp("update", entity.sequence, time.monotonic(), 0))
+            entity.ops.append(CardOp("update", entity.sequence, self.clock(), 0))
             self._card_changed(entity)
         return JSONResponse({"code": 0, "msg": "success", "data": {}})
 
@@ -1505,7 +1503,7 @@ class FakeFeishu:
                 entity.streaming_since = self.clock()
             entity.card.setdefault("config", {}).update(config)
             entity.ops.append(
-                CardOp("settings", entity.sequence, time.monotonic(), 0, streaming=streaming)
+                CardOp("settings", entity.sequence, self.clock(), 0, streaming=streaming)
             )
             self._card_changed(entity)
         return JSONResponse({"code": 0, "msg": "success", "data": {}})
@@ -1526,7 +1524,7 @@ class FakeFeishu:
 
             def refuse(code: int, msg: str) -> Response:
                 entity.ops.append(
-                    CardOp("content", sequence, time.monotonic(), code, element_id=element_id)
+                    CardOp("content", sequence, self.clock(), code, element_id=element_id)
                 )
                 return self._card_error(400, code, msg)
 
@@ -1552,9 +1550,7 @@ class FakeFeishu:
                 return refuse(200860, "Card content exceeds limit")
             entity.sequence = sequence
             entity.ops.append(
-                CardOp(
-                    "content", sequence, time.monotonic(), 0, content=content, element_id=element_id
-                )
+                CardOp("content", sequence, self.clock(), 0, content=content, element_id=element_id)
             )
             self._card_changed(entity)
         return JSONResponse({"code": 0, "msg": "success", "data": {}})
