@@ -10,7 +10,7 @@ TYPE_CHECKING = False  # `claude-memory hook` imports this module: nothing more 
 if TYPE_CHECKING:
     import argparse
     import logging
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
     from typing import Any
 
@@ -522,8 +522,17 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         encoder=settings.encoder_spec(),
         encoder_timeout=settings.encoder_timeout_seconds,
         logs_dir=settings.logs_dir,
+        # Claude Code's own variable for the session that started this server (not a setting)
+        client_session=_claude_code_session(os.environ),
     )
     return serve_stdio(config)
+
+
+def _claude_code_session(environ: Mapping[str, str]) -> str | None:
+    from memory.clients.conventions import normalize_session_id
+
+    session = environ.get("CLAUDE_CODE_SESSION_ID", "").strip()
+    return f"claude-code:{normalize_session_id(session)}" if session else None
 
 
 def cmd_install(args: argparse.Namespace) -> int:

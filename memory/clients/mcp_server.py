@@ -44,7 +44,7 @@ from pydantic import Field
 
 from errors import ClaudeMemoryError, InvalidInputError
 from memory.backend import MemoryBackend, StateBackend
-from memory.clients.conventions import SERVER_NAME
+from memory.clients.conventions import SERVER_NAME, normalize_session_id
 from memory.clients.hooks import clear_window, session_summary
 from memory.clients.project import ProjectIdentity, identify
 from memory.config import MemoryConfig
@@ -86,6 +86,10 @@ class McpConfig:
     """Longest wait for a query's vector before the search answers with keywords."""
     logs_dir: Path | None = None
     """Where `mcp.log` and `encoder.log` go; default `<home>/logs`."""
+    client_session: str | None = None
+    """The client session that started this server, as the hooks key it
+    (`claude-code:<session id>`): Claude Code tells its MCP servers in
+    `CLAUDE_CODE_SESSION_ID`. Codex says it on every tool call instead (`_meta.threadId`)."""
 
     @classmethod
     def for_home(cls, home: Path, *, database_url: str | None = None) -> McpConfig:
@@ -105,6 +109,8 @@ class MemoryResources:
         self.home = config.home
         self.project: ProjectIdentity = identify(cwd or os.getcwd())
         self.session_key = f"mcp:{uuid.uuid4()}"
+        self.client_session: str | None = config.client_session
+        """The hooks' key of our client session, once known: the current episode is its."""
         self.current_episode: str | None = None
         self._lock = threading.Lock()
         self._store: MemoryBackend | None = None
@@ -197,6 +203,8 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
 
     async def run(fn: Callable[[], T]) -> T:
         """Blocking work in a thread; our errors become tool errors the model can act on."""
+        if res.client_session is None:
+            res.client_session = _codex_session(server)
         try:
             return await anyio.to_thread.run_sync(fn)
         except ClaudeMemoryError as exc:
@@ -483,15 +491,24 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
 
     # --- episodes -----------------------------------------------------------------------------
     def current(create: bool) -> Episode | None:
+        """The episode this server's tools act on: the one it started or was told about; else
+        its client session's (the one the hooks record into); else, when the client does not
+        say which session it is, the project's most recently started active episode (ties:
+        the larger id), which with two sessions in one project may be the other one's."""
         episodes = res.episodes
         if res.current_episode:
             episode = episodes.get(res.current_episode)
             if episode.status == "active":
                 return episode
             res.current_episode = None
-        active = episodes.active_for_project(res.project.key)
-        if active:
-            return active[-1]
+        if res.client_session:
+            mine = episodes.active(res.client_session)
+            if mine is not None:
+                return mine
+        else:
+            active = episodes.active_for_project(res.project.key)
+            if active:
+                return max(active, key=lambda e: (e.started, e.id))
         if not create:
             return None
         return start(None)
@@ -500,7 +517,7 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
         from memory.clients.hooks import cli_episode_title
 
         episode = res.episodes.start(
-            res.session_key,
+            res.client_session or res.session_key,
             title=title or cli_episode_title(res.project.name, time.time()),
             project=res.project.key,
             scope=res.project.scope,
@@ -701,6 +718,19 @@ def _log_to_file(folder: Path) -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+
+
+def _codex_session(server: FastMCP) -> str | None:
+    """`codex:<thread id>` from the tool call's `_meta.threadId` (Codex 0.169 adds it to every
+    MCP tool call; its thread id is the session id its hooks get), else None."""
+    try:
+        meta = server.get_context().request_context.meta
+    except (LookupError, ValueError):
+        return None
+    thread = (getattr(meta, "model_extra", None) or {}).get("threadId") if meta else None
+    if isinstance(thread, str) and thread.strip():
+        return f"codex:{normalize_session_id(thread)}"
+    return None
 
 
 def serve_stdio(config: McpConfig) -> int:

@@ -52,11 +52,13 @@ TOOLS = {
 
 
 @asynccontextmanager
-async def mcp_session(home: Path, cwd: Path) -> AsyncIterator[ClientSession]:
+async def mcp_session(
+    home: Path, cwd: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(
         command=str(CLAUDE_MEMORY),
         args=["--home", str(home), "mcp"],
-        env={k: v for k, v in os.environ.items() if k != "CLAUDE_MEMORY_HOME"},
+        env={k: v for k, v in os.environ.items() if k != "CLAUDE_MEMORY_HOME"} | (env or {}),
         cwd=str(cwd),
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -204,6 +206,43 @@ async def test_observations_recorded_by_hooks_are_fetched_by_id(
         assert "执行: pytest -q tests/api" in details and "7 passed" in details
         current = json.loads(await call(session, "memory_get_current_episode"))
         assert current["key"] == "claude-code:s"
+
+
+def prompt_hook(project: Path, session: str, client: str) -> None:
+    payload = {"session_id": session, "cwd": str(project), "prompt": f"hi {session}"}
+    subprocess.run(
+        [str(CLAUDE_MEMORY), "hook", "user-prompt-submit", "--client", client],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=30,
+        check=True,
+    )
+    time.sleep(0.05)  # distinct start times
+
+
+async def test_two_sessions_in_one_project_each_get_their_own_current_episode(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    """Claude Code names its session to the server (CLAUDE_CODE_SESSION_ID), Codex on each
+    tool call (`_meta.threadId`): the current episode is that session's, not the newest."""
+    project = make_project("app")
+    codex_id = "01a209e2-da94-7d73-9ebc-78f106b88a71"
+    for session in ("older", "newer", codex_id):
+        client = "codex" if session == codex_id else "claude-code"
+        await anyio.to_thread.run_sync(prompt_hook, project, session, client)
+    env = {"CLAUDE_CODE_SESSION_ID": "older"}
+    async with mcp_session(mem_home, project, env) as session:
+        current = json.loads(await call(session, "memory_get_current_episode"))
+        assert current["key"] == "claude-code:older"
+    async with mcp_session(mem_home, project) as session:
+        result = await session.call_tool(
+            "memory_get_current_episode", {}, meta={"threadId": codex_id}
+        )
+        text = "\n".join(getattr(block, "text", "") for block in result.content)
+        assert json.loads(text)["key"] == f"codex:{codex_id}"
+    async with mcp_session(mem_home, project) as session:  # nobody says: the newest, by rule
+        current = json.loads(await call(session, "memory_get_current_episode"))
+        assert current["key"] == f"codex:{codex_id}"
 
 
 def test_the_server_exits_when_stdin_closes(
