@@ -370,12 +370,15 @@ def test_the_plugin_folder_matches_the_installer() -> None:
         (hook,) = group["hooks"]
         assert hook == {
             "type": "command",
-            "command": f"claude-memory hook {event}",
+            "command": f'sh "${{CLAUDE_PLUGIN_ROOT}}/bin/claude-memory" hook {event}',
             "timeout": installer.HOOK_TIMEOUTS[event],
         }
         assert installer.is_our_command(hook["command"])
     servers = json.loads((plugin / ".mcp.json").read_text())["mcpServers"]
-    assert servers["claude-memory"] == {"command": "claude-memory", "args": ["mcp"]}
+    assert servers["claude-memory"] == {
+        "command": "sh",
+        "args": ["${CLAUDE_PLUGIN_ROOT}/bin/claude-memory", "mcp"],
+    }
 
 
 # --- byte for byte ------------------------------------------------------------------------------
