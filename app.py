@@ -32,6 +32,7 @@ from memory.api import (
     create_pending_router,
 )
 from memory.backend import MemoryBackend, StateBackend
+from memory.clients.hook_process import announce_app
 from memory.clients.hooks import HookService, create_hooks_router
 from memory.encoders.client import EncoderClient, EncoderReady, ThreadEncoder
 from memory.loop.entities import PendingStore
@@ -254,7 +255,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 if encoder.spec is not None:
                     container.memory.attach_encoder(ThreadEncoder(encoder))
                 async with _feishu(app, settings, container):
-                    yield
+                    # The hooks of this home find and prove this instance by its run file
+                    # (address and a fresh secret, 0600); removed again at a clean shutdown.
+                    with announce_app(settings.home_dir, settings.host, settings.port) as hooks:
+                        app.state.hook_secret = hooks.secret
+                        yield
+                    app.state.hook_secret = None
         finally:
             container.memory.attach_encoder(None)
             await container.aclose()
@@ -348,16 +354,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         create_observations_router(lambda: app.state.container.episodes),
         dependencies=[Depends(require_token)],
     )
-    app.include_router(  # `claude-memory hook` asks here when the server runs (loopback)
+    app.state.hook_secret = None
+    app.include_router(  # `claude-memory hook` asks here; the run file's secret, not the token
         create_hooks_router(
             lambda: HookService(
                 app.state.container.state,
                 lambda: app.state.container.memory,
                 budget_tokens=settings.context_budget_tokens,
             ),
-            settings.home_dir,
-        ),
-        dependencies=[Depends(require_token)],
+            lambda: app.state.hook_secret,
+        )
     )
     mount_page(app)
     return app

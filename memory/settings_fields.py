@@ -14,13 +14,14 @@ for the hook: a hook runs in the user's project folder, whose `.env` is not ours
 from __future__ import annotations
 
 import os
-from typing import TypedDict
 
-TYPE_CHECKING = False  # the served hook path imports this module: no `typing` flag import
+TYPE_CHECKING = False  # the served hook path imports this module and never `typing` (~5 ms)
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
-    from typing import Final
+    from typing import Final, TypedDict
+else:
+    TypedDict = dict  # what a TypedDict is at run time
 
 ENV_PREFIX: Final = "CLAUDE_MEMORY_"
 FALSE_WORDS: Final = frozenset({"0", "false", "no", "off"})

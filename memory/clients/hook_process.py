@@ -19,7 +19,7 @@ Two ways to do the work, both ending in `memory.clients.hooks.HookService.handle
 * **direct**: no app (or no proof): the hook opens the home itself; search is keywords only.
 
 Import weight matters: every prompt and tool call starts a hook process, so the served path
-imports nothing but `os`, `sys`, `time`, `_socket`, `hmac`, `threading` and the light settings
+imports nothing but `os`, `sys`, `time`, `_socket`, `_sha256`, `threading` and the light settings
 reader. No `json`, `socket`, `pathlib`, `logging`, `typing` or `dataclasses` at the top: each
 costs milliseconds on a path that should take ~20. The direct path imports what its event
 needs (`memory.clients.hooks` and, for some events, the store).
@@ -156,18 +156,36 @@ def remove_run_file(home: Path, instance: str) -> None:
 def answer_proof(secret: str, nonce: str, status: int, body: bytes) -> str:
     """What only the holder of `secret` can attach to its answer to the request `nonce`: a
     recorded answer does not fit a new nonce, and a changed status or body does not fit."""
-    import hmac
-
     message = _PROOF_LABEL + f"{status}\n{nonce}\n".encode("ascii", "replace") + body
-    return hmac.new(secret.encode("ascii", "replace"), message, "sha256").hexdigest()
+    return hmac_sha256(secret.encode("ascii", "replace"), message)
+
+
+def hmac_sha256(key: bytes, message: bytes) -> str:
+    """HMAC-SHA256 (RFC 2104) in hex, the same as `hmac.new(key, message, "sha256")`; on the
+    built-in SHA-256 because `hmac` loads OpenSSL (`_hashlib`), 3-15 ms of the served path."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:  # Python 3.12+: `_sha2`; elsewhere hashlib's
+        try:
+            from _sha2 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+        except ImportError:
+            from hashlib import sha256
+    if len(key) > 64:
+        key = sha256(key).digest()
+    key = key.ljust(64, b"\0")
+    inner = sha256(bytes(b ^ 0x36 for b in key) + message).digest()
+    return str(sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest())
+
+
+def same_text(a: str, b: str) -> bool:
+    """Equal, in time that does not depend on where they differ."""
+    from _operator import _compare_digest  # what `hmac.compare_digest` is
+
+    return bool(_compare_digest(a.encode("utf-8", "replace"), b.encode("utf-8", "replace")))
 
 
 def valid_secret(given: str | None, secret: str | None) -> bool:
-    import hmac
-
-    if not given or not secret:
-        return False
-    return hmac.compare_digest(given.encode("utf-8", "replace"), secret.encode("utf-8"))
+    return bool(given and secret) and same_text(given or "", secret or "")
 
 
 # --- asking the app ---------------------------------------------------------------------------
@@ -243,18 +261,18 @@ def ask_app(
         f"{CWD_HEADER}: {cwd.encode('utf-8', 'surrogateescape').hex()}\r\n"
         "Connection: close\r\n\r\n"
     )
+    # The host as bytes: a str host makes `_socket` import the IDNA codec (and `re`), ~8 ms.
+    host = address.host.encode("ascii", "replace")
+    family = _socket.AF_INET6 if b":" in host else _socket.AF_INET
     try:
-        family, kind, proto, _, sockaddr = _socket.getaddrinfo(
-            address.host, address.port, 0, _socket.SOCK_STREAM
-        )[0]
-        sock = _socket.socket(family, kind, proto)
+        sock = _socket.socket(family, _socket.SOCK_STREAM)
     except OSError as exc:
         return NoApp(f"address {address.host}: {exc}")
     chunks: list[bytes] = []
     try:
         sock.settimeout(min(timeout, 0.5))
         try:
-            sock.connect(sockaddr)
+            sock.connect((host, address.port))
         except OSError as exc:
             return NoApp(f"connect: {exc}")
         sock.settimeout(max(timeout, 0.1))
@@ -290,18 +308,12 @@ def read_answer(raw: bytes, secret: str, nonce: str) -> AppOutcome:
     length = headers.get("content-length", "")
     if length.isdigit() and len(body) > int(length):
         body = body[: int(length)]
-    import hmac
-
     proof = headers.get(PROOF_HEADER.lower(), "")
-    if not hmac.compare_digest(proof.encode("latin-1"), _proof(secret, nonce, status, body)):
+    if not same_text(proof, answer_proof(secret, nonce, status, body)):
         return NoApp(f"HTTP {status} without our app's proof: another program answers there")
     if status != 200:
         return AppFailed(f"HTTP {status}")
     return Served(body)
-
-
-def _proof(secret: str, nonce: str, status: int, body: bytes) -> bytes:
-    return answer_proof(secret, nonce, status, body).encode("ascii")
 
 
 def _dechunk(data: bytes) -> bytes:
@@ -486,8 +498,6 @@ def setup_logging(home: Path) -> None:
     to stdout or stderr. A plain FileHandler: `logging.handlers` costs ~10 ms of imports."""
     import contextlib
     import logging
-    import tempfile
-    from pathlib import Path
 
     root = logging.getLogger()
     for previous in list(root.handlers):
@@ -495,10 +505,12 @@ def setup_logging(home: Path) -> None:
     logging.raiseExceptions = False
     logging.lastResort = None
     handler: logging.Handler = logging.NullHandler()
-    for path in (
-        home / "logs" / "hooks.log",
-        Path(tempfile.gettempdir()) / "claude-memory-hooks.log",
-    ):
+    for path in (home / "logs" / "hooks.log", None):
+        if path is None:  # the home is unusable (`tempfile` costs ~5 ms: only then)
+            import tempfile
+            from pathlib import Path
+
+            path = Path(tempfile.gettempdir()) / "claude-memory-hooks.log"
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(FileNotFoundError):
@@ -554,6 +566,9 @@ def run_hook(
 
     private_process()  # what this process creates in the home is the user's only
     tighten_home(Path(home))
+    from memory.search.keyword import segment_without_dictionary
+
+    segment_without_dictionary()  # rjieba's start alone is more than this hook's budget
     settings = HookSettings.from_env(args.event, environ, home=args.home, client=args.client)
     with contextlib.suppress(Exception):  # logging is a nicety; the hook must not fail
         setup_logging(Path(home))

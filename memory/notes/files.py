@@ -18,8 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
-import yaml
-
 from errors import InvalidInputError
 from memory import _text
 from memory.model import (
@@ -48,12 +46,21 @@ RESERVED_NAMES: Final = frozenset({"README.md", "MEMORY_SCHEMA.md", "_index.json
 LAYOUT_DIRS: Final = ("user", "learned", "projects", "sessions", "inbox")
 TEMP_PREFIX: Final = ".tmp-"
 
-try:  # the C loader is ~10x faster; PyYAML wheels ship it
-    _Loader: Any = yaml.CSafeLoader
-    _Dumper: Any = yaml.CSafeDumper
-except AttributeError:  # pragma: no cover - pure-Python PyYAML build
-    _Loader = yaml.SafeLoader
-    _Dumper = yaml.SafeDumper
+_yaml_parts: tuple[Any, Any, Any] | None = None
+
+
+def _yaml() -> tuple[Any, Any, Any]:
+    """`(yaml, Loader, Dumper)`, imported on first use: most notes parse without it
+    (`fast_front_matter`), and a hook process that saves nothing skips its ~10 ms import."""
+    global _yaml_parts
+    if _yaml_parts is None:
+        import yaml
+
+        try:  # the C loader is ~10x faster; PyYAML wheels ship it
+            _yaml_parts = (yaml, yaml.CSafeLoader, yaml.CSafeDumper)
+        except AttributeError:  # pragma: no cover - pure-Python PyYAML build
+            _yaml_parts = (yaml, yaml.SafeLoader, yaml.SafeDumper)
+    return _yaml_parts
 
 
 @dataclass(frozen=True)
@@ -164,11 +171,14 @@ def parse_note(data: bytes, relpath: str, mtime: float | None = None) -> ParsedF
         meta = _salvage("\n".join(text.splitlines()[1:40]))
         ok = False
     elif fm_text is not None:
+        loaded = fast_front_matter(fm_text)
+        yaml, loader, _ = _yaml() if loaded is None else (None, None, None)
         try:
-            loaded = fast_front_matter(fm_text)
-            if loaded is None:
-                loaded = yaml.load(fm_text, Loader=_Loader)
-        except yaml.YAMLError as exc:
+            if yaml is not None:
+                loaded = yaml.load(fm_text, Loader=loader)
+        except Exception as exc:  # yaml.YAMLError (yaml may not be imported: see `_yaml`)
+            if yaml is None or not isinstance(exc, yaml.YAMLError):
+                raise
             warnings.append(f"front matter is not valid YAML ({_first_line(exc)}); indexed as text")
             loaded = _salvage(fm_text)
             body = text
@@ -331,9 +341,10 @@ def _note_from_meta(
 
 def render_note(note: Note) -> str:
     """The file text of a note: YAML front matter, a blank line, the body."""
+    yaml, _, dumper = _yaml()
     front = yaml.dump(
         note.front_matter(),
-        Dumper=_Dumper,
+        Dumper=dumper,
         allow_unicode=True,
         sort_keys=False,
         default_flow_style=False,
