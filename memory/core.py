@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, Self
@@ -36,6 +37,7 @@ from memory.model import (
 )
 from memory.notes.capture import sanitize
 from memory.notes.files import note_from_draft, render_note
+from memory.search.engine import SearchQueries
 from memory.search.filters import Filters
 from memory.search.fusion import DEFAULT_WEIGHTS, FusionWeights, SearchMode, SearchOutcome
 from memory.search.plan import QueryVectors, SearchPlan, plan_search
@@ -300,6 +302,11 @@ class StoreCore:
     def _before_read(self) -> None:
         """Bring what reads see up to date (the SQLite index with hand edits)."""
         self._check_open()
+
+    def search_queries(self, filters: Filters) -> AbstractContextManager[SearchQueries]:
+        """What the search engine asks of this backend for a search under `filters` (one
+        read: a connection, a transaction). The contract suite checks each backend's."""
+        raise NotImplementedError
 
     def _ranked_hits(
         self, plan: SearchPlan, filters: Filters, limit: int, now_ts: float, record: bool

@@ -1168,21 +1168,22 @@ class PostgresMemoryStore(core.StoreCore):
     def _ranked_hits(
         self, plan: SearchPlan, filters: Filters, limit: int, now_ts: float, record: bool
     ) -> builtins.list[SearchHit]:
-        # a transaction: the vector search's HNSW setting lasts until its end
-        with self._tx() as conn:
-            self._corpus.refresh(conn)
+        with self.search_queries(filters) as queries:
+            weights = self.config.ranking
             ranked = engine.rank(
-                _SearchQueries(self, conn),
-                plan,
-                filters,
-                limit,
-                now_ts,
-                weights=self.config.ranking,
-                fusion=self.fusion,
+                queries, plan, filters, limit, now_ts, weights=weights, fusion=self.fusion
             )
             if record and ranked:
-                _record_access(conn, [s.row["id"] for s in ranked])
+                queries.record_access([s.row["id"] for s in ranked])
         return engine.hits(ranked, plan.parsed)
+
+    @contextlib.contextmanager
+    def search_queries(self, filters: Filters) -> Iterator[_SearchQueries]:
+        """What the search engine asks of this database, for a search under `filters`: one
+        transaction (the vector search's HNSW setting lasts until its end)."""
+        with self._tx() as conn:
+            self._corpus.refresh(conn)
+            yield _SearchQueries(self, conn)
 
     def _fts_rows(
         self,
@@ -1337,6 +1338,16 @@ class _SearchQueries:
         ).fetchall()
         return {r["id"]: _rank_row(r) for r in rows}
 
+    def record_access(self, ids: builtins.list[str]) -> None:
+        """Every hit adds one to its note's access count. Rows are locked in id order, so two
+        instances counting overlapping hits never deadlock."""
+        self._conn.execute(
+            "UPDATE memory_notes n SET access_count = n.access_count + 1"
+            " FROM (SELECT id FROM memory_notes WHERE id = ANY(%s) ORDER BY id"
+            " FOR NO KEY UPDATE) l WHERE n.id = l.id",
+            (sorted(set(ids)),),
+        )
+
 
 class _SaveQueries:
     """`memory.core.SaveQueries` in a save's transaction (the scope's advisory lock held)."""
@@ -1433,14 +1444,3 @@ def _exists(conn: Connection, note_id: str) -> bool:
 def _check_id(note_id: object) -> None:
     if not isinstance(note_id, str) or not note_id:
         raise NotFoundError("note", str(note_id))
-
-
-def _record_access(conn: Connection, ids: builtins.list[str]) -> None:
-    """Every hit adds one to its note's access count. Rows are locked in id order, so two
-    instances counting overlapping hits never deadlock."""
-    conn.execute(
-        "UPDATE memory_notes n SET access_count = n.access_count + 1"
-        " FROM (SELECT id FROM memory_notes WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE) l"
-        " WHERE n.id = l.id",
-        (sorted(set(ids)),),
-    )

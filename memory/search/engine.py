@@ -38,8 +38,9 @@ class SearchQueries(Protocol):
     def keyword_candidates(
         self, parsed: ParsedQuery, filters: Filters, limit: int, *, require_all: bool
     ) -> list[Candidate]:
-        """The best BM25 matches that pass `filters` (relevance: higher is better), best
-        first, at most `limit`; with `require_all` only notes holding every query word."""
+        """The best BM25 matches that pass `filters`, best first, at most `limit` (`bm25` as
+        FTS5 gives it: negative, lower is better); with `require_all` only notes holding
+        every query word."""
         ...
 
     def identifier_rows(self, parsed: ParsedQuery, filters: Filters, limit: int) -> list[Any]:

@@ -14,6 +14,7 @@ and re-check the files of the notes they return. See docs/search.md.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import logging
 import os
@@ -673,15 +674,20 @@ class MemoryStore(core.StoreCore):
     def _before_read(self) -> None:
         self._ensure_fresh()
 
+    @contextlib.contextmanager
+    def search_queries(self, filters: Filters) -> Iterator[_SearchQueries]:
+        """What the search engine asks of this index, for a search under `filters`."""
+        yield _SearchQueries(self, self.index.conn(), filters)
+
     def _ranked_hits(
         self, plan: SearchPlan, filters: Filters, limit: int, now_ts: float, record: bool
     ) -> builtins.list[SearchHit]:
         def rank() -> builtins.list[Scored]:
-            queries = _SearchQueries(self, self.index.conn(), filters)
-            weights = self.config.ranking
-            return engine.rank(
-                queries, plan, filters, limit, now_ts, weights=weights, fusion=self.fusion
-            )
+            with self.search_queries(filters) as queries:
+                weights = self.config.ranking
+                return engine.rank(
+                    queries, plan, filters, limit, now_ts, weights=weights, fusion=self.fusion
+                )
 
         ranked = rank()
         # the files are the truth: a hit whose file changed since it was indexed is re-read

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,9 +19,14 @@ import pytest
 from errors import InvalidInputError, NotFoundError
 from memory.backend import MemoryBackend, NoteVectors
 from memory.config import MemoryConfig
+from memory.core import StoreCore
 from memory.encoders.models import HashingEncoder
 from memory.model import NoteDraft
 from memory.postgres.store import PostgresMemoryStore
+from memory.search.engine import SearchQueries
+from memory.search.filters import Filters
+from memory.search.keyword import parse_query
+from memory.search.plan import QueryVector
 from memory.sqlite.store import MemoryStore
 from memory.transfer import export_markdown, import_path
 from storage.postgres import PostgresDatabase
@@ -585,3 +592,65 @@ def test_a_scoped_hybrid_search_among_many_other_notes_finds_its_own(store: Memo
         assert outcome.hits[0].id == target
         assert {h.scope for h in outcome.hits} <= {"project:small", "user"}
     assert ids(store, "连接池", scope="project:small")[0] == pool
+
+
+# --- the seams under the shared algorithm (memory.search.engine, memory.core) ---------------
+
+
+def _queries(store: MemoryBackend, filters: Filters) -> AbstractContextManager[SearchQueries]:
+    assert isinstance(store, StoreCore)
+    return store.search_queries(filters)
+
+
+def test_each_backend_answers_the_search_engine_alike(store: MemoryBackend) -> None:
+    # `memory.search.engine.SearchQueries`: the questions one search asks its backend
+    pool = save(store, "Pool sizing: set max_pool_size to forty connections.", scope="project:a")
+    both = save(store, "Pool warmup before traffic; sizing comes later.", scope="project:b")
+    other = save(store, "Noodles need salted water.", scope="project:a")
+    now = datetime.now(UTC).timestamp()
+    everywhere = Filters.for_search(None, None, None, include_inactive=False, now_ts=now)
+    only_b = Filters.for_search(None, "project:b", None, include_inactive=False, now_ts=now)
+    with _queries(store, everywhere) as queries:
+        found = queries.keyword_candidates(parse_query("pool"), everywhere, 10, require_all=False)
+        assert {c.row["id"] for c in found} == {pool, both}
+        bm25 = [c.bm25 for c in found if c.bm25 is not None]
+        assert len(bm25) == len(found) and bm25 == sorted(
+            bm25
+        )  # best first: FTS5's bm25, lower is better
+        every = queries.keyword_candidates(
+            parse_query("pool forty"), everywhere, 10, require_all=True
+        )
+        assert [c.row["id"] for c in every] == [pool]
+        assert [
+            r["id"] for r in queries.identifier_rows(parse_query("pool_size"), everywhere, 10)
+        ] == [pool]
+        assert queries.identifier_rows(parse_query("连接池"), everywhere, 10) == []
+        total, freqs = queries.doc_freqs(parse_query("pool noodles"))
+        assert (total, freqs) == (store.count(), [2, 1])
+        rows = queries.rows_by_id([other, "no-such-note"])
+        assert list(rows) == [other]
+        assert json.loads(rows[other]["tags"]) == [] and rows[other]["updated_ts"] > 0
+    with _queries(store, only_b) as queries:
+        found = queries.keyword_candidates(parse_query("pool"), only_b, 10, require_all=False)
+        assert [c.row["id"] for c in found] == [both]
+        assert queries.identifier_rows(parse_query("pool_size"), only_b, 10) == []
+
+
+def test_each_backend_answers_the_vector_side_within_the_filters(store: MemoryBackend) -> None:
+    pytest.importorskip("numpy")
+    encoder = HashingEncoder()
+    store.attach_encoder(encoder)
+    near = save(store, "Redis session tokens expire after an hour.", scope="project:a")
+    far = save(store, "Redis session tokens expire after a day.", scope="project:b")
+    embed_pending(store, encoder)
+    vector = QueryVector(encoder.encode(["Redis session tokens"], "query")[0], encoder.name)
+    now = datetime.now(UTC).timestamp()
+    everywhere = Filters.for_search(None, None, None, include_inactive=False, now_ts=now)
+    only_a = Filters.of(None, "project:a", None, None, active_at=now)
+    with _queries(store, everywhere) as queries:
+        nearest = queries.nearest(vector, 5, everywhere)
+        assert {near, far} <= {note_id for note_id, _ in nearest}
+        cosines = [cosine for _, cosine in nearest]
+        assert cosines == sorted(cosines, reverse=True) and -1.0 <= cosines[-1] <= 1.0
+    with _queries(store, only_a) as queries:
+        assert [note_id for note_id, _ in queries.nearest(vector, 5, only_a)] == [near]
