@@ -62,6 +62,10 @@ RULES: dict[str, frozenset[str]] = {
     "memory.backend": frozenset(
         {"memory." + p for p in _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres"}}
     ),
+    # the algorithm both backends share knows neither of them
+    "memory.core": frozenset(
+        {"memory." + p for p in _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres", "backend"}}
+    ),
     "memory.loop": frozenset({"memory." + p for p in _MEMORY_ABOVE_LOOP | {"sqlite", "postgres"}}),
 }
 """Layer (a package, a module, or a sub-package such as `memory.search`) -> what it must never
