@@ -446,6 +446,35 @@ def _register_optional(sub: Any) -> None:
     p.add_argument("--to", required=True, metavar="URL", help="postgresql://... (must be empty)")
     p.add_argument("--json", action="store_true", help="print the counts as JSON")
     p.set_defaults(func=cmd_migrate)
+    p = memory_sub.add_parser(
+        "import-native",
+        help="import Claude Code's auto memory (this project) and Codex's memories as notes",
+    )
+    p.add_argument("--client", choices=("claude-code", "codex", "all"), default="all")
+    p.add_argument("--project", default=".", help="the project folder (default: here)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be imported")
+    p.set_defaults(func=cmd_import_native)
+
+
+def cmd_import_native(args: argparse.Namespace) -> int:
+    from memory.clients.native import NativeClient, find_native, import_notes
+    from memory.clients.project import identify
+    from memory.opening import open_memory
+
+    clients: tuple[NativeClient, ...] = (
+        ("claude-code", "codex") if args.client == "all" else (args.client,)
+    )
+    notes, searched = find_native(os.environ, identify(args.project), clients)
+    with open_memory(_settings(args).memory_config()) as store:
+        report = import_notes(store, notes, dry_run=args.dry_run)
+    verb = "would import" if args.dry_run else "imported"
+    print(
+        f"{verb} {len(report.added)} new, {len(report.replaced)} changed, "
+        f"{len(report.unchanged)} unchanged (looked in {', '.join(searched)})"
+    )
+    for source in report.added + report.replaced:
+        print(f"  {source}")
+    return 0
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
