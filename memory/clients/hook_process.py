@@ -530,7 +530,8 @@ def setup_logging(home: Path) -> None:
     root.setLevel(logging.INFO)
 
 
-SEARCH_EVENTS: Final = frozenset({"session-start", "user-prompt-submit"})
+SEARCH_EVENTS: Final = frozenset({"session-start", "user-prompt-submit", "session-end"})
+"""The events that open the store (and may search it)."""
 
 
 def run_hook(
@@ -566,14 +567,15 @@ def run_hook(
 
     private_process()  # what this process creates in the home is the user's only
     tighten_home(Path(home))
-    from memory.search.keyword import segment_without_dictionary
+    if args.event in SEARCH_EVENTS:
+        from memory.search.keyword import segment_without_dictionary
 
-    segment_without_dictionary()  # rjieba's start alone is more than this hook's budget
+        segment_without_dictionary()  # rjieba's start alone is more than this hook's budget
     settings = HookSettings.from_env(args.event, environ, home=args.home, client=args.client)
     with contextlib.suppress(Exception):  # logging is a nicety; the hook must not fail
         setup_logging(Path(home))
     log = logging.getLogger("memory.clients.hook_process")
-    if args.event in SEARCH_EVENTS:
+    if args.event in ("session-start", "user-prompt-submit"):
         log.info("%s: working directly, search: keywords only (%s)", args.event, reason)
     else:
         log.info("%s: working directly (%s)", args.event, reason)

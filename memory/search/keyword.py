@@ -77,7 +77,8 @@ def segment_cheaply(text: str) -> list[str]:
     """A CJK run without a dictionary: cut at one-character stopwords (`的`, `和`, ...), then
     pieces of three or more characters into overlapping pairs (`连接池泄漏` -> `连接`, `接池`,
     `池泄`, `泄漏`). The index holds every CJK character as a token, so each pair still
-    matches as a phrase; a lone character is kept only when it is the whole run."""
+    matches as a phrase. Lone characters stay (`猫和狗` -> `猫`, `狗`): common ones weigh
+    little in BM25."""
     pieces: list[str] = []
     current = ""
     for char in text:
@@ -91,7 +92,7 @@ def segment_cheaply(text: str) -> list[str]:
     for piece in pieces:
         if len(piece) >= 3:
             words.extend(piece[i : i + 2] for i in range(len(piece) - 1))
-        elif len(piece) == 2 or (piece and len(text) == 1):
+        elif piece:
             words.append(piece)
     return words
 

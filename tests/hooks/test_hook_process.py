@@ -298,3 +298,50 @@ def test_light_events_do_not_even_load_the_store(
         check=False,
     )
     assert proc.stderr.decode() == ""
+
+
+@pytest.mark.parametrize(
+    ("run", "words"),
+    [
+        ("连接池泄漏", ["连接", "接池", "池泄", "泄漏"]),
+        ("缓存和重试的问题", ["缓存", "重试", "问题"]),
+        ("数据库", ["数据", "据库"]),
+        ("猫", ["猫"]),
+        ("的", []),
+        ("我的猫", ["猫"]),
+        ("猫和狗的问题", ["猫", "狗", "问题"]),
+    ],
+)
+def test_a_hook_cuts_chinese_without_the_dictionary(run: str, words: list[str]) -> None:
+    from memory.search.keyword import segment_cheaply
+
+    assert segment_cheaply(run) == words
+
+
+def test_a_chinese_prompt_recalls_a_chinese_note_without_loading_the_dictionary(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    """rjieba's start alone (0.1-0.2 s) is more than a direct hook's budget."""
+    with MemoryStore.open(MemoryConfig.for_home(mem_home)) as s:
+        s.save(
+            NoteDraft(
+                content="连接池泄漏的排查：先看 pool_size，再查未关闭的会话。",
+                title="连接池泄漏排查",
+                type="project",
+            )
+        )
+    code = (
+        "import sys, cli\n"
+        "cli.main(['hook', 'user-prompt-submit'])\n"
+        "sys.stderr.write(str('rjieba' in sys.modules))\n"
+    )
+    payload = {"session_id": "s", "cwd": str(make_project("app")), "prompt": "连接池泄漏怎么排查？"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert proc.stderr.decode() == "False"
+    assert "连接池泄漏排查" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
