@@ -153,6 +153,7 @@ class _Notice:
 
     msg: IncomingMessage
     text: str
+    part: str = "notice"  # the uuid's part: two notices to one message must not collide
 
 
 @dataclass(frozen=True, slots=True)
@@ -581,8 +582,8 @@ class FeishuBridge:
                     await self._run_turn(msg)
             case _Withdraw(msg=msg):
                 await self.sessions.interrupt(await self._conversation_id(self._scope(msg).key))
-            case _Notice(msg=msg, text=text):
-                await self._notify(msg, text)
+            case _Notice(msg=msg, text=text, part=part):
+                await self._send(msg, "text", text_content(text), part=part)
             case _Run(msg=msg, command=command):
                 await self._command(msg, command)
 
@@ -690,7 +691,7 @@ class FeishuBridge:
         )
         if ahead:
             text = t("queued", msg.locale, ahead=ahead, position=lane.waiting)
-            self._control.put_nowait(_Notice(msg, text))
+            self._control.put_nowait(_Notice(msg, text, part="queued"))
 
     def _enqueue_turn(self, lane: _Lane, msg: IncomingMessage) -> None:
         lane.waiting += 1

@@ -17,9 +17,10 @@ import pytest
 from bridge._lark import import_lark
 from bridge.feishu import FeishuBridge
 from bridge.sender import RetryPolicy, Sender
+from bridge.strings import t
 from settings import Settings
 from tests.conftest import running_app
-from tests.fakes.feishu_platform import OWNER_OPEN_ID, FakeFeishu
+from tests.fakes.feishu_platform import OWNER_OPEN_ID, BotMessage, FakeFeishu
 from tests.helpers import wait_until
 
 
@@ -76,13 +77,25 @@ def sender(fake_feishu: FakeFeishu) -> Sender:
     return Sender(client, policy=RetryPolicy(window=5))
 
 
+def is_queue_notice(message: BotMessage) -> bool:
+    """The line a message gets when it waits behind a running answer (not its answer)."""
+    return message.msg_type == "text" and message.text.startswith(
+        (t("queued", "zh", ahead=0, position=0)[:8], t("queued", "en", ahead=0, position=0)[:7])
+    )
+
+
+def replies(fake: FakeFeishu, message_id: str) -> list[BotMessage]:
+    """The replies to a user's message, its queue notice left out."""
+    return [m for m in fake.replies_to(message_id) if not is_queue_notice(m)]
+
+
 def answered(fake: FakeFeishu, message_id: str) -> bool:
     """The user's message has a reply, none of its replies still says 'Working' and none is a
-    CardKit card still streaming."""
-    replies = fake.replies_to(message_id)
-    return bool(replies) and not any(
+    CardKit card still streaming (a queue notice is not an answer)."""
+    shown = replies(fake, message_id)
+    return bool(shown) and not any(
         m.text.startswith("Working…") or (m.card_id and fake.cards[m.card_id].streaming)
-        for m in replies
+        for m in shown
     )
 
 
@@ -95,7 +108,7 @@ async def wait_answer(fake: FakeFeishu, message_id: str, timeout: float = 60) ->
 async def wait_reply_text(fake: FakeFeishu, message_id: str, timeout: float = 60) -> str:
     """Wait for the final answer to a user's message; returns all reply texts joined."""
     await wait_until(lambda: answered(fake, message_id), timeout=timeout)
-    return "\n".join(m.text for m in fake.replies_to(message_id))
+    return "\n".join(m.text for m in replies(fake, message_id))
 
 
 _CARD_CHROME = re.compile(r"\n(?:Tool steps: \d+[^\n]*|⏱ [^\n]*)(?:\n.*)?$", re.DOTALL)

@@ -12,7 +12,7 @@ import pytest
 
 from bridge.render import BODY_LIMITS
 from settings import Settings
-from tests.bridge.conftest import answer_only, feishu_app, message_id, wait_answer
+from tests.bridge.conftest import answer_only, feishu_app, message_id, replies, wait_answer
 from tests.bridge.test_render import fences_balanced
 from tests.fakes.anthropic_api import FakeMessagesAPI, error, text, tool
 from tests.fakes.feishu_platform import OWNER_OPEN_ID, FakeFeishu
@@ -37,7 +37,7 @@ async def test_p2p_message_gets_exactly_one_reply_and_is_acked_before_the_turn_e
     assert ack.delay < 1.0  # Feishu re-pushes after 3 s
     assert ack.acked_at < answered_at - 1.5  # long before the model answered
     assert answer == "Sunny, 24 °C."
-    [reply] = fake_feishu.replies_to(message_id(event))
+    [reply] = replies(fake_feishu, message_id(event))
     assert reply.msg_type == "interactive"
     assert [r.prompt for r in fake_model.turn_requests()] == ["what's the weather?"]
 
@@ -62,7 +62,7 @@ async def test_redelivery_never_answers_twice_even_after_a_restart(
         await wait_until(lambda: len(fake_feishu.acks) == 4)
         probe = fake_feishu.push_text("/status")
         await wait_answer(fake_feishu, message_id(probe))
-    assert len(fake_feishu.replies_to(message_id(event))) == 1
+    assert len(replies(fake_feishu, message_id(event))) == 1
     assert len(fake_model.requests_for("count me once")) == 1
     assert {a.code for a in fake_feishu.acks} == {200}
 
@@ -81,7 +81,7 @@ async def test_group_mention_is_answered_with_the_mention_stripped(
     # In a group the model is told who speaks (the owner's name is not visible: open_id end).
     said = f"[member …{OWNER_OPEN_ID[-6:]}] summarise the plan"
     assert answer == f"echo: {said}"
-    assert fake_feishu.replies_to(message_id(ignored)) == []
+    assert replies(fake_feishu, message_id(ignored)) == []
     assert [r.prompt for r in fake_model.turn_requests()] == [said]
 
 
@@ -129,7 +129,7 @@ async def test_sixty_kb_answer_arrives_in_several_messages_within_the_limit(
     async with feishu_app(feishu_settings()):
         event = fake_feishu.push_text("give me the big table")
         await wait_answer(fake_feishu, message_id(event))
-    messages = fake_feishu.replies_to(message_id(event))
+    messages = replies(fake_feishu, message_id(event))
     assert len(messages) >= 3
     for call in fake_feishu.calls():
         assert (
@@ -191,7 +191,7 @@ async def test_model_errors_and_timeouts_reach_the_user_readably(
     async with feishu_app(feishu_settings(**overrides)):
         event = fake_feishu.push_text("break it")
         answer = await wait_answer(fake_feishu, message_id(event), timeout=60)
-    [card] = fake_feishu.replies_to(message_id(event))
+    [card] = replies(fake_feishu, message_id(event))
     assert card.content["header"]["template"] == "red"
     assert answer.startswith("Error\n")
     assert expected in answer
@@ -215,7 +215,7 @@ async def test_chats_answer_in_order_and_in_parallel(
     # oc_b did not wait for oc_a: its turn started before oc_a's first answer was written.
     b_started = fake_model.requests_for("slow b1")[0]
     assert prompts.index("slow b1") < prompts.index("quick a2"), (prompts, b_started.path)
-    a1_replies = fake_feishu.replies_to(message_id(a1))
+    a1_replies = replies(fake_feishu, message_id(a1))
     assert a1_replies and answer_only(a1_replies[-1].text) == "slow done"
 
 
@@ -272,7 +272,7 @@ async def test_progress_card_shows_tool_steps_then_the_answer(
         event = fake_feishu.push_text("make a folder please")
         answer = await wait_answer(fake_feishu, message_id(event))
         await asyncio.sleep(0)
-    [card] = fake_feishu.replies_to(message_id(event))
+    [card] = replies(fake_feishu, message_id(event))
     seen = [json.dumps(v, ensure_ascii=False) for v in card.versions]
     assert any("mkdir reports" in v for v in seen[:-1])
     # the finished step keeps the command it ran (its result arrives without the input)
@@ -289,12 +289,12 @@ async def test_shutdown_leaves_no_card_working_and_no_message_unanswered(
     async with feishu_app(feishu_settings(shutdown_timeout_seconds=1)):
         running = fake_feishu.push_text("endless task")
         queued = fake_feishu.push_text("and then this")
-        await wait_until(lambda: bool(fake_feishu.replies_to(message_id(running))), timeout=30)
+        await wait_until(lambda: bool(replies(fake_feishu, message_id(running))), timeout=30)
         t0 = time.monotonic()
     assert time.monotonic() - t0 < 15
-    [card] = fake_feishu.replies_to(message_id(running))
+    [card] = replies(fake_feishu, message_id(running))
     assert "Working" not in card.text
     assert "shutting down" in card.text
-    [notice] = fake_feishu.replies_to(message_id(queued))
+    [notice] = replies(fake_feishu, message_id(queued))
     assert "send it again" in notice.text
     assert fake_model.requests_for("and then this") == []

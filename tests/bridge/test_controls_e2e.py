@@ -225,8 +225,9 @@ async def test_a_busy_conversation_tells_the_queue_position_and_refuses_past_the
         await wait_until(lambda: bool(fake_model.requests_for("slow job")), timeout=30)
         second = fake_feishu.push_text("second question")
         third = fake_feishu.push_text("third question", user_agent="Lark/7.30 LarkLocale/en_US")
-        queued = await wait_answer(fake_feishu, message_id(second), timeout=5)
+        await wait_until(lambda: bool(fake_feishu.replies_to(message_id(second))), timeout=5)
         full = await wait_answer(fake_feishu, message_id(third), timeout=5)
+        queued = fake_feishu.replies_to(message_id(second))[0].text
         await wait_until(
             lambda: any(
                 "echo: second question" in m.text

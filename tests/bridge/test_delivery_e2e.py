@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from settings import Settings
-from tests.bridge.conftest import feishu_app, message_id, start_bridge_process, wait_answer
+from tests.bridge.conftest import (
+    feishu_app,
+    message_id,
+    replies,
+    start_bridge_process,
+    wait_answer,
+)
 from tests.fakes.anthropic_api import FakeMessagesAPI, text
 from tests.fakes.feishu_platform import OWNER_OPEN_ID, FakeFeishu
 from tests.helpers import assert_private_tree, wait_until
@@ -45,7 +51,7 @@ async def test_answer_arrives_once_after_thirty_seconds_of_5xx_and_twenty_of_429
     assert {503, 429} <= statuses
     assert arrived >= 50
     assert answer.startswith("Here despite the outage.")
-    [reply] = fake_feishu.replies_to(message_id(event))  # once: no double, no text fallback
+    [reply] = replies(fake_feishu, message_id(event))  # once: no double, no text fallback
     assert reply.msg_type == "interactive"
     # while throttled it waited as told instead of hammering: few calls in the 429 phase
     throttled = [c for c in fake_feishu.faulted if c.status == 429]
@@ -67,11 +73,11 @@ async def test_the_later_parts_of_a_long_answer_arrive_after_an_outage_in_mid_an
         event = fake_feishu.push_text("the long report please")
         await wait_until(
             lambda: (
-                "Paragraph 59" in "".join(m.text for m in fake_feishu.replies_to(message_id(event)))
+                "Paragraph 59" in "".join(m.text for m in replies(fake_feishu, message_id(event)))
             ),
             timeout=90,
         )
-        parts = fake_feishu.replies_to(message_id(event))
+        parts = replies(fake_feishu, message_id(event))
     shown = "".join(m.text for m in parts)
     assert all(f"Paragraph {i}:" in shown for i in range(60))
     assert len({m.message_id for m in parts}) == len(parts) >= 2  # each part once
@@ -86,7 +92,7 @@ async def test_a_token_revoked_mid_turn_is_fetched_anew_and_the_answer_arrives(
     fake_model.on("token", text("Answered with a fresh token.", delay=3))
     async with feishu_app(feishu_settings()):
         event = fake_feishu.push_text("token test")
-        await wait_until(lambda: bool(fake_feishu.replies_to(message_id(event))), timeout=30)
+        await wait_until(lambda: bool(replies(fake_feishu, message_id(event))), timeout=30)
         tokens = fake_feishu.token_calls
         fake_feishu.invalidate_token()
         answer = await wait_answer(fake_feishu, message_id(event), timeout=60)
@@ -106,14 +112,14 @@ async def test_a_slow_answer_that_arrives_by_patch_is_followed_by_a_push(
     fake_model.on("quick", text("At once."))
     async with feishu_app(feishu_settings(feishu_push_after_seconds=1.5)):
         slow = fake_feishu.push_text("slow question")
-        await wait_until(lambda: len(fake_feishu.replies_to(message_id(slow))) == 2, timeout=60)
+        await wait_until(lambda: len(replies(fake_feishu, message_id(slow))) == 2, timeout=60)
         quick = fake_feishu.push_text("quick question")
         await wait_answer(fake_feishu, message_id(quick))
         await asyncio.sleep(0.5)
-    card, push = fake_feishu.replies_to(message_id(slow))
+    card, push = replies(fake_feishu, message_id(slow))
     assert card.text.startswith("Took a while.") and card.msg_type == "interactive"
     assert push.msg_type == "text" and "答案已完成" in push.text
-    assert len(fake_feishu.replies_to(message_id(quick))) == 1  # quick: no push
+    assert len(replies(fake_feishu, message_id(quick))) == 1  # quick: no push
 
 
 async def test_a_recalled_queued_message_is_never_answered(
@@ -131,7 +137,7 @@ async def test_a_recalled_queued_message_is_never_answered(
         await wait_answer(fake_feishu, message_id(first))
         probe = fake_feishu.push_text("third question")
         await wait_answer(fake_feishu, message_id(probe))
-    assert fake_feishu.replies_to(message_id(second)) == []
+    assert replies(fake_feishu, message_id(second)) == []
     assert fake_model.requests_for("second question") == []
 
 
@@ -144,7 +150,7 @@ async def test_a_recalled_running_turn_stops_and_nothing_is_sent_for_it(
     async with feishu_app(feishu_settings()):
         event = fake_feishu.push_text("long job")
         await wait_until(lambda: bool(fake_model.requests_for("long job")), timeout=30)
-        await wait_until(lambda: bool(fake_feishu.replies_to(message_id(event))), timeout=10)
+        await wait_until(lambda: bool(replies(fake_feishu, message_id(event))), timeout=10)
         t0 = time.monotonic()
         fake_feishu.recall(message_id(event))
         await wait_until(lambda: working(fake_feishu) == [], timeout=20)
@@ -152,7 +158,7 @@ async def test_a_recalled_running_turn_stops_and_nothing_is_sent_for_it(
         probe = fake_feishu.push_text("still there?")
         await wait_answer(fake_feishu, message_id(probe))
     assert stopped_in < 15
-    [card] = fake_feishu.replies_to(message_id(event))  # the progress card, closed; nothing else
+    [card] = replies(fake_feishu, message_id(event))  # the progress card, closed; nothing else
     assert "recalled" in card.text
     assert "never delivered" not in card.text
 
@@ -195,6 +201,7 @@ def _bridge_env(home: Path, fake_feishu: FakeFeishu, fake_model: FakeMessagesAPI
         "FEISHU_ALLOWED_USERS": OWNER_OPEN_ID,
         "FEISHU_PROGRESS_DELAY_SECONDS": "0.3",
         "FEISHU_CARD_UPDATE_INTERVAL_SECONDS": "0.2",
+        "FEISHU_STREAMING": "false",  # the progress card's recovery (as the other tests)
     }
 
 
@@ -222,7 +229,7 @@ async def test_killed_mid_turn_the_restart_answers_or_says_so_and_closes_every_c
         proc = await start_bridge_process(env, output)
         answer = await wait_answer(fake_feishu, message_id(queued), timeout=60)
         await wait_until(lambda: working(fake_feishu) == [], timeout=30)
-        await wait_until(lambda: len(fake_feishu.replies_to(message_id(running))) == 2, timeout=30)
+        await wait_until(lambda: len(replies(fake_feishu, message_id(running))) == 2, timeout=30)
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
@@ -234,6 +241,6 @@ async def test_killed_mid_turn_the_restart_answers_or_says_so_and_closes_every_c
     # nothing had reached the model: it runs again
     assert answer.startswith("echo: the queued question")
     assert len(fake_model.requests_for("the queued question")) == 1
-    card, notice = fake_feishu.replies_to(message_id(running))
+    card, notice = replies(fake_feishu, message_id(running))
     assert "restart" in card.text and "never delivered" not in card.text
     assert notice.msg_type == "text" and "restart" in notice.text
