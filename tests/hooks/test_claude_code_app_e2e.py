@@ -5,8 +5,10 @@ model."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 
 from memory.clients.hook_process import read_run_file
 from tests.fakes.anthropic_api import FakeMessagesAPI, text
-from tests.hooks.conftest import CLAUDE_MEMORY
+from tests.hooks.conftest import CLAUDE_MEMORY, free_port
 from tests.hooks.test_claude_code_e2e import claude_env, first_request, run_claude, seed
 from tests.hooks.test_server_mode import IMPOSTOR_JSON, IMPOSTOR_TEXT, Impostor, _http, start_app
 
@@ -66,3 +68,30 @@ def test_context_is_injected_with_the_app_up_and_with_it_down(
     direct = log.read_text()[len(served) :]
     assert "user-prompt-submit: working directly, search: keywords only (stale run file" in direct
     assert "handled by the app" not in direct
+
+
+def test_an_http_hook_to_a_closed_port_leaves_the_prompt_without_context(
+    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    """Why UserPromptSubmit stays a command hook (docs/claude-code.md, "Why command hooks"):
+    with an `http` hook and the app down, Claude Code goes on (a non-blocking error) and the
+    prompt reaches the model with no memory at all; the command hook works directly instead."""
+    seed(mem_home)
+    project = make_project("shop/app")
+    env = claude_env(fake_model, mem_home)
+    config = Path(env["CLAUDE_CONFIG_DIR"])
+    config.mkdir(parents=True, exist_ok=True)
+    hook = {
+        "type": "http",
+        "url": f"http://127.0.0.1:{free_port()}/api/hooks/user-prompt-submit",
+        "timeout": 5,
+    }
+    settings = {"hooks": {"UserPromptSubmit": [{"hooks": [hook]}]}}
+    (config / "settings.json").write_text(json.dumps(settings))
+    fake_model.on("refused: the webhook", text("Answered without memory."))
+    started = time.monotonic()
+    run_claude("refused: the webhook signatures?", cwd=project, env=env)
+    elapsed = time.monotonic() - started
+    seen = first_request(fake_model, "refused: the webhook").all_text()
+    assert "HMAC-SHA256" not in seen and "<memory-context>" not in seen
+    assert elapsed < 60  # refused at once, not after the hook's timeout per retry
