@@ -10,10 +10,11 @@ truth and derives an index from them, here the database holds the notes themselv
 * `memory_note_vectors`: vectors per (note, model, chunk) in a pgvector column, with one HNSW
   cosine index per model (`memory_vector_models`); rebuildable from the notes at any time.
 
-Ranking, dedup, redaction, supersession and expiry reuse the pure functions the SQLite store
-uses (`memory.search.ranking`, `memory.search.keyword`, `memory.search.fusion`,
-`memory.notes.files`); see
-docs/postgres.md for what differs (exact vs HNSW vector search, tsvector limits).
+The algorithm is the SQLite store's, written once: search orchestration in
+`memory.search.engine` (this module answers `SearchQueries`), save, dedup, update and the rest
+in `memory.core.StoreCore` (this module answers `SaveQueries`); this module keeps only its SQL
+and its lifecycle (pools, migrations, sequences). See docs/postgres.md for what differs (exact
+vs HNSW vector search, tsvector limits).
 
 Keyword search matches and ranks as the SQLite index does (`memory.search.fts5`): the `search`
 tsvector holds the words SQLite's FTS5 tokenizer makes of each column (it is run to make
@@ -929,7 +930,7 @@ class PostgresMemoryStore(core.StoreCore):
         self._bump_notes()
         return written
 
-    def save(self, draft: NoteDraft) -> SaveResult:
+    def _save(self, draft: NoteDraft) -> SaveResult:
         """Write a new note, or refresh the existing one if it is an (exact or near) duplicate
         of an active note of the same scope (`memory.core.save_locked`). Text is sanitized
         first."""
@@ -1014,7 +1015,7 @@ class PostgresMemoryStore(core.StoreCore):
         self._bump_notes()
         return note
 
-    def delete(self, note_id: str) -> None:
+    def _delete(self, note_id: str) -> None:
         """Delete the note and its vectors (raises NotFoundError)."""
         _check_id(note_id)
         with self._conn() as conn:

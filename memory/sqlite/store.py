@@ -1,5 +1,10 @@
 """`MemoryStore`: the one facade over notes and index (web API, agent tools, hooks, MCP, CLI).
 
+The algorithm (search orchestration, save with dedup, update) is `memory.search.engine` and
+`memory.core.StoreCore`, shared with the PostgreSQL store; this module answers their queries
+(`_SearchQueries`, `_SaveQueries`) and keeps what is the files' own: sync, `_index.json`,
+access counts folded into front matter.
+
 Synchronous (SQLite). Safe from several threads (one connection per thread, one in-process
 write lock) and from several processes (`BEGIN IMMEDIATE` with retries; files are written
 through unique temp names and renamed). Files change first, the index follows.
@@ -321,13 +326,17 @@ class MemoryStore(core.StoreCore):
         entries.sort(key=_insert_order)
         gone = [row for rel, row in known.items() if rel not in files]
         added = updated = removed = 0
+        by_hand: list[tuple[Note, bool]] = []  # for the notes' history
+        gone_ids: list[str] = []
         if entries or verified or gone:
             for start in range(0, max(len(entries), 1), BATCH):
                 with self.index.write() as tx:
                     for entry in entries[start : start + BATCH]:
                         if not _same_stat(self.root / entry.note.path, entry):
                             continue  # changed again while we read it: next sync
-                        put, _ = self.index.put(tx, entry, path_exists=self._exists)
+                        put, placed = self.index.put(tx, entry, path_exists=self._exists)
+                        if placed.parse_ok:
+                            by_hand.append((placed.note, put == "added"))
                         if put == "added":
                             added += 1
                         else:
@@ -343,11 +352,13 @@ class MemoryStore(core.StoreCore):
                             if not self._exists(row["path"]):
                                 # by path: a move above may have deleted this row already
                                 current = tx.execute(
-                                    "SELECT nid FROM notes WHERE path = ?", (row["path"],)
+                                    "SELECT nid, id FROM notes WHERE path = ?", (row["path"],)
                                 ).fetchone()
                                 if current is not None:
                                     self.index.delete(tx, current["nid"])
+                                    gone_ids.append(current["id"])
                                     removed += 1
+        self._saw_on_disk(by_hand, gone_ids)
         report = SyncReport(
             added=added,
             updated=updated,
@@ -404,24 +415,30 @@ class MemoryStore(core.StoreCore):
     def _sync_paths(self, relpaths: list[str]) -> None:
         """Re-check a few files (e.g. the notes a search is about to return)."""
         issues: list[SyncIssue] = []
+        by_hand: list[tuple[Note, bool]] = []  # for the notes' history
+        gone_ids: list[str] = []
         with self.index.write() as tx:
             for rel in relpaths:
                 row = tx.execute(
-                    "SELECT nid, file_hash FROM notes WHERE path = ?", (rel,)
+                    "SELECT nid, id, file_hash FROM notes WHERE path = ?", (rel,)
                 ).fetchone()
                 if not self._exists(rel):
                     if row is not None:
                         self.index.delete(tx, row["nid"])
+                        gone_ids.append(row["id"])
                     continue
                 outcome = self._prepare(rel, row, issues)
                 if isinstance(outcome, Entry):
-                    self.index.put(tx, outcome, path_exists=self._exists)
+                    put, placed = self.index.put(tx, outcome, path_exists=self._exists)
+                    if placed.parse_ok:
+                        by_hand.append((placed.note, put == "added"))
                 elif outcome is not None:
                     _, mtime_ns, size, verified_ns = outcome
                     tx.execute(
                         "UPDATE notes SET mtime_ns = ?, size = ?, verified_ns = ? WHERE path = ?",
                         (mtime_ns, size, verified_ns, rel),
                     )
+        self._saw_on_disk(by_hand, gone_ids)
         self._after_change(True)
 
     def rebuild(self, progress: ProgressFn | None = None) -> SyncReport:
@@ -462,7 +479,7 @@ class MemoryStore(core.StoreCore):
 
     # --- writes ------------------------------------------------------------------------------
 
-    def save(self, draft: NoteDraft) -> SaveResult:
+    def _save(self, draft: NoteDraft) -> SaveResult:
         """Write a new note, or refresh the existing one if it is an (exact or near) duplicate
         (`memory.core.save_locked`). Text is sanitized first (`<private>` spans dropped,
         secrets redacted)."""
@@ -642,7 +659,7 @@ class MemoryStore(core.StoreCore):
         self._after_change(True)
         return note
 
-    def delete(self, note_id: str) -> None:
+    def _delete(self, note_id: str) -> None:
         """Delete the note's file and its index row (raises NotFoundError)."""
         row = self._row_or_sync(note_id)
         with self.index.write() as tx:
