@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 from memory.encoders.models import Encoder
+from memory.history import HistoryRecorder
 from memory.model import Note, NoteDraft, SaveResult, SearchHit, SyncReport
 from memory.search.fusion import SearchMode, SearchOutcome
 from memory.search.vectors import PendingNote, VectorStats
@@ -111,6 +112,16 @@ class MemoryBackend(Protocol):
     def supersede(self, old_id: str, new_id: str) -> Note: ...
 
     def deprecate(self, note_id: str, reason: str | None = None) -> Note: ...
+
+    # --- history (memory.history) ----------------------------------------------------------
+    def attach_history(self, history: HistoryRecorder | None) -> None:
+        """Record every change of a note as a version from now on (None: no history)."""
+        ...
+
+    def restore_version(self, note_id: str, number: int) -> Note:
+        """Bring back a version's title, summary, text and tags (a deleted note: saved again
+        under its id); itself a new version."""
+        ...
 
     def list(
         self,

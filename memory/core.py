@@ -8,6 +8,10 @@ answers a few questions in its own SQL and lifecycle: `memory.sqlite.store.Memor
 (the notes in PostgreSQL). The search algorithm itself is `memory.search.engine`; a save's
 locked step (`save_locked`) runs over `SaveQueries`, answered inside the backend's writer
 lock or transaction.
+
+Every committed change passes here on its way out (`save`, `update`, `supersede`, `deprecate`,
+`delete`, `restore_version`, and the SQLite store's sync for hand edits), so this is where a
+note's history is recorded (`memory.history`, when a `HistoryRecorder` is attached).
 """
 
 from __future__ import annotations
@@ -24,6 +28,16 @@ from errors import InvalidInputError, NotFoundError
 from memory import _text
 from memory.config import MemoryConfig
 from memory.encoders.models import Encoder, EncoderUnavailableError
+from memory.history import (
+    HAND_EDIT,
+    ChangeKind,
+    ChangeSource,
+    HistoryRecorder,
+    current_source,
+    infer_source,
+    kind_of_update,
+    snapshot_of,
+)
 from memory.model import (
     TYPE_PROFILES,
     Note,
@@ -293,6 +307,7 @@ class StoreCore:
     fusion: FusionWeights
     _query_vectors: QueryVectors
     _clock: Callable[[], datetime]
+    history: HistoryRecorder | None
 
     # --- hooks -------------------------------------------------------------------------------
 
@@ -315,10 +330,18 @@ class StoreCore:
         as an access of its note when `record`."""
         raise NotImplementedError
 
+    def _save(self, draft: NoteDraft) -> SaveResult:
+        """Write a new note or refresh its duplicate (`save_locked` in the backend's lock)."""
+        raise NotImplementedError
+
     def _update(
         self, note_id: str, clean: dict[str, Any], extra: dict[str, Any] | None = None
     ) -> Note:
         """Apply cleaned changes (and `extra` front matter fields) to a note, `updated` now."""
+        raise NotImplementedError
+
+    def _delete(self, note_id: str) -> None:
+        """Remove the note (NotFoundError when unknown)."""
         raise NotImplementedError
 
     def _top_rows(self, filters: Filters, order: SortKey, limit: int) -> Iterable[tuple[Any, Note]]:
@@ -360,6 +383,7 @@ class StoreCore:
         self.encoder = encoder
         self.fusion = DEFAULT_WEIGHTS
         self._query_vectors = QueryVectors()
+        self.history = None
 
     def __enter__(self) -> Self:
         return self
@@ -370,6 +394,23 @@ class StoreCore:
     def _now(self) -> datetime:
         return self._clock().astimezone(UTC).replace(microsecond=0)
 
+    # --- writes: each one recorded in the note's history ---------------------------------------
+
+    def save(self, draft: NoteDraft) -> SaveResult:
+        """Write a new note, or refresh the existing one if it is an (exact or near) duplicate
+        (`save_locked`). Text is sanitized first (`<private>` spans dropped, secrets
+        redacted). A duplicate changes no content, so it makes no version."""
+        if self.history is not None and draft.supersedes:
+            self._catch_up(self.get(draft.supersedes))
+        result = self._save(draft)
+        if self.history is not None and not result.deduplicated:
+            note = self.get(result.id)
+            self._record(note, "create")
+            if draft.supersedes:
+                who = current_source() or infer_source(note.source)
+                self._record(self.get(draft.supersedes), "supersede", source=who)
+        return result
+
     def update(self, note_id: str, **changes: Any) -> Note:
         """Change some fields (and/or `content`); the note is rewritten and re-indexed.
 
@@ -377,9 +418,129 @@ class StoreCore:
         superseded_by, expires_at, source. Text is sanitized; `updated` is set to now.
         """
         check_updatable(changes)
-        return self._update(
-            note_id, clean_changes(changes, max_note_bytes=self.config.max_note_bytes)
-        )
+        clean = clean_changes(changes, max_note_bytes=self.config.max_note_bytes)
+        if self.history is not None:
+            self._catch_up(self.get(note_id))
+        note = self._update(note_id, clean)
+        self._record(note, kind_of_update(clean))
+        return note
+
+    def delete(self, note_id: str) -> None:
+        """Delete the note (raises NotFoundError). Its history keeps the last content, so a
+        deleted note can be restored (`restore_version`)."""
+        before = None
+        if self.history is not None:
+            before = self.get(note_id)
+            self._catch_up(before)
+        self._delete(note_id)
+        if before is not None:
+            self._record(before, "delete")
+
+    def attach_history(self, history: HistoryRecorder | None) -> None:
+        """Record every change in `history` from now on (None: keep no history)."""
+        self.history = history
+
+    def restore_version(self, note_id: str, number: int) -> Note:
+        """Bring back version `number` of a note: its title, summary, text and tags (status,
+        type and scope stay as they are now). A deleted note is saved again under its id and
+        path, with everything the version held; when an active note of its scope already
+        holds the same text, that one is returned (a duplicate is not made twice). The
+        restore is itself a new version (kind `restore`)."""
+        if self.history is None:
+            raise InvalidInputError(
+                "this process keeps no note history; restore from the app (web page or API)"
+            )
+        wanted = self.history.version(note_id, number).snapshot
+        try:
+            current = self.get(note_id)
+        except NotFoundError:
+            current = None
+        if current is not None:
+            self._catch_up(current)
+            changes = {
+                "title": wanted.title,
+                "summary": wanted.summary,
+                "body": wanted.body,
+                "tags": list(wanted.tags),
+            }
+            clean = clean_changes(changes, max_note_bytes=self.config.max_note_bytes)
+            note = self._update(note_id, clean)
+        else:
+            draft = NoteDraft(
+                content=wanted.body,
+                title=wanted.title,
+                summary=wanted.summary,
+                type=wanted.type,
+                scope=wanted.scope,
+                tags=wanted.tags,
+                importance=wanted.importance,
+                expires_at=wanted.expires_at,
+                source=wanted.source,
+                id=note_id,
+                path=wanted.path or None,
+            )
+            note = self.get(self._save(draft).id)
+        self._record(note, "restore", restored_from=number)
+        return note
+
+    def _record(
+        self,
+        note: Note,
+        kind: ChangeKind,
+        *,
+        source: ChangeSource | None = None,
+        restored_from: int | None = None,
+        if_changed: bool = False,
+    ) -> None:
+        """One version of `note` as it is now. Who: `source`, else the front door that said
+        (`memory.history.acting_as`), else the note's own `source` field."""
+        if self.history is None:
+            return
+        who = source or current_source() or infer_source(note.source)
+        try:
+            self.history.append(
+                note.id,
+                kind,
+                who,
+                snapshot_of(note),
+                restored_from=restored_from,
+                if_changed=if_changed,
+            )
+        except Exception:
+            # The change itself is committed: failing now would tell the caller it was not,
+            # and a retry would make it twice. The gap is logged loudly instead.
+            log.exception(
+                "note %s changed (%s) but its history could not be written", note.id, kind
+            )
+
+    def _catch_up(self, before: Note) -> None:
+        """Before a change, the note as it is now when history does not hold it yet: written
+        before history was kept (`baseline`), or edited by hand where no history was attached
+        (a CLI or hook process that read the file first)."""
+        if self.history is None:
+            return
+        try:
+            latest = self.history.latest_digest(before.id)
+        except Exception:
+            log.exception("note %s: its history could not be read", before.id)
+            return
+        if latest is None:
+            self._record(before, "baseline", if_changed=True)
+        elif latest != snapshot_of(before).digest():
+            self._record(before, "edit", source=HAND_EDIT, if_changed=True)
+
+    def _saw_on_disk(self, edited: Iterable[tuple[Note, bool]], removed: Iterable[str]) -> None:
+        """Notes a sync found changed on disk, not through a store: (note, is new) edited or
+        added by hand, ids whose file is gone. Versions only when the content moved."""
+        if self.history is None:
+            return
+        for note, new in edited:
+            self._record(note, "create" if new else "edit", source=HAND_EDIT, if_changed=True)
+        for note_id in removed:
+            try:
+                self.history.record_gone(note_id, HAND_EDIT)
+            except Exception:
+                log.exception("note %s was deleted by hand; its history could not say so", note_id)
 
     def list(
         self,
@@ -418,7 +579,11 @@ class StoreCore:
         """Mark a note deprecated (left out of search); the reason is kept in the front
         matter as `deprecated_reason`."""
         extra = {"deprecated_reason": sanitize(reason)} if reason else None
-        return self._update(note_id, {"status": "deprecated"}, extra=extra)
+        if self.history is not None:
+            self._catch_up(self.get(note_id))
+        note = self._update(note_id, {"status": "deprecated"}, extra=extra)
+        self._record(note, "deprecate")
+        return note
 
     def search(
         self,

@@ -96,6 +96,22 @@ MIGRATIONS: tuple[str, ...] = (
         previous TEXT NOT NULL DEFAULT ''
     );
     """,
+    """
+    -- versions of notes (memory.history_store): not derived from the notes, so here
+    CREATE TABLE mem_note_versions (
+        note_id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        door TEXT NOT NULL,
+        session TEXT NOT NULL DEFAULT '',
+        at DOUBLE PRECISION NOT NULL,
+        digest TEXT NOT NULL,
+        snapshot TEXT NOT NULL,
+        restored_from INTEGER,
+        PRIMARY KEY (note_id, version)
+    );
+    CREATE INDEX mem_note_versions_by_kind ON mem_note_versions(kind, at)
+    """,
 )
 
 
