@@ -27,6 +27,7 @@ from agent.sessions import SessionManager, TurnLock
 from agent.summarizer import model_summary
 from errors import ClaudeMemoryError, ConfigurationError
 from memory.api import (
+    create_history_router,
     create_memory_router,
     create_observations_router,
     create_pending_router,
@@ -35,6 +36,7 @@ from memory.backend import MemoryBackend, StateBackend
 from memory.clients.hook_process import announce_app
 from memory.clients.hooks import HookService, create_hooks_router
 from memory.encoders.client import EncoderClient, EncoderReady, ThreadEncoder
+from memory.history_store import HistoryStore
 from memory.loop.entities import PendingStore
 from memory.loop.episodes import EpisodeStore
 from memory.opening import open_memory, open_state
@@ -148,6 +150,7 @@ def build_container(settings: Settings) -> Container:
     memory = open_memory(settings.memory_config(), database=database)
     conversations = shared.conversations if shared else ConversationStore(settings.state_path)
     state = open_state(settings.state_path, database=database)
+    memory.attach_history(HistoryStore(state))  # every change of a note kept, with its source
     episodes = EpisodeStore(state, memory)
     pending = PendingStore(state)
     # Windows in the state database: a restarted app does not repeat itself.
@@ -348,6 +351,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.include_router(
         create_memory_router(lambda: app.state.container.memory),
+        dependencies=[Depends(require_token)],
+    )
+    app.include_router(
+        create_history_router(
+            lambda: app.state.container.memory, lambda: HistoryStore(app.state.container.state)
+        ),
         dependencies=[Depends(require_token)],
     )
     app.include_router(

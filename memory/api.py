@@ -1,8 +1,10 @@
-"""HTTP API: `/api/memories...` and `/api/memories/pending` (see docs/ARCHITECTURE contract).
+"""HTTP API: `/api/memories...`, `/api/memories/pending` and a note's history (`/history`,
+docs/history.md); see docs/ARCHITECTURE contract.
 
 The app mounts `create_memory_router(get_store)` and adds auth around it. Store calls block
 (SQLite, files), so every endpoint runs them with `asyncio.to_thread`. Store errors become
 HTTP errors here (unknown id -> 404, bad input -> 422) so the router is usable on its own.
+Changes made here are recorded in a note's history as made by the `web` door.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from errors import ClaudeMemoryError, ConflictError
+from errors import ClaudeMemoryError, ConflictError, NotFoundError
 from memory.backend import MemoryBackend
+from memory.history import ChangeSource, acting_as
+from memory.history_store import HistoryStore
 from memory.loop.entities import PendingStore, pending_filter
 from memory.loop.episodes import EpisodeStore
 from memory.model import Note, NoteDraft, SearchHit
@@ -182,10 +186,19 @@ def _note_fields(note: Note) -> dict[str, Any]:
     }
 
 
+WEB: ChangeSource = ChangeSource("web")
+
+
+def _as_web(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    with acting_as(WEB):
+        return fn(*args, **kwargs)
+
+
 async def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a blocking store call off the event loop; map store errors to HTTP errors."""
+    """Run a blocking store call off the event loop, as the `web` door (for the notes'
+    history); map store errors to HTTP errors."""
     try:
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        return await asyncio.to_thread(_as_web, fn, *args, **kwargs)
     except ClaudeMemoryError as exc:
         raise HTTPException(status_code=exc.status_code, detail=exc.message) from exc
 
@@ -397,5 +410,72 @@ def create_observations_router(get_episodes: Callable[[], EpisodeStore]) -> APIR
             raise HTTPException(422, "send between 1 and 50 ids")
         found = await _run(get_episodes().observations, wanted)
         return {"observations": [m.to_dict() for m in found if m.role == "observation"]}
+
+    return router
+
+
+# --- /api/memories/.../history: every change of a note, and restoring one (docs/history.md) --
+
+
+class RestoreResponse(BaseModel):
+    note: NoteFull
+    restored_from: int
+    versions: int = Field(description="How many versions the note has now.")
+
+
+def create_history_router(
+    get_store: Callable[[], MemoryBackend], get_history: Callable[[], HistoryStore]
+) -> APIRouter:
+    router = APIRouter(prefix="/api/memories", tags=["memories"])
+
+    @router.get("/history/deleted")
+    async def deleted_notes(limit: int = Query(default=50, ge=1, le=500)) -> dict[str, Any]:
+        """Deleted notes, most recent first, each with the version it was deleted with
+        (restore it with `POST /{id}/history/{version}/restore`)."""
+        found = await _run(get_history().deleted, limit)
+        return {"deleted": [v.to_dict(full=False) for v in found]}
+
+    @router.get("/{note_id}/history")
+    async def note_history(note_id: str) -> dict[str, Any]:
+        """A note's versions, newest first: kind, who (door and session), when, title. A
+        note saved before history was kept has none until its next change."""
+
+        def run() -> dict[str, Any]:
+            history = get_history()
+            try:
+                get_store().get(note_id)  # first: a read sees (and records) hand edits
+                exists = True
+            except NotFoundError:
+                exists = False
+            versions = history.versions(note_id)
+            if not exists and not versions:
+                raise NotFoundError("note", note_id)
+            return {
+                "id": note_id,
+                "exists": exists,
+                "keep": history.keep,
+                "versions": [v.to_dict(full=False) for v in versions],
+            }
+
+        return await _run(run)
+
+    @router.get("/{note_id}/history/{version}")
+    async def note_version(note_id: str, version: int = Path(ge=1)) -> dict[str, Any]:
+        """One version in full: its fields, its text and `text` (fields then body, for a
+        diff)."""
+        found = await _run(get_history().version, note_id, version)
+        return found.to_dict()
+
+    @router.post("/{note_id}/history/{version}/restore", response_model=RestoreResponse)
+    async def restore_version(note_id: str, version: int = Path(ge=1)) -> RestoreResponse:
+        """Bring a version's title, summary, text and tags back (a deleted note comes back
+        under its id); the restore is itself a new version."""
+
+        def run() -> RestoreResponse:
+            note = get_store().restore_version(note_id, version)
+            count = len(get_history().versions(note.id))
+            return RestoreResponse(note=NoteFull.of(note), restored_from=version, versions=count)
+
+        return await _run(run)
 
     return router
