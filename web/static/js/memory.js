@@ -1,4 +1,5 @@
-// The memory view: search and filter notes, open one, edit it, deprecate or delete it,
+// The memory view: search and filter notes, open one, edit it, deprecate or delete it, see
+// its history (every change, who made it) and restore a version, bring a deleted note back,
 // and confirm or reject the entities waiting in the pending list.
 
 import { json } from "./api.js";
@@ -15,6 +16,7 @@ let ui = null;
 let confirmAction = async () => true;
 let openId = null;
 let loaded = false;
+let shownVersion = null; // the version whose text is shown under the history
 
 export function initMemory({ confirm }) {
   confirmAction = confirm;
@@ -42,6 +44,13 @@ export function initMemory({ confirm }) {
     remove: $("#mem-delete"),
     back: $("#mem-back"),
     layout: $(".mem-layout"),
+    history: $("#mem-history-list"),
+    version: $("#mem-version"),
+    versionHead: $("#mem-version-head"),
+    versionText: $("#mem-version-text"),
+    restore: $("#mem-restore"),
+    restored: $("#mem-restored"),
+    deleted: $("#deleted-list"),
   };
   ui.search.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -56,13 +65,14 @@ export function initMemory({ confirm }) {
   ui.pin.addEventListener("click", togglePinned);
   ui.remove.addEventListener("click", removeNote);
   ui.back.addEventListener("click", closeDetail);
+  ui.restore.addEventListener("click", restoreShown);
 }
 
 /** Called when the view is shown: load filters, results and pending entities once. */
 export async function showMemory() {
   if (loaded) return;
   loaded = true;
-  await Promise.all([loadFilters(), runSearch(), loadPending()]);
+  await Promise.all([loadFilters(), runSearch(), loadPending(), loadDeleted()]);
 }
 
 async function loadFilters() {
@@ -165,6 +175,9 @@ export async function openNote(id) {
   }
   openId = note.id;
   fillForm(note);
+  hideVersion();
+  // after the note: reading it is what notices (and records) an edit of its file by hand
+  await loadHistory();
   ui.detail.hidden = false;
   ui.layout.classList.add("detail-open");
   for (const button of ui.list.querySelectorAll(".mem-item")) {
@@ -236,7 +249,7 @@ async function update(changes, message) {
     const note = await json(`/api/memories/${encodeURIComponent(openId)}`, { method: "PUT", body: changes });
     fillForm(note);
     ui.saved.textContent = message;
-    await runSearch();
+    await Promise.all([runSearch(), loadHistory()]);
   } catch (err) {
     ui.saved.textContent = `Not saved: ${err.message}`;
   }
@@ -268,7 +281,7 @@ async function removeNote() {
     return;
   }
   closeDetail();
-  await runSearch();
+  await Promise.all([runSearch(), loadDeleted()]);
 }
 
 function closeDetail() {
@@ -318,5 +331,150 @@ export async function loadPending() {
       ),
     );
     ui.pending.append(li);
+  }
+}
+
+// --- history: every change of the open note, and restoring one ------------------------------
+
+const KIND_LABELS = {
+  create: "created",
+  edit: "edited",
+  supersede: "superseded",
+  deprecate: "deprecated",
+  delete: "deleted",
+  restore: "restored",
+  baseline: "as first seen",
+};
+
+function versionLabel(v) {
+  const kind = KIND_LABELS[v.kind] || v.kind;
+  const from = v.kind === "restore" && v.restored_from ? ` v${v.restored_from}` : "";
+  return `v${v.version} · ${kind}${from} · ${v.source_label}`;
+}
+
+async function loadHistory() {
+  if (!openId) return;
+  const id = openId;
+  let data;
+  try {
+    data = await json(`/api/memories/${encodeURIComponent(id)}/history`);
+  } catch (err) {
+    clear(ui.history).append(h("li", { class: "error-text" }, `Could not load the history: ${err.message}`));
+    return;
+  }
+  if (id !== openId) return; // another note was opened meanwhile
+  clear(ui.history);
+  if (!data.versions.length) {
+    ui.history.append(h("li", { class: "meta empty" }, "No changes recorded yet (saved before history was kept)."));
+  }
+  for (const v of data.versions) {
+    ui.history.append(
+      h(
+        "li",
+        { dataset: { version: String(v.version), kind: v.kind, door: v.source.door } },
+        h(
+          "button",
+          {
+            type: "button",
+            class: "history-item",
+            "aria-current": shownVersion === v.version ? "true" : null,
+            onclick: () => showVersion(id, v.version),
+          },
+          h("span", { class: "history-label" }, versionLabel(v)),
+          h("span", { class: "meta", title: new Date(v.at).toLocaleString() }, timeAgo(v.at)),
+        ),
+      ),
+    );
+  }
+}
+
+async function showVersion(id, number) {
+  let v;
+  try {
+    v = await json(`/api/memories/${encodeURIComponent(id)}/history/${number}`);
+  } catch (err) {
+    ui.restored.textContent = `Could not open v${number}: ${err.message}`;
+    return;
+  }
+  shownVersion = number;
+  ui.versionHead.textContent = `${versionLabel(v)} · ${new Date(v.at).toLocaleString()}`;
+  ui.versionText.textContent = v.text;
+  ui.restored.textContent = "";
+  ui.version.hidden = false;
+  for (const button of ui.history.querySelectorAll(".history-item")) {
+    if (button.closest("li").dataset.version === String(number)) button.setAttribute("aria-current", "true");
+    else button.removeAttribute("aria-current");
+  }
+}
+
+function hideVersion() {
+  shownVersion = null;
+  ui.version.hidden = true;
+  ui.restored.textContent = "";
+}
+
+/** A restore is itself a version: it can be undone by restoring the one before, so no confirm. */
+async function restoreShown() {
+  if (!openId || shownVersion === null) return;
+  const number = shownVersion;
+  try {
+    const data = await json(`/api/memories/${encodeURIComponent(openId)}/history/${number}/restore`, {
+      method: "POST",
+    });
+    fillForm(data.note);
+    hideVersion();
+    ui.saved.textContent = `Restored v${number}.`;
+    await Promise.all([runSearch(), loadHistory()]);
+  } catch (err) {
+    ui.restored.textContent = `Not restored: ${err.message}`;
+  }
+}
+
+export async function loadDeleted() {
+  let items;
+  try {
+    items = (await json("/api/memories/history/deleted?limit=20")).deleted;
+  } catch (err) {
+    clear(ui.deleted).append(h("li", { class: "error-text" }, `Could not load: ${err.message}`));
+    return;
+  }
+  clear(ui.deleted);
+  if (!items.length) ui.deleted.append(h("li", { class: "meta empty" }, "Nothing deleted."));
+  for (const item of items) {
+    const li = h(
+      "li",
+      { class: "pending-item", dataset: { id: item.note_id } },
+      h(
+        "div",
+        { class: "mem-item-head" },
+        h("span", { class: "mem-item-title" }, item.title),
+        h("span", { class: "meta" }, `deleted ${timeAgo(item.at)} · ${item.source_label}`),
+      ),
+      item.summary ? h("p", { class: "pending-content" }, item.summary) : null,
+      h(
+        "div",
+        { class: "form-actions" },
+        h(
+          "button",
+          {
+            type: "button",
+            onclick: async () => {
+              try {
+                const data = await json(
+                  `/api/memories/${encodeURIComponent(item.note_id)}/history/${item.version}/restore`,
+                  { method: "POST" },
+                );
+                await Promise.all([loadDeleted(), runSearch()]);
+                await openNote(data.note.id);
+              } catch (err) {
+                li.append(h("span", { class: "error-text" }, ` ${err.message}`));
+              }
+            },
+          },
+          "Restore",
+        ),
+      ),
+    );
+    ui.deleted.append(li);
   }
 }
