@@ -48,6 +48,8 @@ from memory.clients.conventions import SERVER_NAME, normalize_session_id
 from memory.clients.hooks import clear_window, session_summary
 from memory.clients.project import ProjectIdentity, identify
 from memory.config import MemoryConfig
+from memory.history import ChangeSource, acting_as
+from memory.history_store import HistoryStore
 from memory.loop.entities import PendingStore, pending_filter
 from memory.loop.episodes import Episode, EpisodeStatus, EpisodeStore, Role, should_summarize
 from memory.model import ENTITY_TYPE_MAP, NoteDraft, normalize_type
@@ -136,9 +138,15 @@ class MemoryResources:
     def store(self) -> MemoryBackend:
         with self._lock:
             if self._store is None:
-                self._store = open_memory(
+                store = open_memory(
                     self.config.memory, database=self._shared(), encoder=self._encoder
                 )
+                # every change made through the tools (and any hand edit this process reads
+                # first) is kept in the note's history, as the state database's other tables
+                if self._state is None:
+                    self._state = open_state(self.home / "state.db", database=self._shared())
+                store.attach_history(HistoryStore(self._state))
+                self._store = store
             return self._store
 
     @property
@@ -205,8 +213,14 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
         """Blocking work in a thread; our errors become tool errors the model can act on."""
         if res.client_session is None:
             res.client_session = _codex_session(server)
+        who = ChangeSource("mcp", res.client_session)
+
+        def as_mcp() -> T:
+            with acting_as(who):  # for the notes' history: this door, this client session
+                return fn()
+
         try:
-            return await anyio.to_thread.run_sync(fn)
+            return await anyio.to_thread.run_sync(as_mcp)
         except ClaudeMemoryError as exc:
             raise ToolError(exc.message) from None
 
