@@ -22,9 +22,11 @@ from errors import ClaudeMemoryError, ConfigurationError
 from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
 from memory.encoders.models import EncoderSpec, load_encoder
+from memory.history import ChangeSource, acting_as
+from memory.history_store import HistoryStore
 from memory.model import NOTE_STATUSES, NOTE_TYPES, SORT_KEYS, NoteDraft
 from memory.notes.files import render_note
-from memory.opening import open_memory
+from memory.opening import open_memory, open_state
 from memory.sqlite.store import MemoryStore
 
 GetConfig = Callable[[argparse.Namespace], MemoryConfig]
@@ -156,12 +158,22 @@ def _json_flag(parser: argparse.ArgumentParser) -> None:
 def run(
     args: argparse.Namespace, get_config: GetConfig, get_encoder: GetEncoder | None = None
 ) -> int:
-    """Open the store, run the chosen subcommand, close. Returns the exit code."""
+    """Open the store, run the chosen subcommand, close. Returns the exit code. Changes are
+    kept in the notes' history as made by the `cli` door (`import` for `memory import`)."""
     try:
-        with open_memory(get_config(args)) as store:
-            _attach_encoder(store, args, get_encoder)
-            code: int = args.memory_handler(store, args)
-            return code
+        config = get_config(args)
+        with open_memory(config) as store:
+            # state.db sits beside index.db in the home (Settings.state_path)
+            state = open_state(config.index_path.with_name("state.db"), url=config.database_url)
+            try:
+                store.attach_history(HistoryStore(state))
+                _attach_encoder(store, args, get_encoder)
+                door = "import" if args.memory_handler is _import else "cli"
+                with acting_as(ChangeSource(door)):
+                    code: int = args.memory_handler(store, args)
+                return code
+            finally:
+                state.close()
     except ClaudeMemoryError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1

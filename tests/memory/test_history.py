@@ -3,7 +3,10 @@ store finds on disk."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -197,3 +200,29 @@ def test_a_hand_edit_that_breaks_the_front_matter_is_not_a_version(
     _edit_by_hand(store.abspath(saved.path), "---\n", "--\n")
     store.sync()
     assert [v.kind for v in history.versions(saved.id)] == ["create"]
+
+
+def test_cli_changes_are_the_cli_door_and_rm_is_restorable(home: Path) -> None:
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "memory.cli", "--home", str(home), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    note_id = json.loads(cli("add", "Staging runs on port 8443.", "--json"))["id"]
+    cli("rm", note_id)
+    state = StateDB(home / "state.db")
+    try:
+        history = HistoryStore(state)
+        assert [(v.kind, v.source.door) for v in history.versions(note_id)] == [
+            ("delete", "cli"),
+            ("create", "cli"),
+        ]
+        assert [v.note_id for v in history.deleted()] == [note_id]
+    finally:
+        state.close()
