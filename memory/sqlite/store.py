@@ -251,7 +251,8 @@ class MemoryStore(core.StoreCore):
         small = self._last_scan_files < self.config.rescan_every_read_below
         if small or elapsed >= interval:
             return self._sync(None)
-        changed = [d for d, m in self._dir_mtimes.items() if _dir_mtime(self.root, d) != m]
+        root = os.fspath(self.root)
+        changed = [d for d, m in self._dir_mtimes.items() if _dir_mtime(root, d) != m]
         return self._sync(changed) if changed else None
 
     def _scan(self, dirs: list[str] | None) -> tuple[dict[str, os.stat_result], list[str] | None]:
@@ -1067,9 +1068,11 @@ def _insert_order(entry: Entry) -> tuple[datetime, str, str]:
     return (entry.note.updated, entry.note.id, entry.note.path)
 
 
-def _dir_mtime(root: Path, rel: str) -> int:
+def _dir_mtime(root: Path | str, rel: str) -> int:
+    # plain strings: every read stats each folder of the home (one per scope), and building
+    # a Path per folder cost more than the stat itself
     try:
-        return os.stat(root / rel if rel else root).st_mtime_ns
+        return os.stat(os.path.join(root, rel) if rel else root).st_mtime_ns
     except OSError:
         return -1
 
