@@ -112,7 +112,11 @@ def memory_extras(
             "UserPromptSubmit": [HookMatcher(hooks=[user_prompt_submit])],
             "PreCompact": [HookMatcher(hooks=[pre_compact])],
         },
-        mcp_servers={SERVER_NAME: memory_mcp_server(store, default_scope=default_scope)},
+        mcp_servers={
+            SERVER_NAME: memory_mcp_server(
+                store, default_scope=default_scope, conversation_id=conversation_id
+            )
+        },
         system_prompt=MEMORY_SYSTEM_PROMPT,
     )
 

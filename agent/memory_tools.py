@@ -15,6 +15,7 @@ from claude_agent_sdk import SdkMcpTool, create_sdk_mcp_server, tool
 
 from errors import ClaudeMemoryError
 from memory.backend import MemoryBackend
+from memory.history import ChangeSource, acting_as, conversation_source
 from memory.model import NoteDraft
 
 logger = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ def _text(value: str, *, error: bool = False) -> dict[str, Any]:
     return result
 
 
-def _guarded(
+def _guarded_errors(
     fn: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
 ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
     """Our errors become readable tool errors the model can act on."""
@@ -111,8 +112,26 @@ def _guarded(
 
 
 def build_memory_tools(
-    store: MemoryBackend, *, default_scope: str = "user", source: str = "agent"
+    store: MemoryBackend,
+    *,
+    default_scope: str = "user",
+    source: str = "agent",
+    conversation_id: str | None = None,
 ) -> list[SdkMcpTool[Any]]:
+    # the notes' history names this door and conversation (web chat or Feishu)
+    who = conversation_source(conversation_id) if conversation_id else ChangeSource("chat")
+
+    def _guarded(
+        fn: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+    ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+        inner = _guarded_errors(fn)
+
+        async def run(args: dict[str, Any]) -> dict[str, Any]:
+            with acting_as(who):  # asyncio.to_thread carries it to the store call
+                return await inner(args)
+
+        return run
+
     async def search(args: dict[str, Any]) -> dict[str, Any]:
         limit = max(1, min(int(args.get("limit") or 8), 30))
         hits = await asyncio.to_thread(
@@ -199,7 +218,12 @@ def build_memory_tools(
     ]
 
 
-def memory_mcp_server(store: MemoryBackend, *, default_scope: str = "user") -> Any:
+def memory_mcp_server(
+    store: MemoryBackend, *, default_scope: str = "user", conversation_id: str | None = None
+) -> Any:
     return create_sdk_mcp_server(
-        SERVER_NAME, tools=build_memory_tools(store, default_scope=default_scope)
+        SERVER_NAME,
+        tools=build_memory_tools(
+            store, default_scope=default_scope, conversation_id=conversation_id
+        ),
     )

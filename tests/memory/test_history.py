@@ -226,3 +226,18 @@ def test_cli_changes_are_the_cli_door_and_rm_is_restorable(home: Path) -> None:
         assert [v.note_id for v in history.deleted()] == [note_id]
     finally:
         state.close()
+
+
+async def test_the_chat_agents_tools_name_their_conversation(
+    store: MemoryStore, history: HistoryStore
+) -> None:
+    from agent.memory_tools import build_memory_tools
+
+    tools = {t.name: t for t in build_memory_tools(store, conversation_id="feishu:oc_7")}
+    await tools["memory_save"].handler({"content": "飞书里说：周报周五发。"})
+    [note] = [n for n in store.list() if "周报" in n.body]
+    await tools["memory_update"].handler({"id": note.id, "content": "飞书里说：周报周四发。"})
+    assert [(v.kind, v.source) for v in history.versions(note.id)] == [
+        ("edit", ChangeSource("feishu", "feishu:oc_7")),
+        ("create", ChangeSource("feishu", "feishu:oc_7")),
+    ]
