@@ -281,6 +281,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     container.sessions,
                     search=memory_search(container.memory),
                     state=container.feishu_state,
+                    memory=container.memory,
+                    pending=container.pending,
                 )
                 await app.state.feishu.start()
             yield
@@ -410,6 +412,8 @@ async def run_bridge_alone(settings: Settings, *, stop: asyncio.Event | None = N
             container.sessions,
             search=memory_search(container.memory),
             state=container.feishu_state,
+            memory=container.memory,
+            pending=container.pending,
         )
         try:
             await bridge.start()

@@ -85,6 +85,7 @@ class _TurnRequest:
     future: asyncio.Future[TurnResult]
     enqueued: float = field(default_factory=time.monotonic)
     approver: Approver | None = None
+    model: str | None = None  # None: the configured model (ANTHROPIC_MODEL, else the CLI's)
 
 
 class _Stop:
@@ -120,6 +121,7 @@ class _Actor:
         self.queue: asyncio.Queue[_QueueItem] = asyncio.Queue()
         self.client: ClaudeSDKClient | None = None
         self.session_id: str | None = None
+        self.model: str | None = None  # the model the connected client runs
         self.current: TurnState | None = None
         self.turns_seen = 0  # recorded turns our client's history holds (with a TurnLock)
         # The CLI reports a session's running cost total (also across a resume); a turn's own
@@ -275,6 +277,7 @@ class _Actor:
                 await client.disconnect()
             raise
         self.client = client
+        self.model = manager.settings.anthropic_model
 
     async def _handle(self, turn: _TurnRequest) -> None:
         manager = self.manager
@@ -374,6 +377,13 @@ class _Actor:
         assert client is not None
         try:
             async with asyncio.timeout(settings.turn_timeout_seconds):
+                # A conversation's own model (Feishu's /model) switches the live client; a
+                # chat turn without one goes back to the configured model (a compaction keeps
+                # whichever runs).
+                wanted = turn.model or settings.anthropic_model
+                if turn.kind == "chat" and wanted != self.model:
+                    await client.set_model(wanted)
+                    self.model = wanted
                 await client.query(turn.message)
                 async for message in client.receive_response():
                     await state.consume(message)
@@ -560,16 +570,18 @@ class SessionManager:
         on_event: EventSink | None = None,
         source: str = "web",
         approver: Approver | None = None,
+        model: str | None = None,
     ) -> TurnResult:
         """Run one turn and return its honest result. The single entry for every front door.
 
-        `approver`: asks a person about the policy's "ask" calls (else they are refused)."""
+        `approver`: asks a person about the policy's "ask" calls (else they are refused);
+        `model`: this turn's model (None: the configured one)."""
         self.validate_message(message)
         conversation_id = await self.resolve_conversation(conversation_id, new_conversation)
         await asyncio.to_thread(
             self.store.ensure, conversation_id, title=_title(message), source=source
         )
-        return await self._submit(conversation_id, message, "chat", on_event, approver)
+        return await self._submit(conversation_id, message, "chat", on_event, approver, model)
 
     def validate_message(self, message: str) -> None:
         if not message or not message.strip():
@@ -672,11 +684,13 @@ class SessionManager:
         kind: TurnKind,
         sink: EventSink | None,
         approver: Approver | None = None,
+        model: str | None = None,
     ) -> TurnResult:
         if self._closed:
             raise InvalidInputError("the app is shutting down; send the message again shortly")
         future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
-        self._requeue(conversation_id, _TurnRequest(message, kind, sink, future, approver=approver))
+        turn = _TurnRequest(message, kind, sink, future, approver=approver, model=model)
+        self._requeue(conversation_id, turn)
         return await future
 
     def _requeue(self, conversation_id: str, turn: _TurnRequest) -> None:

@@ -29,12 +29,6 @@ class Unpaired:
 
 Access = Granted | Refused | Unpaired
 
-REFUSAL = "Sorry, this is a personal assistant and it only answers its owner."
-UNPAIRED = (
-    "This bot is not paired yet. Its owner sends `/pair <code>` here; the code is printed in "
-    "the server log when the bridge starts."
-)
-
 
 def check_access(
     sender_open_id: str,

@@ -1,4 +1,6 @@
-"""Bridge commands: `/clear /new /compact /stop /status /memory /help /pair` (pure parsing).
+"""Bridge commands (pure parsing): `/clear /new /compact /stop /status /help /pair`, memory
+(`/remember /forget /recall`, `/memory` an alias of `/recall`), and conversations
+(`/model /sessions /resume`). The help text is `help` in bridge/strings.py.
 
 Commands are handled by the bridge and never reach the model as text. `ordered` commands wait
 their turn in the chat's queue (they act on the conversation after the messages before them);
@@ -41,8 +43,49 @@ class Status:
 
 @dataclass(frozen=True, slots=True)
 class MemorySearch:
+    """/recall or /memory: the top notes for a query."""
+
     query: str
     ordered: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class Remember:
+    """/remember <text>: save a note from the chat."""
+
+    text: str
+    ordered: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """/forget <note id or query>: by id at once; by query a confirm card lists the matches."""
+
+    target: str
+    ordered: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """/model [name|default]: show or choose this conversation's model."""
+
+    name: str
+    ordered: ClassVar[bool] = True
+
+
+@dataclass(frozen=True, slots=True)
+class Sessions:
+    """/sessions: this chat's conversations, numbered."""
+
+    ordered: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """/resume <n>: go back to conversation n of this chat (`None`: not a number)."""
+
+    number: int | None
+    ordered: ClassVar[bool] = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,18 +105,21 @@ class Unknown:
     ordered: ClassVar[bool] = False
 
 
-Command = Clear | Compact | Stop | Status | MemorySearch | Help | Pair | Unknown
-
-HELP_TEXT = """\
-**Commands**
-- `/clear` or `/new`: start a fresh conversation (the old one is closed and summarised)
-- `/compact`: compact the current session so it uses less context
-- `/stop`: stop the answer that is running
-- `/status`: conversation, session, turns, cost, running or idle
-- `/memory <query>`: search the long-term memory
-- `/help`: this list
-
-Anything else goes to the agent. In group chats, @-mention the bot."""
+Command = (
+    Clear
+    | Compact
+    | Stop
+    | Status
+    | MemorySearch
+    | Remember
+    | Forget
+    | Model
+    | Sessions
+    | Resume
+    | Help
+    | Pair
+    | Unknown
+)
 
 
 def parse_command(text: str) -> Command | None:
@@ -92,8 +138,19 @@ def parse_command(text: str) -> Command | None:
             return Stop()
         case "status":
             return Status()
-        case "memory" | "mem":
+        case "recall" | "memory" | "mem":
             return MemorySearch(arg)
+        case "remember":
+            return Remember(arg)
+        case "forget":
+            return Forget(arg)
+        case "model":
+            return Model(arg)
+        case "sessions" | "history":
+            return Sessions()
+        case "resume":
+            number = arg.isascii() and arg.isdigit() and len(arg) <= 6
+            return Resume(int(arg) if number else None)
         case "help" | "start":
             return Help()
         case "pair":

@@ -269,6 +269,14 @@ def _int(value: object) -> int:
         return 0
 
 
+def content_text(
+    message_type: str, content: dict[str, Any], mentions: list[RawMention] | None = None
+) -> str:
+    """The text of a text or post message's content (a quoted or forwarded one: no bot mention
+    to drop, other mentions as @Name); "" for other kinds."""
+    return _content_text(message_type, content, mentions or [], None)[0]
+
+
 def _content_text(
     message_type: str,
     content: dict[str, Any],

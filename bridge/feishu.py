@@ -55,15 +55,19 @@ from agent.policy import Approver
 from agent.policy import Denied as ToolDenied
 from agent.sessions import SHUTDOWN_STOP, SessionManager
 from bridge._lark import WsRunner, card_action_response, import_lark
-from bridge.access import REFUSAL, UNPAIRED, Granted, Refused, Unpaired, check_access
+from bridge.access import Granted, Refused, Unpaired, check_access
 from bridge.commands import (
-    HELP_TEXT,
     Clear,
     Command,
     Compact,
+    Forget,
     Help,
     MemorySearch,
+    Model,
     Pair,
+    Remember,
+    Resume,
+    Sessions,
     Status,
     Stop,
     Unknown,
@@ -77,6 +81,15 @@ from bridge.events import (
     message_from_json,
     message_to_json,
     parse_event,
+)
+from bridge.inputs import (
+    QUOTE_CHARS,
+    ItemText,
+    clip,
+    forward_markdown,
+    forward_tree,
+    item_text,
+    quoted_id,
 )
 from bridge.progress import TurnReply
 from bridge.render import (
@@ -95,6 +108,9 @@ from bridge.state import BridgeState, BridgeStateBackend, OutboxItem
 from bridge.stream import StreamReply
 from bridge.strings import Locale, both, t
 from errors import ClaudeMemoryError, ConfigurationError
+from memory.backend import MemoryBackend
+from memory.loop.entities import PendingEntity, PendingStore, confirm_pending
+from memory.model import NoteDraft
 from memory.notes.capture import RedactingFilter
 from settings import Settings
 
@@ -104,7 +120,10 @@ _T = TypeVar("_T")
 SearchFn = Callable[[str, int], Awaitable[list[dict[str, Any]]]]
 
 LOG_FILE_NAME = "feishu_ws_bridge.log"
-SUPPORTED_TYPES = frozenset({"text", "post", "image", "file"})
+SUPPORTED_TYPES = frozenset({"text", "post", "image", "file", "merge_forward"})
+_MODEL_NAME = re.compile(r"[A-Za-z0-9._:\[\]-]{1,80}")
+FORGET_MATCHES = 5  # notes a /forget by query offers
+NAME_LOOKUPS = 10  # distinct speakers of a forward whose names are asked for
 CHAT_IDLE_SECONDS = 300.0
 PAIR_ATTEMPTS = 5
 MEMORY_RESULTS = 5
@@ -121,17 +140,26 @@ OUTBOX_POLL_SECONDS = 5.0
 OUTBOX_MAX_DELAY_SECONDS = 300.0
 DECIDED_KEPT = 200  # decided approval cards remembered (a late tap reads "already decided")
 RECALLED_KEPT = 1000  # recalled message ids remembered (a recall may come before its message)
-RESTART_NOTICE = (
-    "The app restarted while I was answering this message, so the answer was interrupted. "
-    "Please send it again."
-)
-RECALLED_CARD = "You recalled this message, so I stopped and did not answer it."
-READY_PUSH = "✅ 答案已完成 ↑ (the answer is ready above)"
-ANSWER_BELOW = "The answer is in the message below ↓"
 
 
-# Commands that act on a turn or a conversation: in groups they need the right (bridge/rights.py).
-_RIGHTS_NEEDED: dict[type[Command], Action] = {Stop: "stop", Clear: "clear", Compact: "compact"}
+# Who may tap a card's buttons, per control kind (bridge/rights.py).
+_TAP_ACTIONS: dict[str, Action] = {
+    "stop": "stop",
+    "approval": "approve",
+    "forget": "forget",
+    "pending": "keep",
+}
+
+# Commands that act on a turn, a conversation or the memory: in groups they need the right
+# (bridge/rights.py).
+_RIGHTS_NEEDED: dict[type[Command], Action] = {
+    Stop: "stop",
+    Clear: "clear",
+    Compact: "compact",
+    Resume: "resume",
+    Model: "model",
+    Forget: "forget",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,16 +212,20 @@ class _Lane:
 
 @dataclass(slots=True)
 class _Control:
-    """A button the bridge put on a card: Stop on a streaming answer, or approve/deny on an
-    approval card. A tap counts only with this control's unguessable nonce, from this chat and
-    this card's message (`_card_action`)."""
+    """A button the bridge put on a card: Stop on a streaming answer, approve/deny on an
+    approval card, the notes of a `/forget` by query, keep/discard of a low-confidence capture.
+    A tap counts only with this control's unguessable nonce, from this chat and this card's
+    message, by someone with the right (`_card_action`)."""
 
-    kind: str  # stop / approval
-    msg: IncomingMessage  # the user's message whose turn it controls
+    kind: str  # stop / approval / forget / pending
+    msg: IncomingMessage  # the user's message whose turn (or command) it belongs to
     conversation_id: str
     message_id: str | None = None  # the card showing it, once sent
     tool: str = ""
     decision: asyncio.Future[ToolAllowed | ToolDenied] | None = None
+    notes: tuple[tuple[str, str], ...] = ()  # forget: (note id, title) offered
+    pending: PendingEntity | None = None  # pending: the capture asked about
+    done: bool = False  # forget / pending: decided (a late tap reads "already decided")
 
 
 class FeishuBridge:
@@ -207,9 +239,13 @@ class FeishuBridge:
         search: SearchFn | None = None,
         state_path: Path | None = None,
         state: BridgeStateBackend | None = None,
+        memory: MemoryBackend | None = None,
+        pending: PendingStore | None = None,
     ) -> None:
         """`state`: shared state (several instances on one database); default: the SQLite file
-        `state_path` (default `<home>/feishu.db`)."""
+        `state_path` (default `<home>/feishu.db`). `memory` and `pending`: the memory store and
+        its pending captures, for `/remember`, `/forget` and the "记住这个吗？" cards (without
+        them those commands say the memory is not available)."""
         if not settings.feishu_enabled:
             raise ConfigurationError(
                 "the Feishu bridge needs FEISHU_APP_ID and FEISHU_APP_SECRET; set both"
@@ -217,6 +253,8 @@ class FeishuBridge:
         self.settings = settings
         self.sessions = sessions
         self.search = search
+        self.memory = memory
+        self.pending = pending
         if state is None:
             state = BridgeState(state_path or settings.home_dir / "feishu.db")
         self.state: BridgeStateBackend = state
@@ -435,9 +473,7 @@ class FeishuBridge:
             await self._route_message(msg)
         except Exception:
             logger.exception("routing %s failed", msg.message_id)
-            self._control.put_nowait(
-                _Notice(msg, "Something went wrong before I could start; please send it again.")
-            )
+            self._control.put_nowait(_Notice(msg, t("route_failed", msg.locale)))
 
     async def _route_message(self, msg: IncomingMessage) -> None:
         if self._closing:
@@ -450,37 +486,33 @@ class FeishuBridge:
         match await self._access(msg):
             case Refused(reason=reason):
                 logger.info("refused %s in %s: %s", msg.sender_open_id, msg.chat_id, reason)
-                self._control.put_nowait(_Notice(msg, REFUSAL))
+                self._control.put_nowait(_Notice(msg, t("refusal", msg.locale)))
                 return
             case Unpaired():
-                self._control.put_nowait(_Notice(msg, UNPAIRED))
+                self._control.put_nowait(_Notice(msg, t("unpaired", msg.locale)))
                 return
             case Granted():
                 pass
         if self._is_stale(msg):
-            self._control.put_nowait(
-                _Notice(
-                    msg,
-                    "This message was sent while I was offline, so I did not run it. "
-                    "Send it again if it still matters.",
-                )
-            )
+            self._control.put_nowait(_Notice(msg, t("stale", msg.locale)))
             return
         if command is None:
-            if msg.message_type not in SUPPORTED_TYPES:
-                self._control.put_nowait(
-                    _Notice(
-                        msg,
-                        f"I can read text, rich text, images and files; this "
-                        f"{msg.message_type or 'kind of'} message was not passed to the agent.",
-                    )
-                )
-            elif not msg.text and not msg.attachments:
-                self._control.put_nowait(
-                    _Notice(
-                        msg, "That message looks empty; write your question after the @-mention."
-                    )
-                )
+            # Every message gets exactly one answer: a voice message a line saying it cannot
+            # be heard yet, a sticker a short "got it" (no turn: there is nothing to answer).
+            if msg.message_type == "audio":
+                self._control.put_nowait(_Notice(msg, t("audio", msg.locale)))
+            elif msg.message_type == "sticker":
+                self._control.put_nowait(_Notice(msg, t("sticker", msg.locale)))
+            elif msg.message_type not in SUPPORTED_TYPES:
+                kind = msg.message_type or "?"
+                self._control.put_nowait(_Notice(msg, t("unsupported", msg.locale, kind=kind)))
+            elif (
+                not msg.text
+                and not msg.attachments
+                and msg.message_type != "merge_forward"
+                and self._quoted(msg) is None
+            ):
+                self._control.put_nowait(_Notice(msg, t("empty", msg.locale)))
             else:
                 await self._accept_turn(msg)
         elif command.ordered:
@@ -573,10 +605,7 @@ class FeishuBridge:
             case _Turn(msg=msg):
                 if self._closing:
                     # Queued behind a turn at shutdown: a line instead of silence.
-                    await self._notify(
-                        msg,
-                        "The server restarted before I got to this message; please send it again.",
-                    )
+                    await self._notify(msg, t("restart_queued", msg.locale))
                     await _db(self.state.turn_finished, msg.message_id)
                 else:
                     await self._run_turn(msg)
@@ -609,6 +638,7 @@ class FeishuBridge:
             interval=settings.feishu_card_update_interval_seconds,
             open_delay=settings.feishu_progress_delay_seconds,
             on_card=on_card,
+            locale=msg.locale,
         )
         reply: TurnReply | StreamReply = progress
         stop: _Control | None = None
@@ -628,11 +658,13 @@ class FeishuBridge:
                 on_card=on_card,
             )
         started = time.monotonic()
+        since = time.time()
         try:
             await self._answer(msg, conversation_id, reply)
         finally:
             self._controls.pop(nonce, None)
             await self._settle(msg, reply, time.monotonic() - started)
+        await self._offer_captures(msg, conversation_id, since)
 
     async def _answer(
         self, msg: IncomingMessage, conversation_id: str, reply: TurnReply | StreamReply
@@ -640,7 +672,7 @@ class FeishuBridge:
         async with reply:
             prompt = await self._prompt(msg)
             if msg.message_id in self._recalled:
-                await reply.withdraw(RECALLED_CARD)
+                await reply.withdraw(t("recalled_card", msg.locale))
                 return
             # From here a crash cannot simply re-run it.
             await _db(self.state.turn_started, msg.message_id)
@@ -651,19 +683,20 @@ class FeishuBridge:
                     on_event=reply.on_event,
                     source="feishu",
                     approver=self._approver(msg, conversation_id),
+                    model=await _db(self.state.model, self._scope(msg).key),
                 )
             except ClaudeMemoryError as exc:
-                await reply.finish(f"Execution failed: {exc.message}", is_error=True)
+                await reply.finish(
+                    t("execution_failed", msg.locale, error=exc.message), is_error=True
+                )
                 return
             except Exception as exc:
                 logger.exception("turn for %s failed", msg.message_id)
-                await reply.finish(
-                    f"Execution failed: {type(exc).__name__}: {exc}. See the server log.",
-                    is_error=True,
-                )
+                error = f"{type(exc).__name__}: {exc}"
+                await reply.finish(t("execution_crashed", msg.locale, error=error), is_error=True)
                 return
             if msg.message_id in self._recalled:
-                await reply.withdraw(RECALLED_CARD)
+                await reply.withdraw(t("recalled_card", msg.locale))
                 return
             await reply.finish_turn(result)
 
@@ -778,15 +811,21 @@ class FeishuBridge:
         )
         if not isinstance(granted, Granted):
             return _toast("not_yours", locale, "error"), None
-        action: Action = "stop" if control.kind == "stop" else "approve"
+        action: Action = _TAP_ACTIONS[control.kind]
         tap = dataclasses_replace(msg, sender_open_id=operator)
         right = self._tap_right(tap, control, action, frozenset())
         if isinstance(right, Denied):
             right = self._tap_right(tap, control, action, await self._group_admins(chat_id))
         if isinstance(right, Denied):
             logger.info("%s by %s refused in %s", action, operator, chat_id)
-            key = "approve_refused" if action == "approve" else "not_yours"
-            return {"type": "error", "content": right.reason, "i18n": both(key)}, None
+            toast = {
+                "type": "error",
+                "content": t(right.reason, locale),
+                "i18n": both(right.reason),
+            }
+            return toast, None
+        if control.kind in ("forget", "pending"):
+            return await self._memory_tap(control, value, operator)
         if control.kind == "stop":
             stopped = await self.sessions.interrupt(control.conversation_id)
             return _toast("stopping" if stopped else "nothing_running", locale, "info"), None
@@ -899,7 +938,7 @@ class FeishuBridge:
                 logger.warning("the rest of the answer to %s goes to the outbox", key)
                 await self._defer_answer(msg, reply.final, card_id=None, start=reply.pending_from)
             elif reply.card_left_open is not None:
-                card = card_content(escape_card_markdown(ANSWER_BELOW))
+                card = card_content(escape_card_markdown(t("answer_below", msg.locale)))
                 await self._outbox_put(
                     "patch", reply.card_left_open, card, key=send_uuid(key, "close")
                 )
@@ -908,7 +947,8 @@ class FeishuBridge:
                 and reply.delivered
                 and elapsed >= self.settings.feishu_push_after_seconds
             ):
-                await self._send(msg, "text", text_content(READY_PUSH), part="ready")
+                push = text_content(t("ready_push", msg.locale))
+                await self._send(msg, "text", push, part="ready")
             await _db(self.state.turn_finished, key)
             await self._react_done(msg, delivered=reply.delivered or reply.final is not None)
         except Exception:  # bookkeeping must not take the chat's worker down
@@ -1035,8 +1075,8 @@ class FeishuBridge:
                 continue
             if turn.card_id is not None:
                 card = card_content(
-                    escape_card_markdown(RESTART_NOTICE),
-                    title="Interrupted by a restart",
+                    escape_card_markdown(t("restart_notice", msg.locale)),
+                    title=t("restart_title", msg.locale),
                     template="red",
                 )
                 await self._outbox_put(
@@ -1052,7 +1092,7 @@ class FeishuBridge:
             await self._outbox_put(
                 "reply",
                 msg.message_id,
-                text_content(RESTART_NOTICE),
+                text_content(t("restart_notice", msg.locale)),
                 key=send_uuid(msg.message_id, "restart"),
                 msg_type="text",
             )
@@ -1069,8 +1109,68 @@ class FeishuBridge:
                 logger.info("%s recalled while running; stopping its turn", event.message_id)
                 self._control.put_nowait(_Withdraw(current))
 
+    def _quoted(self, msg: IncomingMessage) -> str | None:
+        return quoted_id(parent_id=msg.parent_id, root_id=msg.root_id, thread_id=msg.thread_id)
+
+    async def _context(self, msg: IncomingMessage) -> list[str]:
+        """What the message brings beside its own text: the message it quotes, the chat it
+        forwards (both fetched with "获取指定消息的内容"); labelled, capped, never the user's
+        own words."""
+        assert self._sender is not None
+        lang = msg.locale
+        parts: list[str] = []
+        quoted = self._quoted(msg)
+        if quoted is not None:
+            parts.append(await self._quote(msg, quoted))
+        if msg.message_type == "merge_forward":
+            try:
+                items = await self._sender.get_message(msg.message_id)
+            except FeishuAPIError as exc:
+                logger.warning("forward %s not read: %s", msg.message_id, exc.message)
+                return [*parts, t("forwarded_unreadable", lang, why=exc.message)]
+            forward = forward_tree(items, msg.message_id)
+            names: dict[str, str] = {}
+            for _, said in forward.lines:  # names of the first few speakers only
+                if said.sender and said.sender not in names and len(names) < NAME_LOOKUPS:
+                    names[said.sender] = await self._display_name(said.sender)
+
+            def name_of(said: ItemText) -> str:
+                if said.is_app:
+                    return t("the_bot", lang)
+                return names.get(said.sender) or f"…{said.sender[-6:]}"
+
+            lines = forward_markdown(forward, name_of, lambda n: t("forwarded_more", lang, count=n))
+            parts.append(t("forwarded", lang, count=forward.total, lines=lines))
+        return parts
+
+    async def _quote(self, msg: IncomingMessage, quoted: str) -> str:
+        assert self._sender is not None
+        lang = msg.locale
+        try:
+            items = await self._sender.get_message(quoted)
+        except FeishuAPIError as exc:
+            logger.warning("quoted message %s not read: %s", quoted, exc.message)
+            return t("quoted_unreadable", lang, why=exc.message)
+        item = next((i for i in items if i.get("message_id") == quoted), None)
+        if item is None:
+            return t("quoted_unreadable", lang, why="-")
+        if item.get("chat_id") and item.get("chat_id") != msg.chat_id:
+            # Never carry another chat's words into this one, whatever the event claims.
+            logger.warning("%s quotes %s of another chat; not read", msg.message_id, quoted)
+            return t("quoted_unreadable", lang, why="other chat")
+        said = item_text(item)
+        if said.why == "card":
+            return t("quoted_card", lang)
+        if said.text is None:
+            return t("quoted_unreadable", lang, why=said.why)
+        who = t("the_bot", lang) if said.is_app else await self._display_name(said.sender)
+        return t("quoted", lang, who=who, text=clip(said.text, QUOTE_CHARS))
+
     async def _prompt(self, msg: IncomingMessage) -> str:
         text = await self._spoken_by(msg)
+        context = await self._context(msg)
+        if context:
+            text = "\n\n".join([*context, text] if text else context)
         if not msg.attachments:
             return text
         assert self._sender is not None
@@ -1093,7 +1193,7 @@ class FeishuBridge:
             except (FeishuAPIError, OSError) as exc:
                 message = exc.message if isinstance(exc, FeishuAPIError) else str(exc)
                 saved.append(f"- one {attachment.kind} could not be downloaded: {message}")
-        lines = [text] if msg.text else []
+        lines = [text] if text else []
         lines.append(
             "[The user sent attachments through Feishu; they are saved in your workspace:\n"
             + "\n".join(saved)
@@ -1144,17 +1244,14 @@ class FeishuBridge:
             return
         scope = self._scope(msg)
         conversation_id = await self._conversation_id(scope.key)
+        lang = msg.locale
         match command:
             case Pair(code=code):
                 await self._notify(msg, await self._pair(msg, code))
             case Clear():
                 generation = await _db(self.state.bump_generation, scope.key)
                 await self.sessions.close_conversation(conversation_id, reason="cleared")
-                await self._notify(
-                    msg,
-                    f"Started a fresh conversation (v{generation}); the next message begins "
-                    "a new session.",
-                )
+                await self._notify(msg, t("cleared", lang, generation=generation))
             case Compact():
                 await self._compact(msg, conversation_id)
             case Stop():
@@ -1163,17 +1260,27 @@ class FeishuBridge:
                     # The assistant's owners and the group's owner and admins may stop the
                     # group's other conversations too (members' own, topics').
                     stopped = await self._stop_group(msg.chat_id)
-                await self._notify(
-                    msg, "Stopping the running answer." if stopped else "Nothing is running."
-                )
+                await self._notify(msg, t("stop_done" if stopped else "stop_idle", lang))
             case Status():
                 await self._notify_markdown(msg, await self._status_text(msg, conversation_id))
             case MemorySearch(query=query):
-                await self._notify_markdown(msg, await self._memory_text(query))
+                await self._notify_markdown(msg, await self._memory_text(query, lang))
+            case Remember(text=text):
+                await self._notify_markdown(msg, await self._remember(msg, text))
+            case Forget(target=target):
+                await self._forget(msg, target)
+            case Model(name=name):
+                await self._notify_markdown(msg, await self._model(msg, scope.key, name))
+            case Sessions():
+                await self._notify_markdown(msg, await self._sessions_text(msg, scope.key))
+            case Resume(number=number):
+                await self._notify_markdown(
+                    msg, await self._resume(msg, scope.key, conversation_id, number)
+                )
             case Help():
-                await self._notify_markdown(msg, HELP_TEXT)
+                await self._notify_markdown(msg, t("help", lang))
             case Unknown(name=name):
-                await self._notify(msg, f"Unknown command /{name}. Send /help for the list.")
+                await self._notify(msg, t("unknown_command", lang, name=name))
 
     # --- rights in groups (bridge/rights.py decides; this gathers what it needs) ------------------
     async def _refused(self, msg: IncomingMessage, action: Action) -> bool:
@@ -1183,7 +1290,7 @@ class FeishuBridge:
             right = self._right(msg, action, await self._group_admins(msg.chat_id))
         if isinstance(right, Denied):
             logger.info("%s of %s refused in %s", action, msg.sender_open_id, msg.chat_id)
-            await self._notify(msg, right.reason)
+            await self._notify(msg, t(right.reason, msg.locale))
             return True
         return False
 
@@ -1243,26 +1350,27 @@ class FeishuBridge:
 
     async def _pair(self, msg: IncomingMessage, code: str) -> str:
         settings = self.settings
+        lang = msg.locale
         if settings.feishu_allowed_users or settings.feishu_allowed_chats:
-            return "Pairing is off: access is set by FEISHU_ALLOWED_USERS / FEISHU_ALLOWED_CHATS."
+            return t("pair_off", lang)
         owner = self._owner
         if owner is not None:
-            return "You are already the owner." if owner == msg.sender_open_id else REFUSAL
+            return t("pair_already" if owner == msg.sender_open_id else "refusal", lang)
         if self.pairing_code is None or not code:
-            return "Send `/pair <code>` with the code printed in the server log."
+            return t("pair_usage", lang)
         if not secrets.compare_digest(code, self.pairing_code):
             self._pair_failures += 1
             if self._pair_failures >= PAIR_ATTEMPTS:
                 logger.warning("too many wrong pairing codes; issuing a new one")
                 self._announce_pairing(force=True)
-            return "That code is not right. The pairing code is printed in the server log."
+            return t("pair_wrong", lang)
         if not await _db(self.state.set_owner, msg.sender_open_id):
             self._owner = await _db(self.state.owner)
-            return REFUSAL
+            return t("refusal", lang)
         self._owner = msg.sender_open_id
         self.pairing_code = None
         logger.warning("Feishu bridge paired: owner is %s", msg.sender_open_id)
-        return "Paired: you are now the owner of this assistant. Say hello!"
+        return t("paired", lang)
 
     def _paired(self) -> bool:
         settings = self.settings
@@ -1286,64 +1394,310 @@ class FeishuBridge:
             key=msg.message_id,
             interval=self.settings.feishu_card_update_interval_seconds,
             open_delay=self.settings.feishu_progress_delay_seconds,
-            title="Compacting…",
+            title=t("compacting", msg.locale),
+            locale=msg.locale,
         )
         async with reply:
             try:
                 result = await self.sessions.compact(conversation_id)
             except ClaudeMemoryError as exc:
-                await reply.finish(f"Compaction failed: {exc.message}", is_error=True)
+                error = t("compact_failed", msg.locale, error=exc.message)
+                await reply.finish(error, is_error=True)
                 return
             await reply.finish(result.reply, is_error=result.is_error)
 
+    def _model_name(self, chosen: str | None, lang: Locale) -> str:
+        configured = self.settings.anthropic_model or t("model_cli_default", lang)
+        return chosen or t("model_default", lang, name=configured)
+
     async def _status_text(self, msg: IncomingMessage, conversation_id: str) -> str:
+        lang = msg.locale
+        scope = self._scope(msg)
         known = await _db(self.sessions.store.get, conversation_id)
         live = self.sessions.live_status(conversation_id)
-        lane = self._lanes.get(self._scope(msg).key)
+        lane = self._lanes.get(scope.key)
         queued = lane.queue.qsize() if lane else 0
-        if (live is not None and live.running) or (lane is not None and lane.busy):
-            state = "running"
-        else:
-            state = "idle"
+        running = (live is not None and live.running) or (lane is not None and lane.busy)
+        state = t("running" if running else "idle", lang)
         if queued:
-            state += f", {queued} queued"
+            state += t("queued_count", lang, count=queued)
         runner = self._runner
-        lines = [
-            "**Status**",
-            f"- conversation: `{conversation_id}`",
-            f"- session: `{known.session_id}`"
-            if known and known.session_id
-            else "- session: not started",
-            f"- turns: {known.turns if known else 0}",
-            f"- cost so far: ${known.cost_usd if known else 0.0:.4f}",
-            f"- now: {state}",
-            f"- connection: {'connected' if self.connected else 'disconnected'}, "
-            f"{runner.reconnects if runner else 0} reconnects",
-        ]
-        return "\n".join(lines)
+        session = f"`{known.session_id}`" if known and known.session_id else None
+        return t(
+            "status",
+            lang,
+            conversation=conversation_id,
+            session=session or t("session_none", lang),
+            turns=known.turns if known else 0,
+            cost=f"{known.cost_usd if known else 0.0:.4f}",
+            model=self._model_name(await _db(self.state.model, scope.key), lang),
+            state=state,
+            connection=t("connected" if self.connected else "disconnected", lang),
+            reconnects=runner.reconnects if runner else 0,
+        )
 
-    async def _memory_text(self, query: str) -> str:
+    # --- memory in the chat ----------------------------------------------------------------------
+    async def _search(self, query: str, limit: int) -> list[dict[str, Any]]:
+        if self.search is not None:
+            return await self.search(query, limit)
+        if self.memory is not None:
+            return await memory_search(self.memory)(query, limit)
+        raise ConfigurationError("no memory store")
+
+    async def _memory_text(self, query: str, lang: Locale) -> str:
         if not query:
-            return "Usage: `/memory <query>`, for example `/memory project deadlines`."
-        if self.search is None:
-            return "Memory search is not available yet."
+            return t("recall_usage", lang)
+        if self.search is None and self.memory is None:
+            return t("memory_unavailable", lang)
         try:
-            results = await self.search(query, MEMORY_RESULTS)
+            results = await self._search(query, MEMORY_RESULTS)
         except Exception as exc:  # the memory store is another package: report, do not crash
             logger.exception("memory search failed")
-            return f"Memory search failed: {type(exc).__name__}: {exc}"
+            return t("memory_failed", lang, error=f"{type(exc).__name__}: {exc}")
+        shown = clip(query, 80)
         if not results:
-            return f"No memories match “{query}”."
-        lines = [f"**Memories for “{query}”**"]
+            return t("recall_none", lang, query=shown)
+        lines = [t("recall_title", lang, query=shown)]
         for index, note in enumerate(results, start=1):
-            title = str(note.get("title") or "(untitled)")
-            ident = str(note.get("id") or "")
-            summary = str(note.get("summary") or "").strip()
-            line = f"{index}. **{title}**" + (f" (`{ident}`)" if ident else "")
-            if summary:
-                line += f"\n   {summary}"
-            lines.append(line)
+            lines.append(f"{index}. " + _note_line(note, lang))
         return "\n".join(lines)
+
+    async def _remember(self, msg: IncomingMessage, text: str) -> str:
+        """`/remember <text>`: a note from this chat, through the store's one save (redaction,
+        dedup), like every other front door's."""
+        lang = msg.locale
+        text = text.strip()
+        if not text:
+            return t("remember_usage", lang)
+        if self.memory is None:
+            return t("memory_unavailable", lang)
+        draft = NoteDraft(content=text, source=f"feishu:{msg.chat_id}")
+        try:
+            saved = await asyncio.to_thread(self.memory.save, draft)
+        except ClaudeMemoryError as exc:
+            return t("memory_failed", lang, error=exc.message)
+        logger.info("%s remembered %s in %s", msg.sender_open_id, saved.id, msg.chat_id)
+        return t("remembered_known" if saved.deduplicated else "remembered", lang, id=saved.id)
+
+    async def _forget(self, msg: IncomingMessage, target: str) -> None:
+        """`/forget <id>` deletes that note at once; `/forget <query>` answers with a card of
+        the matches, each deleted by one tap (the tap's rights are checked again)."""
+        lang = msg.locale
+        target = target.strip()
+        if not target:
+            await self._notify(msg, t("forget_usage", lang))
+            return
+        memory = self.memory
+        if memory is None:
+            await self._notify(msg, t("memory_unavailable", lang))
+            return
+        if " " not in target:
+            note = await _db(_note_or_none, memory, target)
+            if note is not None:
+                await _db(memory.delete, note.id)
+                logger.info("%s deleted note %s in %s", msg.sender_open_id, note.id, msg.chat_id)
+                title = clip(note.title or note.content, 60)
+                await self._notify_markdown(msg, t("forgotten", lang, id=note.id, title=title))
+                return
+        try:
+            hits = await self._search(target, FORGET_MATCHES)
+        except Exception as exc:
+            logger.exception("memory search failed")
+            await self._notify(msg, t("memory_failed", lang, error=f"{type(exc).__name__}"))
+            return
+        notes = tuple(
+            (str(h.get("id") or ""), str(h.get("title") or "")) for h in hits if h.get("id")
+        )
+        if not notes:
+            await self._notify_markdown(msg, t("forget_none", lang, query=clip(target, 80)))
+            return
+        nonce = secrets.token_urlsafe(12)
+        control = _Control("forget", msg, "", notes=notes)
+        card = _forget_card(lang, clip(target, 80), hits[: len(notes)], nonce)
+        self._controls[nonce] = control
+        assert self._sender is not None
+        try:
+            control.message_id = await self._sender.reply(
+                msg.message_id,
+                "interactive",
+                card,
+                uuid=send_uuid(msg.message_id, "forget"),
+                window=QUICK_WINDOW,
+            )
+        except FeishuAPIError as exc:
+            self._controls.pop(nonce, None)
+            logger.warning("forget card for %s not sent: %s", msg.message_id, exc.message)
+        self._keep_decided(nonce)
+
+    async def _offer_captures(
+        self, msg: IncomingMessage, conversation_id: str, since: float
+    ) -> None:
+        """The turn's low-confidence captures (the pending list: `capture_entities` queued them
+        under this conversation before the reply came back) become "记住这个吗？" cards, one
+        tap to keep or discard, for the person who said it."""
+        if self.pending is None or self._sender is None:
+            return
+        source = f"conversation:{conversation_id}"
+        try:
+            waiting = await _db(functools.partial(self.pending.list, "pending", 50))
+        except Exception:
+            logger.exception("pending captures not read")
+            return
+        for entity in waiting:
+            if entity.source != source or entity.created < since:
+                continue  # another conversation's, or asked about before
+            nonce = secrets.token_urlsafe(12)
+            control = _Control("pending", msg, conversation_id, pending=entity)
+            self._controls[nonce] = control
+            card = _pending_card(msg.locale, entity.content, nonce)
+            try:
+                control.message_id = await self._sender.reply(
+                    msg.message_id,
+                    "interactive",
+                    card,
+                    uuid=send_uuid(msg.message_id, "pending", entity.id),
+                    window=QUICK_WINDOW,
+                )
+            except FeishuAPIError as exc:
+                self._controls.pop(nonce, None)
+                logger.warning("capture card for %s not sent: %s", entity.id, exc.message)
+                continue
+            self._keep_decided(nonce)
+
+    def _keep_decided(self, nonce: str) -> None:
+        """Forget the oldest memory cards beyond DECIDED_KEPT (their taps then read "not ours")."""
+        kept = [n for n, c in self._controls.items() if c.kind in ("forget", "pending")]
+        for old in kept[: max(len(kept) - DECIDED_KEPT, 0)]:
+            if old != nonce:
+                self._controls.pop(old, None)
+
+    async def _memory_tap(
+        self, control: _Control, value: dict[str, Any], operator: str
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """A tap on a `/forget` card (one note, all, cancel) or a capture card (keep,
+        discard), once the tapper's right was checked. The card changes in place."""
+        lang = control.msg.locale
+        if control.done:
+            return _toast("already_decided", lang, "info"), None
+        memory, pending = self.memory, self.pending
+        choice = str(value.get("cm") or "")
+        if control.kind == "forget":
+            if choice == "cancel":
+                control.done = True
+                card = _decided_card(
+                    t("cancelled_title", lang), "grey", t("forget_cancelled", lang)
+                )
+                return _toast("cancelled_title", lang, "info"), card
+            index = value.get("i")
+            if choice == "forget_all":
+                chosen = list(control.notes)
+            elif isinstance(index, int) and 0 <= index < len(control.notes):
+                chosen = [control.notes[index]]
+            else:
+                return _toast("not_yours", lang, "error"), None
+            assert memory is not None
+            control.done = True
+            for note_id, _title in chosen:
+                with contextlib.suppress(ClaudeMemoryError):  # already gone: fine
+                    await _db(memory.delete, note_id)
+            logger.info("%s deleted notes %s", operator, [n for n, _ in chosen])
+            listed = "\n".join(
+                f"- `{n}` {escape_card_markdown(clip(title, 60))}" for n, title in chosen
+            )
+            card = _decided_card(
+                t("forget_done_title", lang), "red", t("forget_done", lang, notes=listed)
+            )
+            return _toast("forget_done_title", lang, "success"), card
+        entity = control.pending
+        assert entity is not None and pending is not None and memory is not None
+        content = escape_card_markdown(clip(entity.content, 500))
+        try:
+            if choice == "keep":
+                _resolved, note_id, _dup = await _db(confirm_pending, memory, pending, entity.id)
+                control.done = True
+                card = _decided_card(
+                    t("kept_title", lang), "green", t("kept", lang, content=content, id=note_id)
+                )
+                return _toast("kept_title", lang, "success"), card
+            if choice == "discard":
+                await _db(pending.resolve, entity.id, "rejected")
+                control.done = True
+                card = _decided_card(
+                    t("discarded_title", lang), "grey", t("discarded", lang, content=content)
+                )
+                return _toast("discarded_title", lang, "info"), card
+        except ClaudeMemoryError as exc:  # decided elsewhere (the web page): that stands
+            control.done = True
+            logger.info("capture %s: %s", entity.id, exc.message)
+            known = await _db(pending.get, entity.id)
+            toast = {
+                "type": "info",
+                "content": t("already_decided_as", lang, status=known.status),
+                "i18n": both("already_decided_as", status=known.status),
+            }
+            return toast, None
+        return _toast("not_yours", lang, "error"), None
+
+    # --- conversations: /model, /sessions, /resume -----------------------------------------------
+    async def _model(self, msg: IncomingMessage, scope_key: str, name: str) -> str:
+        lang = msg.locale
+        name = name.strip()
+        if not name:
+            chosen = await _db(self.state.model, scope_key)
+            return t("model_now", lang, model=self._model_name(chosen, lang))
+        if name.lower() in ("default", "reset", "默认"):
+            await _db(self.state.set_model, scope_key, None)
+            shown = self.settings.anthropic_model or t("model_cli_default", lang)
+            return t("model_reset", lang, model=shown)
+        if not _MODEL_NAME.fullmatch(name):
+            return t("model_bad", lang)
+        await _db(self.state.set_model, scope_key, name)
+        logger.info("%s chose model %s for %s", msg.sender_open_id, name, scope_key)
+        return t("model_set", lang, model=name)
+
+    async def _sessions_text(self, msg: IncomingMessage, scope_key: str) -> str:
+        """This chat's conversations (`feishu:<scope>:v1 … vN`), numbered by generation, with
+        their date, turns and first message; the current one marked."""
+        lang = msg.locale
+        current = await _db(self.state.generation, scope_key)
+        latest = await _db(self.state.latest_generation, scope_key)
+        lines = [t("sessions_title", lang)]
+        for number in range(max(latest, current), 0, -1)[:20]:
+            known = await _db(self.sessions.store.get, f"feishu:{scope_key}:v{number}")
+            when = datetime.fromtimestamp(known.created) if known else None
+            title = clip(known.title, 50) if known and known.title else ""
+            lines.append(
+                t(
+                    "sessions_line",
+                    lang,
+                    n=number,
+                    date=f"{when:%Y-%m-%d %H:%M}" if when else "—",
+                    turns=known.turns if known else 0,
+                    title=title or t("sessions_empty_title", lang),
+                    current=t("sessions_current", lang) if number == current else "",
+                )
+            )
+        lines.append(t("sessions_hint", lang))
+        return "\n".join(lines)
+
+    async def _resume(
+        self, msg: IncomingMessage, scope_key: str, conversation_id: str, number: int | None
+    ) -> str:
+        """Back to conversation `number` of this chat: its id is made from this chat's own
+        scope, so no number can reach another chat's conversation. The next message resumes
+        its SDK session (the conversation keeps its session id)."""
+        lang = msg.locale
+        if number is None:
+            return t("resume_usage", lang)
+        if number == await _db(self.state.generation, scope_key):
+            return t("already_current", lang, n=number)
+        known = await _db(self.sessions.store.get, f"feishu:{scope_key}:v{number}")
+        if known is None or not await _db(self.state.set_generation, scope_key, number):
+            return t("resume_unknown", lang, n=number)
+        await self.sessions.close_conversation(conversation_id, reason="resumed another")
+        logger.info("%s resumed v%d in %s", msg.sender_open_id, number, scope_key)
+        title = clip(known.title, 50) or t("sessions_empty_title", lang)
+        return t("resumed", lang, n=number, title=title)
 
     async def _notify(self, msg: IncomingMessage, text: str) -> None:
         """A one-line text reply to the user's message."""
@@ -1439,6 +1793,94 @@ def _approval_card(
                 {"tag": "markdown", "content": body},
                 button("approve", "approve_button", "primary"),
                 button("deny", "deny_button", "danger"),
+            ]
+        },
+    }
+
+
+def _button(label: str, style: str, value: dict[str, Any], element_id: str) -> dict[str, Any]:
+    return {
+        "tag": "button",
+        "element_id": element_id,
+        "type": style,
+        "text": {"tag": "plain_text", "content": label},
+        "behaviors": [{"type": "callback", "value": value}],
+    }
+
+
+def _note_line(note: dict[str, Any], lang: Locale) -> str:
+    """One note in a list, as markdown: title, id, the start of its summary (unescaped: the
+    card or text it goes into escapes it, see bridge/render.py)."""
+    title = clip(" ".join(str(note.get("title") or t("untitled", lang)).split()), 80)
+    ident = str(note.get("id") or "")
+    summary = " ".join(str(note.get("summary") or "").split())
+    line = f"**{title}**" + (f" (`{ident}`)" if ident else "")
+    if summary:
+        line += f"\n   {clip(summary, 160)}"
+    return line
+
+
+def _note_or_none(memory: MemoryBackend, note_id: str) -> Any:
+    try:
+        return memory.get(note_id)
+    except ClaudeMemoryError:
+        return None
+
+
+def _forget_card(
+    lang: Locale, query: str, hits: list[dict[str, Any]], nonce: str
+) -> dict[str, Any]:
+    """The matches of a `/forget` by query: one delete button per note, delete all, cancel."""
+    notes = "\n".join(f"{i}. {_note_line(h, lang)}" for i, h in enumerate(hits, start=1))
+    buttons = [
+        _button(
+            t("forget_one_button", lang, n=i + 1),
+            "default",
+            {"cm": "forget", "i": i, "n": nonce},
+            f"forget_{i}",
+        )
+        for i in range(len(hits))
+    ]
+    buttons.append(
+        _button(
+            t("forget_all_button", lang), "danger", {"cm": "forget_all", "n": nonce}, "forget_all"
+        )
+    )
+    buttons.append(
+        _button(t("cancel_button", lang), "default", {"cm": "cancel", "n": nonce}, "cancel")
+    )
+    body = escape_card_markdown(t("forget_body", lang, query=query, notes=notes))
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True},
+        "header": {
+            "title": {"tag": "plain_text", "content": t("forget_title", lang)},
+            "template": "red",
+        },
+        "body": {"elements": [{"tag": "markdown", "content": body}, *buttons]},
+    }
+
+
+def _pending_card(lang: Locale, content: str, nonce: str) -> dict[str, Any]:
+    """ "记住这个吗？": a low-confidence capture, kept or discarded in one tap."""
+    body = t("pending_body", lang, content=escape_card_markdown(clip(content, 500)))
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True},
+        "header": {
+            "title": {"tag": "plain_text", "content": t("pending_title", lang)},
+            "template": "blue",
+        },
+        "body": {
+            "elements": [
+                {"tag": "markdown", "content": body},
+                _button(t("keep_button", lang), "primary", {"cm": "keep", "n": nonce}, "keep_btn"),
+                _button(
+                    t("discard_button", lang),
+                    "default",
+                    {"cm": "discard", "n": nonce},
+                    "discard_btn",
+                ),
             ]
         },
     }

@@ -43,6 +43,7 @@ from bridge.render import (
     trace_panel,
 )
 from bridge.sender import QUICK_WINDOW, FeishuAPIError, Sender, send_uuid
+from bridge.strings import Locale, t
 
 if TYPE_CHECKING:
     from agent.events import TurnResult
@@ -56,15 +57,16 @@ _ICONS = STEP_ICONS
 # The final card's header per turn status: a stopped turn is not an error.
 _HEADERS: dict[str, tuple[str | None, str]] = {
     "completed": (None, "blue"),
-    "stopped": ("Stopped", "grey"),
-    "timed_out": ("Error", "red"),  # the time limit cut the answer short: a failure
-    "failed": ("Error", "red"),
+    "stopped": ("stopped_title", "grey"),
+    "timed_out": ("error_title", "red"),  # the time limit cut the answer short: a failure
+    "failed": ("error_title", "red"),
 }
 
 
-def header_for(status: str) -> tuple[str | None, str]:
+def header_for(status: str, locale: Locale = "zh") -> tuple[str | None, str]:
     """The final card's header title and colour for a turn status."""
-    return _HEADERS.get(status, _HEADERS["failed"])
+    key, template = _HEADERS.get(status, _HEADERS["failed"])
+    return (t(key, locale) if key else None), template
 
 
 # Codes by which the platform refuses a card's content (documented in bridge/render.py): the
@@ -90,8 +92,9 @@ class TurnReply:
         key: str,
         interval: float = 0.5,
         open_delay: float = 1.0,
-        title: str = "Working…",
+        title: str | None = None,
         on_card: Callable[[str], Awaitable[object]] | None = None,
+        locale: Locale = "zh",
     ) -> None:
         """`on_card(message_id)`: told when the progress card is shown (the bridge records it,
         so a restart after a crash can close it)."""
@@ -101,7 +104,8 @@ class TurnReply:
         self._key = key
         self._interval = max(interval, 0.2)  # never above 5 updates per second
         self._open_delay = open_delay
-        self._title = title
+        self._locale = locale
+        self._title = title or t("progress_title", locale)
         self._steps: dict[str, _Step] = {}
         self._writing = False
         self._retry: Retrying | None = None  # the model request being retried, if any
@@ -136,11 +140,7 @@ class TurnReply:
         if not self.finished:
             # The turn raised or was cancelled before finish(): never leave "working" behind.
             stopped = exc_type is asyncio.CancelledError
-            text = (
-                "Stopped: the server is shutting down. Send the message again in a moment."
-                if stopped
-                else "Execution failed: the bridge hit an internal error; see the server log."
-            )
+            text = t("shutting_down" if stopped else "internal_error", self._locale)
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(5):
                     await self.finish(text, is_error=True, status="stopped" if stopped else None)
@@ -206,10 +206,10 @@ class TurnReply:
 
     def _progress_markdown(self) -> str:
         elapsed = int(time.monotonic() - self._started)
-        lines = [f"⏳ working… {elapsed} s"]
+        lines = [t("working_seconds", self._locale, seconds=elapsed)]
         steps = list(self._steps.values())
         if len(steps) > MAX_STEPS_SHOWN:
-            lines.append(f"… {len(steps) - MAX_STEPS_SHOWN} earlier steps")
+            lines.append(t("earlier_steps", self._locale, count=len(steps) - MAX_STEPS_SHOWN))
             steps = steps[-MAX_STEPS_SHOWN:]
         for step in steps:
             summary = step.summary.replace("`", "'").replace("\n", " ")
@@ -218,11 +218,17 @@ class TurnReply:
         if self._retry is not None:
             r = self._retry
             lines.append(
-                f"🔁 retrying ({r.attempt}/{r.max_retries}) in {round(r.wait_seconds)} s: "
-                + escape_card_markdown(r.reason)
+                t(
+                    "retrying",
+                    self._locale,
+                    attempt=r.attempt,
+                    limit=r.max_retries,
+                    seconds=round(r.wait_seconds),
+                    reason=escape_card_markdown(r.reason),
+                )
             )
         if self._writing:
-            lines.append("✍️ writing the answer…")
+            lines.append(t("writing", self._locale))
         return "\n".join(lines)
 
     async def _stop_painter(self) -> None:
@@ -287,7 +293,7 @@ class TurnReply:
         if status != "completed":
             markdown = without_paths(markdown)  # the bridge's own error texts: no server paths
         tail = [e for e in (self._trace(steps), footer) if e is not None]
-        title, template = _HEADERS.get(status, _HEADERS["failed"])
+        title, template = header_for(status, self._locale)
         self.final = [
             c.card for c in answer_cards(markdown, title=title, template=template, tail=tail)
         ]
@@ -300,12 +306,14 @@ class TurnReply:
                 for s in self._steps.values()
             )
         # A step's detail is the policy's or the tool's text: no server paths in a card.
-        return trace_panel([{**s, "detail": without_paths(s.get("detail", ""))} for s in steps])
+        return trace_panel(
+            [{**s, "detail": without_paths(s.get("detail", ""))} for s in steps], self._locale
+        )
 
     async def _deliver(self, markdown: str, status: str, tail: list[dict[str, Any]]) -> None:
         """Cards within the documented limits; after a refusal, the rest within stricter ones,
         then as posts, then as text."""
-        title, template = _HEADERS.get(status, _HEADERS["failed"])
+        title, template = header_for(status, self._locale)
         remaining = markdown
         for rung, limits in (("answer", CARD_LIMITS), ("strict", STRICT_CARD_LIMITS)):
             cards = answer_cards(
@@ -350,8 +358,10 @@ class TurnReply:
         """A progress card still "working" after the answer went another way gets a final line."""
         if self._card_id is None or self._card_closed:
             return
-        title, template = _HEADERS.get(status, _HEADERS["failed"])
-        card = card_content("The answer is in the messages below.", title=title, template=template)
+        title, template = header_for(status, self._locale)
+        card = card_content(
+            t("answer_in_messages_below", self._locale), title=title, template=template
+        )
         try:
             await self._sender.patch(self._card_id, card)
             self._card_closed = True

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
+from bridge.strings import Locale, t
+
 MsgType = Literal["text", "post", "interactive"]
 
 # Request-body limits (docs say 150 KB / 30 KB; we stay under the decimal reading).
@@ -842,7 +844,7 @@ def step_label(name: str, summary: str, *, limit: int = 120) -> str:
     return escape_card_markdown(label)
 
 
-def trace_panel(steps: Sequence[Mapping[str, str]]) -> dict[str, Any] | None:
+def trace_panel(steps: Sequence[Mapping[str, str]], locale: Locale = "zh") -> dict[str, Any] | None:
     """The turn's tool steps in a collapsible panel ("折叠面板", JSON 2.0), refused and failed
     steps marked with their reason; open when one was refused or failed. None without steps.
 
@@ -853,22 +855,26 @@ def trace_panel(steps: Sequence[Mapping[str, str]]) -> dict[str, Any] | None:
         return None
     refused = sum(1 for s in steps if s.get("status") == "denied")
     failed = sum(1 for s in steps if s.get("status") == "error")
-    title = f"Tool steps: {len(steps)}"
-    title += f" · {refused} refused" if refused else ""
-    title += f" · {failed} failed" if failed else ""
+    title = t("trace_title", locale, count=len(steps))
+    title += t("trace_refused_count", locale, count=refused) if refused else ""
+    title += t("trace_failed_count", locale, count=failed) if failed else ""
     lines: list[str] = []
     shown = list(steps)[-TRACE_STEPS_SHOWN:]
     if len(steps) > len(shown):
-        lines.append(f"… {len(steps) - len(shown)} earlier steps")
+        lines.append(t("earlier_steps", locale, count=len(steps) - len(shown)))
     for s in shown:
         status = s.get("status", "")
         label = step_label(s.get("name", ""), s.get("summary", ""))
         line = f"- {STEP_ICONS.get(status, '•')} {label}"
         detail = " ".join(str(s.get("detail", "")).split())[:160]
         if status == "denied":
-            line += " — refused" + (f": {escape_card_markdown(detail)}" if detail else "")
+            line += t("trace_refused", locale) + (
+                f": {escape_card_markdown(detail)}" if detail else ""
+            )
         elif status == "error":
-            line += " — failed" + (f": {escape_card_markdown(detail)}" if detail else "")
+            line += t("trace_failed", locale) + (
+                f": {escape_card_markdown(detail)}" if detail else ""
+            )
         lines.append(line)
     return {
         "tag": "collapsible_panel",

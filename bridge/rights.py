@@ -8,7 +8,12 @@ In a direct chat the sender is the only person there: every command acts. In a g
   group's owner and managers may do either;
 * approving or denying a tool call the policy marks "ask" (a card button): only the assistant's
   owners and the group's owner and managers, never the member who asked (a request must not
-  approve its own tools).
+  approve its own tools);
+* `/resume` and `/model` change a conversation like `/clear` does: the same rule;
+* `/forget` deletes the assistant's memory, which is its owner's: only the assistant's owners
+  and the group's owner and managers;
+* keeping or discarding a low-confidence capture ("记住这个吗？"): the member who said it, or
+  the assistant's owners and the group's owner and managers.
 
 A member's own conversation in a group (bridge/scopes.py) comes with that member as
 `conversation_of`; a shared one (a topic, or a group set to `shared`) belongs to no single member,
@@ -21,7 +26,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
-Action = Literal["stop", "clear", "compact", "approve"]
+Action = Literal["stop", "clear", "compact", "approve", "resume", "model", "forget", "keep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,22 +36,10 @@ class Allowed:
 
 @dataclass(frozen=True, slots=True)
 class Denied:
-    reason: str  # a short reply saying who may
+    reason: str  # the key of a short reply saying who may (bridge/strings.py)
 
 
 Right = Allowed | Denied
-
-STOP_REFUSAL = (
-    "Only the person who asked, the group's owner or admins, or this assistant's owner can "
-    "stop this answer."
-)
-APPROVE_REFUSAL = (
-    "Only the group's owner or admins, or this assistant's owner, can approve or deny this."
-)
-_CLEAR_REFUSAL = (
-    "Only the group's owner or admins, or this assistant's owner, can {what} this group's "
-    "conversation."
-)
 
 
 def command_right(
@@ -73,10 +66,15 @@ def command_right(
         case "stop":
             if started_by is None or started_by == sender:
                 return Allowed()  # nothing to stop, or their own turn
-            return Denied(STOP_REFUSAL)
+            return Denied("stop_refused")
         case "approve":
-            return Denied(APPROVE_REFUSAL)
-        case "clear" | "compact":
+            return Denied("approve_refused")
+        case "forget":
+            return Denied("forget_refused")
+        case "keep":
+            # `started_by`: the member whose words the capture came from
+            return Allowed() if started_by == sender else Denied("keep_refused")
+        case "clear" | "compact" | "resume" | "model":
             if conversation_of is not None and conversation_of == sender:
                 return Allowed()
-            return Denied(_CLEAR_REFUSAL.format(what=action))
+            return Denied(f"{action}_refused")

@@ -368,6 +368,24 @@ class Sender:
         headers = getattr(resp.raw, "headers", None) or {}
         return Download(data, str(resp.file_name or _disposition_name(headers)))
 
+    async def get_message(self, message_id: str) -> list[dict[str, Any]]:
+        """A message as "获取指定消息的内容" returns it (GET /im/v1/messages/:message_id,
+        user_id_type=open_id; im:message or im:message:readonly; server-docs/im-v1/message/get):
+        `data.items`, the message itself and, for a merge_forward, its children (each with
+        `upper_message_id`), as raw JSON objects."""
+        from lark_oapi.api.im.v1 import GetMessageRequest
+
+        request = GetMessageRequest.builder().message_id(message_id).user_id_type("open_id").build()
+        resp = await self._call(
+            "message get", self._client.im.v1.message.get, request, window=QUICK_WINDOW
+        )
+        try:
+            payload = json.loads(resp.raw.content)
+        except (ValueError, AttributeError):
+            return []
+        items = (payload.get("data") or {}).get("items") if isinstance(payload, dict) else None
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
     async def chat_admins(self, chat_id: str) -> frozenset[str]:
         """A group's owner and managers (open_ids), from "获取群信息" (GET /im/v1/chats/:chat_id,
         `owner_id` and `user_manager_id_list`; needs im:chat:readonly, im:chat:read or im:chat)."""

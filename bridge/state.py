@@ -4,7 +4,10 @@ in flight and the outbox.
 * Dedup keys on the event id **and** the message id: Feishu re-pushes with the same event id,
   and a reconnect backfill can deliver the same message under a new event id. Rows are kept
   48 h (Feishu retries for at most ~7 h), so a restart never answers a message twice.
-* A chat's generation N names its conversation `feishu:{chat_id}:v{N}`; `/clear` bumps it.
+* A chat's generation N names its conversation `feishu:{chat_id}:v{N}`; `/clear` starts the
+  one after the latest, `/resume <n>` goes back to an earlier one (`latest` keeps the highest
+  ever used, so a `/clear` after a resume never lands on an existing conversation). The chat's
+  model (`/model`) is kept beside it (NULL: the configured one).
 * The owner is the first user who sent the right `/pair <code>` when no allowlist is set.
 * A turn in flight has a row from the moment it is queued (`accepted`) through the model being
   asked (`started`, plus its progress card once shown) until it is answered; the rows left at
@@ -76,6 +79,11 @@ MIGRATIONS: tuple[str, ...] = (
         seen_at REAL NOT NULL
     );
     """,
+    # /resume and /model: the highest generation a chat ever had, and its chosen model.
+    """
+    ALTER TABLE chats ADD COLUMN latest INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE chats ADD COLUMN model TEXT;
+    """,
 )
 
 TurnStage = Literal["accepted", "started"]
@@ -134,8 +142,24 @@ class BridgeStateBackend(Protocol):
         ...
 
     def bump_generation(self, chat_id: str) -> int:
-        """Start the chat's next conversation; returns the new generation."""
+        """Start the chat's next conversation (after the latest it ever had); returns the new
+        generation."""
         ...
+
+    def latest_generation(self, chat_id: str) -> int:
+        """The highest generation the chat ever had (1 for a chat never cleared)."""
+        ...
+
+    def set_generation(self, chat_id: str, generation: int) -> bool:
+        """Go back to an earlier conversation of the chat; False (nothing changes) unless
+        1 <= generation <= the latest."""
+        ...
+
+    def model(self, chat_id: str) -> str | None:
+        """The chat's chosen model (None: the configured one)."""
+        ...
+
+    def set_model(self, chat_id: str, model: str | None) -> None: ...
 
     def owner(self) -> str | None: ...
 
@@ -252,16 +276,52 @@ class BridgeState:
         """Start the chat's next conversation; returns the new generation."""
         with self._db.write() as conn:
             row = conn.execute(
-                "SELECT generation FROM chats WHERE chat_id = ?", (chat_id,)
+                "SELECT MAX(generation, latest) FROM chats WHERE chat_id = ?", (chat_id,)
             ).fetchone()
             new = (int(row[0]) if row else 1) + 1
             conn.execute(
-                "INSERT INTO chats(chat_id, generation, updated) VALUES (?, ?, ?) "
+                "INSERT INTO chats(chat_id, generation, latest, updated) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT(chat_id) DO UPDATE SET generation = excluded.generation, "
-                "updated = excluded.updated",
-                (chat_id, new, time.time()),
+                "latest = excluded.latest, updated = excluded.updated",
+                (chat_id, new, new, time.time()),
             )
         return new
+
+    def latest_generation(self, chat_id: str) -> int:
+        rows = self._db.read(
+            "SELECT MAX(generation, latest) FROM chats WHERE chat_id = ?", (chat_id,)
+        )
+        return int(rows[0][0]) if rows else 1
+
+    def set_generation(self, chat_id: str, generation: int) -> bool:
+        with self._db.write() as conn:
+            row = conn.execute(
+                "SELECT MAX(generation, latest) FROM chats WHERE chat_id = ?", (chat_id,)
+            ).fetchone()
+            latest = int(row[0]) if row else 1
+            if not 1 <= generation <= latest:
+                return False
+            conn.execute(
+                "INSERT INTO chats(chat_id, generation, latest, updated) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(chat_id) DO UPDATE SET generation = excluded.generation, "
+                "latest = excluded.latest, updated = excluded.updated",
+                (chat_id, generation, latest, time.time()),
+            )
+        return True
+
+    def model(self, chat_id: str) -> str | None:
+        rows = self._db.read("SELECT model FROM chats WHERE chat_id = ?", (chat_id,))
+        return str(rows[0][0]) if rows and rows[0][0] else None
+
+    def set_model(self, chat_id: str, model: str | None) -> None:
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT INTO chats(chat_id, generation, latest, updated, model) "
+                "VALUES (?, 1, 1, ?, ?) "
+                "ON CONFLICT(chat_id) DO UPDATE SET model = excluded.model, "
+                "updated = excluded.updated",
+                (chat_id, time.time(), model),
+            )
 
     # --- owner -----------------------------------------------------------------------------------
     def owner(self) -> str | None:

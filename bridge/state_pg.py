@@ -70,6 +70,11 @@ MIGRATIONS: tuple[str, ...] = (
         seen_at DOUBLE PRECISION NOT NULL
     );
     """,
+    # /resume and /model (see bridge/state.py).
+    """
+    ALTER TABLE feishu_chats ADD COLUMN latest INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE feishu_chats ADD COLUMN model TEXT;
+    """,
 )
 
 
@@ -123,13 +128,58 @@ class PostgresBridgeState:
     def bump_generation(self, chat_id: str) -> int:
         with self._db.connection() as conn:
             row = conn.execute(
-                "INSERT INTO feishu_chats(chat_id, generation, updated) VALUES (%s, 2, %s)"
-                " ON CONFLICT (chat_id) DO UPDATE SET generation = feishu_chats.generation + 1,"
+                "INSERT INTO feishu_chats(chat_id, generation, latest, updated)"
+                " VALUES (%s, 2, 2, %s) ON CONFLICT (chat_id) DO UPDATE SET"
+                " generation = GREATEST(feishu_chats.generation, feishu_chats.latest) + 1,"
+                " latest = GREATEST(feishu_chats.generation, feishu_chats.latest) + 1,"
                 " updated = excluded.updated RETURNING generation",
                 (chat_id, time.time()),
             ).fetchone()
         assert row is not None
         return int(row["generation"])
+
+    def latest_generation(self, chat_id: str) -> int:
+        rows = self._db.fetch(
+            "SELECT GREATEST(generation, latest) AS latest FROM feishu_chats WHERE chat_id = %s",
+            (chat_id,),
+        )
+        return int(rows[0]["latest"]) if rows else 1
+
+    def set_generation(self, chat_id: str, generation: int) -> bool:
+        if generation < 1:
+            return False
+        with self._db.connection() as conn:
+            # One statement: only a generation within the chat's known ones is taken (a chat
+            # never cleared has only generation 1, which needs no row).
+            if generation == 1:
+                conn.execute(
+                    "INSERT INTO feishu_chats(chat_id, generation, latest, updated)"
+                    " VALUES (%s, 1, 1, %s) ON CONFLICT (chat_id) DO UPDATE SET generation = 1,"
+                    " latest = GREATEST(feishu_chats.generation, feishu_chats.latest),"
+                    " updated = excluded.updated",
+                    (chat_id, time.time()),
+                )
+                return True
+            cursor = conn.execute(
+                "UPDATE feishu_chats SET latest = GREATEST(generation, latest),"
+                " generation = %s, updated = %s"
+                " WHERE chat_id = %s AND GREATEST(generation, latest) >= %s",
+                (generation, time.time(), chat_id, generation),
+            )
+            return cursor.rowcount == 1
+
+    def model(self, chat_id: str) -> str | None:
+        rows = self._db.fetch("SELECT model FROM feishu_chats WHERE chat_id = %s", (chat_id,))
+        return str(rows[0]["model"]) if rows and rows[0]["model"] else None
+
+    def set_model(self, chat_id: str, model: str | None) -> None:
+        with self._db.connection() as conn:
+            conn.execute(
+                "INSERT INTO feishu_chats(chat_id, generation, latest, updated, model)"
+                " VALUES (%s, 1, 1, %s, %s) ON CONFLICT (chat_id) DO UPDATE SET"
+                " model = excluded.model, updated = excluded.updated",
+                (chat_id, time.time(), model),
+            )
 
     # --- owner -----------------------------------------------------------------------------------
     def owner(self) -> str | None:

@@ -168,11 +168,7 @@ class StreamReply:
             return
         if not self.finished:
             stopped = exc_type is asyncio.CancelledError
-            text = (
-                "Stopped: the server is shutting down. Send the message again in a moment."
-                if stopped
-                else "Execution failed: the bridge hit an internal error; see the server log."
-            )
+            text = t("shutting_down" if stopped else "internal_error", self._locale)
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(5):
                     await self.finish(text, is_error=True, status="stopped" if stopped else None)
@@ -416,9 +412,11 @@ class StreamReply:
                 {"name": s.name, "summary": s.summary, "status": s.status}
                 for s in self._steps.values()
             )
-        trace = trace_panel([{**s, "detail": without_paths(s.get("detail", ""))} for s in steps])
+        trace = trace_panel(
+            [{**s, "detail": without_paths(s.get("detail", ""))} for s in steps], self._locale
+        )
         tail = [e for e in (trace, footer) if e is not None]
-        title, template = header_for(status)
+        title, template = header_for(status, self._locale)
         cards = [c.card for c in answer_cards(markdown, title=title, template=template, tail=tail)]
         first = {**cards[0], "config": {**cards[0].get("config", {}), "streaming_mode": False}}
         try:

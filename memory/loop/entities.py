@@ -274,6 +274,28 @@ class PendingStore:
         return entity
 
 
+def confirm_pending(
+    store: MemoryBackend, pending: PendingStore, pending_id: str
+) -> tuple[PendingEntity, str, bool]:
+    """Keep a pending capture: save its note (through the store's one save: redaction and
+    dedup apply) and mark it confirmed. Returns (entity, note id, deduplicated). Confirming
+    again returns the same note; a rejected one raises ConflictError, also when the rejection
+    lands between the read and the save (the note then does not outlive it)."""
+    entity = pending.get(pending_id)
+    if entity.status == "confirmed" and entity.note_id:
+        return entity, entity.note_id, True
+    if entity.status == "rejected":
+        pending.resolve(pending_id, "confirmed")  # raises the ConflictError
+    saved = store.save(entity.draft())
+    try:
+        resolved = pending.resolve(pending_id, "confirmed", saved.id)
+    except ConflictError:
+        if not saved.deduplicated:
+            store.delete(saved.id)
+        raise
+    return resolved, saved.id, saved.deduplicated
+
+
 def _pending(row: Any) -> PendingEntity:
     return PendingEntity(
         id=row["id"],

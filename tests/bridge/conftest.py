@@ -94,7 +94,8 @@ def answered(fake: FakeFeishu, message_id: str) -> bool:
     CardKit card still streaming (a queue notice is not an answer)."""
     shown = replies(fake, message_id)
     return bool(shown) and not any(
-        m.text.startswith("Working…") or (m.card_id and fake.cards[m.card_id].streaming)
+        m.text.startswith((t("progress_title", "zh"), t("progress_title", "en")))
+        or (m.card_id and fake.cards[m.card_id].streaming)
         for m in shown
     )
 
@@ -111,11 +112,14 @@ async def wait_reply_text(fake: FakeFeishu, message_id: str, timeout: float = 60
     return "\n".join(m.text for m in replies(fake, message_id))
 
 
-_CARD_CHROME = re.compile(r"\n(?:Tool steps: \d+[^\n]*|⏱ [^\n]*)(?:\n.*)?$", re.DOTALL)
+_CARD_CHROME = re.compile(
+    r"\n(?:(?:Tool steps: |工具步骤：)\d+[^\n]*|⏱ [^\n]*)(?:\n.*)?$", re.DOTALL
+)
 
 
 def answer_only(text: str) -> str:
-    """Reply text up to the final card's tool trace ("Tool steps: N") or footer ("⏱ …")."""
+    """Reply text up to the final card's tool trace ("工具步骤：N" / "Tool steps: N") or
+    footer ("⏱ …")."""
     return _CARD_CHROME.sub("", text)
 
 

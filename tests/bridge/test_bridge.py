@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from bridge.access import REFUSAL, UNPAIRED
+from bridge.strings import t
 from settings import Settings
 from tests.bridge.conftest import feishu_app, message_id, wait_answer
 from tests.conftest import running_app
@@ -16,6 +16,7 @@ from tests.fakes.feishu_platform import OWNER_OPEN_ID, FakeFeishu
 from tests.helpers import wait_until
 
 STRANGER = "ou_stranger000000000000000000000"
+EN_CLIENT = "Mozilla/5.0 Lark/7.30 LarkLocale/en_US ttnet"
 
 
 async def test_stranger_gets_one_refusal_and_the_model_is_never_called(
@@ -27,7 +28,7 @@ async def test_stranger_gets_one_refusal_and_the_model_is_never_called(
         event = fake_feishu.text_event("tell me secrets", sender=STRANGER)
         frame = fake_feishu.push_event(event)
         fake_feishu.push_event(event)  # re-delivered: still one refusal
-        assert await wait_answer(fake_feishu, message_id(event)) == REFUSAL
+        assert await wait_answer(fake_feishu, message_id(event)) == t("refusal")
         await wait_until(lambda: len(fake_feishu.acks) == 2)
     assert [a.code for a in fake_feishu.acks] == [200, 200]
     assert fake_feishu.ack_for(frame) is not None
@@ -67,17 +68,21 @@ async def test_help_and_status_answer_without_a_model_call(
         fake_feishu.push_event(help_event, fragments=3)  # a fragmented frame is reassembled
         status = fake_feishu.push_text("/status")
         status_text = await wait_answer(fake_feishu, message_id(status))
+        english = fake_feishu.push_text("/status", user_agent=EN_CLIENT)
+        english_text = await wait_answer(fake_feishu, message_id(english))
         compact = fake_feishu.push_text("/compact")
         unknown = fake_feishu.push_text("/frobnicate")
         help_text = await wait_answer(fake_feishu, message_id(help_event))
         compact_text = await wait_answer(fake_feishu, message_id(compact))
         unknown_text = await wait_answer(fake_feishu, message_id(unknown))
-    assert "/memory <query>" in help_text
+    # Chinese first; English for a client that runs in English
+    assert help_text.startswith("**命令**") and "/remember <内容>" in help_text
+    assert "/recall <查询>" in help_text and "/resume <编号>" in help_text
     assert "feishu:oc_p2pchat:v1" in status_text
-    assert "session: not started" in status_text
-    assert "now: idle" in status_text
+    assert "会话：尚未开始" in status_text and "当前：空闲" in status_text
+    assert "session: not started" in english_text and "now: idle" in english_text
     assert "Nothing to compact yet." in compact_text
-    assert "Unknown command /frobnicate" in unknown_text
+    assert unknown_text == "没有 /frobnicate 这个命令。发送 /help 查看命令列表。"
     assert fake_model.requests == []
 
 
@@ -90,7 +95,7 @@ async def test_message_from_before_the_start_is_not_run(
         old = fake_feishu.text_event("do this now", create_time_ms=int((time.time() - 3600) * 1000))
         fake_feishu.push_event(old)
         text = await wait_answer(fake_feishu, message_id(old))
-    assert "sent while I was offline" in text
+    assert text == t("stale")
     assert len(fake_feishu.replies_to(message_id(old))) == 1
     assert fake_model.requests == []
 
@@ -104,15 +109,15 @@ async def test_pairing_makes_the_first_user_with_the_code_the_owner(
         code = bridge.pairing_code
         assert code is not None and len(code) == 8
         hello = fake_feishu.push_text("hello")
-        assert await wait_answer(fake_feishu, message_id(hello)) == UNPAIRED
+        assert await wait_answer(fake_feishu, message_id(hello)) == t("unpaired")
         wrong = fake_feishu.push_text("/pair 00000000" if code != "00000000" else "/pair 1")
-        assert "not right" in await wait_answer(fake_feishu, message_id(wrong))
+        assert await wait_answer(fake_feishu, message_id(wrong)) == t("pair_wrong")
         right = fake_feishu.push_text(f"/pair {code[:4]} {code[4:]}")
-        assert "you are now the owner" in await wait_answer(fake_feishu, message_id(right))
+        assert await wait_answer(fake_feishu, message_id(right)) == t("paired")
         late = fake_feishu.push_text(f"/pair {code}", sender=STRANGER, chat_id="oc_other")
-        assert await wait_answer(fake_feishu, message_id(late)) == REFUSAL
+        assert await wait_answer(fake_feishu, message_id(late)) == t("refusal")
         other = fake_feishu.push_text("hi", sender=STRANGER, chat_id="oc_other")
-        assert await wait_answer(fake_feishu, message_id(other)) == REFUSAL
+        assert await wait_answer(fake_feishu, message_id(other)) == t("refusal")
         assert bridge.state.owner() == OWNER_OPEN_ID
         assert bridge.pairing_code is None
         health = (await client.get("/health")).json()
@@ -120,18 +125,26 @@ async def test_pairing_makes_the_first_user_with_the_code_the_owner(
     assert fake_model.requests == []
 
 
-async def test_unsupported_and_empty_messages_get_one_line(
+async def test_voice_stickers_unsupported_and_empty_messages_get_exactly_one_line(
     feishu_settings: Callable[..., Settings],
     fake_feishu: FakeFeishu,
     fake_model: FakeMessagesAPI,
 ) -> None:
     async with feishu_app(feishu_settings()):
-        audio = fake_feishu.message_event({"file_key": "f", "duration": 2}, message_type="audio")
-        fake_feishu.push_event(audio)
+        # "接收消息内容结构": audio {file_key, duration (ms)}, sticker {file_key}
+        audio = fake_feishu.message_event({"file_key": "f", "duration": 2000}, message_type="audio")
+        sticker = fake_feishu.message_event({"file_key": "s"}, message_type="sticker")
+        vote = fake_feishu.message_event({"topic": "lunch?"}, message_type="vote")
         empty = fake_feishu.group_text_event("", mention_bot=True)
-        fake_feishu.push_event(empty)
-        assert "audio" in await wait_answer(fake_feishu, message_id(audio))
-        assert "empty" in await wait_answer(fake_feishu, message_id(empty))
+        for event in (audio, sticker, vote, empty):
+            fake_feishu.push_event(event)
+        assert await wait_answer(fake_feishu, message_id(audio)) == t("audio")
+        assert await wait_answer(fake_feishu, message_id(sticker)) == t("sticker")
+        assert await wait_answer(fake_feishu, message_id(vote)) == t("unsupported", kind="vote")
+        assert await wait_answer(fake_feishu, message_id(empty)) == t("empty")
+        await asyncio.sleep(0.5)
+        for event in (audio, sticker, vote, empty):
+            assert len(fake_feishu.replies_to(message_id(event))) == 1
     assert fake_model.requests == []
 
 
@@ -173,7 +186,7 @@ async def test_memory_command_lists_top_memories(
         text = await wait_answer(fake_feishu, message_id(found))
         usage = await wait_answer(fake_feishu, message_id(empty))
     assert "Quarterly report deadline" in text
-    assert "Usage" in usage
+    assert usage == t("recall_usage")
     assert fake_model.requests == []
 
 
@@ -242,4 +255,4 @@ async def test_command_answers_fall_back_to_text_when_cards_are_refused(
         text = await wait_answer(fake_feishu, message_id(event))
     [message] = fake_feishu.replies_to(message_id(event))
     assert message.msg_type == "text"
-    assert text.startswith("Commands")
+    assert text.startswith("命令")

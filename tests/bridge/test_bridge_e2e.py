@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from bridge.render import BODY_LIMITS
+from bridge.strings import t
 from settings import Settings
 from tests.bridge.conftest import answer_only, feishu_app, message_id, replies, wait_answer
 from tests.bridge.test_render import fences_balanced
@@ -95,7 +96,7 @@ async def test_clear_starts_a_fresh_session_and_stop_interrupts_a_slow_turn(
         first = fake_feishu.push_text("my locker code is 4711")
         await wait_answer(fake_feishu, message_id(first))
         cleared = fake_feishu.push_text("/clear")
-        assert "fresh conversation (v2)" in await wait_answer(fake_feishu, message_id(cleared))
+        assert await wait_answer(fake_feishu, message_id(cleared)) == t("cleared", generation=2)
         second = fake_feishu.push_text("what is my locker code?")
         await wait_answer(fake_feishu, message_id(second))
 
@@ -104,13 +105,13 @@ async def test_clear_starts_a_fresh_session_and_stop_interrupts_a_slow_turn(
         status = fake_feishu.push_text("/status")
         status_text = await wait_answer(fake_feishu, message_id(status))
         stop = fake_feishu.push_text("/stop")
-        assert await wait_answer(fake_feishu, message_id(stop)) == "Stopping the running answer."
+        assert await wait_answer(fake_feishu, message_id(stop)) == t("stop_done")
         slow_text = await wait_answer(fake_feishu, message_id(slow), timeout=30)
         listing = (await client.get("/api/conversations")).json()["conversations"]
         assert bridge.state.generation("oc_p2pchat") == 2
     request = fake_model.requests_for("what is my locker code?")[0]
     assert "4711" not in request.all_text()
-    assert "now: running" in status_text
+    assert "当前：运行中" in status_text
     assert "feishu:oc_p2pchat:v2" in status_text
     assert "never delivered" not in slow_text
     assert "stopped" in slow_text.lower() or "interrupted" in slow_text.lower()
@@ -193,9 +194,9 @@ async def test_model_errors_and_timeouts_reach_the_user_readably(
         answer = await wait_answer(fake_feishu, message_id(event), timeout=60)
     [card] = replies(fake_feishu, message_id(event))
     assert card.content["header"]["template"] == "red"
-    assert answer.startswith("Error\n")
+    assert answer.startswith(t("error_title") + "\n")
     assert expected in answer
-    assert "Working" not in answer
+    assert t("progress_title") not in answer
 
 
 async def test_chats_answer_in_order_and_in_parallel(
@@ -293,8 +294,8 @@ async def test_shutdown_leaves_no_card_working_and_no_message_unanswered(
         t0 = time.monotonic()
     assert time.monotonic() - t0 < 15
     [card] = replies(fake_feishu, message_id(running))
-    assert "Working" not in card.text
+    assert t("progress_title") not in card.text
     assert "shutting down" in card.text
     [notice] = replies(fake_feishu, message_id(queued))
-    assert "send it again" in notice.text
+    assert notice.text == t("restart_queued")
     assert fake_model.requests_for("and then this") == []

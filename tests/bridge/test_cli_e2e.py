@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.strings import t
 from tests.bridge.conftest import REPO, message_id, start_bridge_process, wait_answer
 from tests.fakes.anthropic_api import FakeMessagesAPI
 from tests.fakes.feishu_platform import FakeFeishu
@@ -43,7 +44,7 @@ async def test_feishu_command_runs_the_bridge_alone_and_stops_on_sigterm(
         code = re.search(r"/pair (\d{8})", log.read_text())
         assert code is not None
         pair = fake_feishu.push_text(f"/pair {code.group(1)}")
-        assert "owner" in await wait_answer(fake_feishu, message_id(pair))
+        assert await wait_answer(fake_feishu, message_id(pair)) == t("paired")
         event = fake_feishu.push_text("hello from the phone")
         answer = await wait_answer(fake_feishu, message_id(event))
     finally:

@@ -18,6 +18,7 @@ from bridge.commands import (
     parse_command,
 )
 from bridge.rights import Action, Allowed, Denied, command_right
+from bridge.strings import t
 
 
 @pytest.mark.parametrize(
@@ -149,4 +150,5 @@ def test_group_commands_act_within_the_senders_rights(
     )
     assert isinstance(right, Allowed) is allowed
     if isinstance(right, Denied):
-        assert "owner" in right.reason and "admins" in right.reason
+        assert right.reason == f"{action}_refused"
+        assert "owner" in t(right.reason, "en") and "群主" in t(right.reason)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bridge.strings import t
 from settings import Settings
 from tests.bridge.conftest import feishu_app, message_id, wait_answer, wait_reply_text
 from tests.fakes.anthropic_api import FakeMessagesAPI, text, tool
@@ -60,9 +61,9 @@ async def test_the_stop_button_interrupts_a_long_turn(
     assert answer["toast"]["content"] == "正在停止这个回答。"
     assert answer["toast"]["i18n"]["en_us"] == "Stopping this answer."
     assert "card" not in answer  # a streaming card cannot be updated from a callback answer
-    assert "Stopped" in final and "never delivered" not in final
+    assert t("stopped_title") in final and "never delivered" not in final
     [card] = fake_feishu.replies_to(message_id(slow))
-    assert card.content["header"]["title"]["content"] == "Stopped"
+    assert card.content["header"]["title"]["content"] == t("stopped_title")
     assert fake_feishu.card_buttons(card.message_id) == []
 
 
@@ -131,7 +132,7 @@ async def test_an_ask_tool_nobody_approves_is_denied_when_the_time_is_up(
         )
     assert approval.content["header"]["template"] == "grey"
     assert "已超时" in approval.text
-    assert "🚫 Bash `ls` — refused" in final
+    assert "🚫 Bash `ls` — 被拒绝" in final
     [result] = tool_results(fake_model, "list files")  # the model is told why: no retry
     assert result.get("is_error") and "nobody gave it in time" in str(result.get("content"))
     assert late["toast"]["content"] == "已经处理过了。"  # decided: the time ran out
@@ -174,7 +175,8 @@ async def test_in_a_group_a_members_tap_is_refused_and_the_owners_decides(
         )
         final = await wait_reply_text(fake_feishu, message_id(event))
     assert refused["toast"]["type"] == "error" and "card" not in refused
-    assert "owner" in refused["toast"]["content"]
+    assert refused["toast"]["content"] == t("approve_refused")
+    assert "owner" in refused["toast"]["i18n"]["en_us"]
     assert decided["toast"]["type"] == "success"
     assert "Listed them." in final
 

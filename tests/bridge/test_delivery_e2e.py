@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.strings import t
 from settings import Settings
 from tests.bridge.conftest import (
     feishu_app,
@@ -31,7 +32,9 @@ pytestmark = pytest.mark.e2e
 def working(fake: FakeFeishu) -> list[str]:
     """Bot messages still showing "Working…"."""
     with fake._lock:
-        return [m.message_id for m in fake.messages.values() if m.text.startswith("Working…")]
+        return [
+            m.message_id for m in fake.messages.values() if m.text.startswith(t("progress_title"))
+        ]
 
 
 async def test_answer_arrives_once_after_thirty_seconds_of_5xx_and_twenty_of_429(
@@ -159,7 +162,7 @@ async def test_a_recalled_running_turn_stops_and_nothing_is_sent_for_it(
         await wait_answer(fake_feishu, message_id(probe))
     assert stopped_in < 15
     [card] = replies(fake_feishu, message_id(event))  # the progress card, closed; nothing else
-    assert "recalled" in card.text
+    assert t("recalled_card") in card.text
     assert "never delivered" not in card.text
 
 
@@ -242,5 +245,5 @@ async def test_killed_mid_turn_the_restart_answers_or_says_so_and_closes_every_c
     assert answer.startswith("echo: the queued question")
     assert len(fake_model.requests_for("the queued question")) == 1
     card, notice = replies(fake_feishu, message_id(running))
-    assert "restart" in card.text and "never delivered" not in card.text
-    assert notice.msg_type == "text" and "restart" in notice.text
+    assert t("restart_title") in card.text and "never delivered" not in card.text
+    assert notice.msg_type == "text" and notice.text == t("restart_notice")

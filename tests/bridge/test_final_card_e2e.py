@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from bridge.strings import t
 from settings import Settings
 from tests.bridge.conftest import feishu_app, message_id, wait_answer, wait_reply_text
 from tests.fakes.anthropic_api import FakeMessagesAPI, text, tool
@@ -35,9 +36,9 @@ async def test_a_refused_step_then_a_claim_of_success_shows_the_refusal_in_the_f
     assert answer.startswith("Installed the tool successfully.")
     assert "Refused (not run):\n- Bash `curl http://example.com`" in answer
     panels = [e for e in card.content["body"]["elements"] if e["tag"] == "collapsible_panel"]
-    assert [p["header"]["title"]["content"] for p in panels] == ["Tool steps: 1 · 1 refused"]
+    assert [p["header"]["title"]["content"] for p in panels] == ["工具步骤：1 · 1 个被拒绝"]
     assert panels[0]["expanded"] is True
-    assert "🚫 Bash `curl http://example.com` — refused" in full
+    assert "🚫 Bash `curl http://example.com` — 被拒绝" in full
     assert "⏱ " in full and "$" in full.rsplit("⏱", 1)[1]
     assert "/home/" not in full and "/tmp/" not in full
     assert fake_feishu.refused == []
@@ -59,8 +60,8 @@ async def test_stop_ends_the_card_stopped_not_in_a_red_error(
     [card] = fake_feishu.replies_to(message_id(slow))
     header = card.content["header"]
     assert header["template"] != "red"
-    assert header["title"]["content"] == "Stopped"
-    assert "Stopped" in answer and "never delivered" not in answer
+    assert header["title"]["content"] == t("stopped_title")
+    assert t("stopped_title") in answer and "never delivered" not in answer
     assert "/home/" not in card.text and "/tmp/" not in card.text
 
 
@@ -99,5 +100,5 @@ async def test_an_answer_with_eight_tables_nine_code_blocks_and_two_images_arriv
     assert answer.count("```python") == 9
     assert "[sales](https://example.com/sales.png)" in answer
     assert "![" not in answer
-    assert "Working" not in messages[0].text  # the progress card reached its final state
+    assert t("progress_title") not in messages[0].text  # the progress card reached its final state
     assert len(messages[0].versions) >= 2

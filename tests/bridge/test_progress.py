@@ -22,7 +22,8 @@ USER_MESSAGE = "om_user_message"
 
 def turn_reply(sender: Sender, **kwargs: float) -> TurnReply:
     options = {"interval": 0.2, "open_delay": 0.3} | kwargs
-    return TurnReply(sender, reply_to=USER_MESSAGE, key=USER_MESSAGE, **options)
+    # English, so these pin the English side of the strings table (the e2e tests read Chinese)
+    return TurnReply(sender, reply_to=USER_MESSAGE, key=USER_MESSAGE, locale="en", **options)
 
 
 def step(tid: str, status: str = "started") -> ToolStep:

@@ -14,7 +14,9 @@ USER_MESSAGE = "om_user_message"
 async def test_the_card_says_the_request_is_retried_until_the_answer_comes(
     sender: Sender, fake_feishu: FakeFeishu
 ) -> None:
-    reply = TurnReply(sender, reply_to=USER_MESSAGE, key=USER_MESSAGE, interval=0.2, open_delay=0)
+    reply = TurnReply(
+        sender, reply_to=USER_MESSAGE, key=USER_MESSAGE, interval=0.2, open_delay=0, locale="en"
+    )
     async with reply:
         await reply.on_event(Retrying(2, 10, 4.2, "overloaded", 529))
         await wait_until(

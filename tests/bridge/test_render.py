@@ -408,7 +408,7 @@ def test_a_short_answer_is_one_card_with_trace_and_footer_last() -> None:
 def test_trace_panel(
     steps: list[dict[str, str]], title: str | None, expanded: bool | None, lines: list[str] | None
 ) -> None:
-    panel = trace_panel(steps)
+    panel = trace_panel(steps, "en")
     if title is None:
         assert panel is None
         return
@@ -437,3 +437,10 @@ def test_post_contents_stay_within_the_body_limit() -> None:
     for post in posts:
         body = {"msg_type": "post", "content": json.dumps(post, ensure_ascii=False), "uuid": "u"}
         assert request_body_size(body) <= BODY_LIMITS["post"]
+
+
+def test_the_trace_panel_reads_chinese_by_default() -> None:
+    panel = trace_panel([{"name": "Bash", "summary": "ls", "status": "denied", "detail": "no"}])
+    assert panel is not None
+    assert panel["header"]["title"]["content"] == "工具步骤：1 · 1 个被拒绝"
+    assert panel["elements"][0]["content"] == "- 🚫 Bash `ls` — 被拒绝: no"

@@ -73,7 +73,12 @@ def test_wal_mode_and_recorded_migrations(tmp_path: Path) -> None:
     BridgeState(tmp_path / "feishu.db").close()
     conn = sqlite3.connect(tmp_path / "feishu.db")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT version FROM schema_migrations").fetchall() == [(1,), (2,), (3,)]
+    assert conn.execute("SELECT version FROM schema_migrations").fetchall() == [
+        (1,),
+        (2,),
+        (3,),
+        (4,),
+    ]
     conn.close()
 
 

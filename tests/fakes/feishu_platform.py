@@ -11,6 +11,10 @@ One loopback port serves what the real `lark.ws.Client` and `lark.Client` need
 
 * `GET /open-apis/im/v1/chats/{chat_id}` (group owner and managers, set with `set_chat(...)`).
 * `GET /open-apis/contact/v3/users/{user_id}` (a member's name, set with `set_user(...)`).
+* `GET /open-apis/im/v1/messages/{message_id}` ("获取指定消息的内容",
+  server-docs/im-v1/message/get): every user message pushed as an event and every bot
+  message, as `data.items`; a `merge_forward` (`forward_event(...)`) with its children, each
+  naming its forward in `upper_message_id`.
 
 History for assertions: `fake.sent` (every IM call: method, path, body, headers), `fake.acks`
 (with timing), `fake.messages` (every bot message and its latest content), `fake.markup` (every
@@ -631,6 +635,9 @@ class FakeFeishu:
         self.reactions: list[Reaction] = []  # every reaction added, deleted ones included
         self._card_faults: list[CardFault] = []
         self._tapped: dict[str, str] = {}  # card action event_id -> the tapped message
+        self.user_messages: dict[str, dict[str, Any]] = {}  # GET message items, by message_id
+        self._forwarded: dict[str, list[dict[str, Any]]] = {}  # merge_forward -> its children
+        self.message_gets: list[str] = []  # message ids asked for with GET
         # fault injection (see "faults the platform injects")
         self.clock = time.monotonic  # patchable: fault windows and the uuid window
         self._faults: list[Fault] = []
@@ -673,6 +680,11 @@ class FakeFeishu:
                     "/open-apis/im/v1/messages/{message_id}",
                     self._update,
                     methods=["PATCH", "PUT"],
+                ),
+                Route(
+                    "/open-apis/im/v1/messages/{message_id}",
+                    self._get_message,
+                    methods=["GET"],
                 ),
                 Route(
                     "/open-apis/im/v1/messages/{message_id}/resources/{file_key}",
@@ -804,6 +816,8 @@ class FakeFeishu:
         header = payload.get("header") or {}
         with self._lock:
             self._pushed[frame_id] = (time.monotonic(), header.get("event_id"))
+            if header.get("event_type") == "im.message.receive_v1":
+                self._keep_user_message(payload)
         frames = [
             _frame(
                 method=1,
@@ -899,6 +913,9 @@ class FakeFeishu:
 
     def recall(self, message_id: str, *, chat_id: str = "oc_p2pchat") -> str:
         """The user recalls a message: push `im.message.recalled_v1`; returns the frame id."""
+        with self._lock:
+            if message_id in self.user_messages:  # GET then says `deleted: true`, no content
+                self.user_messages[message_id]["deleted"] = True
         return self.push_event(self.recall_event(message_id, chat_id=chat_id))
 
     def card_action_event(
@@ -1008,6 +1025,8 @@ class FakeFeishu:
         event_type: str = "im.message.receive_v1",
         thread_id: str | None = None,
         user_agent: str | None = None,
+        parent_id: str | None = None,
+        root_id: str | None = None,
     ) -> dict[str, Any]:
         now_ms = create_time_ms if create_time_ms is not None else int(time.time() * 1000)
         message: dict[str, Any] = {
@@ -1030,6 +1049,12 @@ class FakeFeishu:
             # root_id/parent_id name the topic's first message
             # (reference/im-v1/message/thread-introduction).
             message["thread_id"] = thread_id
+        if parent_id:
+            # "消息管理概述": a reply names the message it answers (`parent_id`) and its
+            # thread's first message (`root_id`); in a topic both name the topic's root
+            # (server-docs/im-v1/message/intro).
+            message["parent_id"] = parent_id
+            message["root_id"] = root_id or parent_id
         return {
             "schema": "2.0",
             "header": {
@@ -1087,6 +1112,119 @@ class FakeFeishu:
         return self.message_event(
             {"title": title, "content": paragraphs}, message_type="post", **kwargs
         )
+
+    def forward_event(self, children: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        """A merge_forward message: its content is the fixed line "Merged and Forwarded Message"
+        and its children come only from GET ("接收消息内容结构", server-docs/im-v1/
+        message-content-description/message_content). A child is `{"sender": open_id or "app",
+        "text": ...}`, `{"sender", "msg_type", "content"}` or `{"sender", "forward": [...]}` (a
+        forward inside the forward: its own children name it in `upper_message_id`)."""
+        event = self.message_event(
+            {"content": "Merged and Forwarded Message"}, message_type="merge_forward", **kwargs
+        )
+        root = event["event"]["message"]["message_id"]
+        chat_id = event["event"]["message"]["chat_id"]
+        with self._lock:
+            self._forwarded[root] = self._forward_items(root, children, chat_id)
+        return event
+
+    def _forward_items(
+        self, upper: str, children: list[dict[str, Any]], chat_id: str
+    ) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        base = int(time.time() * 1000) - 10_000_000
+        for index, child in enumerate(children):
+            ident = f"om_fwd{next(self._ids):06d}"
+            nested = child.get("forward")
+            if nested is not None:
+                msg_type, content = "merge_forward", {"content": "Merged and Forwarded Message"}
+            elif "text" in child:
+                msg_type, content = "text", {"text": child["text"]}
+            else:
+                msg_type, content = child["msg_type"], child.get("content", {})
+            item = _message_item(
+                ident,
+                msg_type,
+                content,
+                chat_id=chat_id,
+                sender=child.get("sender", "app"),
+                create_ms=base + index * 1000,
+            )
+            item["upper_message_id"] = upper
+            items.append(item)
+            if nested is not None:
+                items.extend(self._forward_items(ident, nested, chat_id))
+        return items
+
+    def _keep_user_message(self, payload: dict[str, Any]) -> None:
+        """A user message pushed as an event, kept for GET (under the lock)."""
+        message = (payload.get("event") or {}).get("message") or {}
+        sender = ((payload.get("event") or {}).get("sender") or {}).get("sender_id") or {}
+        ident = message.get("message_id")
+        if not ident:
+            return
+        try:
+            content = json.loads(message.get("content") or "{}")
+        except ValueError:
+            content = {}
+        item = _message_item(
+            ident,
+            message.get("message_type", ""),
+            content,
+            chat_id=message.get("chat_id", ""),
+            sender=sender.get("open_id", ""),
+            create_ms=int(message.get("create_time") or 0),
+        )
+        for key in ("root_id", "parent_id", "thread_id"):
+            if message.get(key):
+                item[key] = message[key]
+        item["mentions"] = [
+            {
+                "key": m.get("key"),
+                "id": (m.get("id") or {}).get("open_id"),
+                "id_type": "open_id",
+                "name": m.get("name"),
+                "tenant_key": "tenant_fake",
+            }
+            for m in message.get("mentions") or []
+        ]
+        self.user_messages[ident] = item
+
+    async def _get_message(self, request: Request) -> Response:
+        """ "获取指定消息的内容" (server-docs/im-v1/message/get): `data.items` is the message
+        (a merge_forward: and every child); a recalled one is `deleted: true` without content;
+        a bot's JSON 2.0 card does not come back (the page: card content is not the sent JSON,
+        2.0 cards are not returned; observed elsewhere as an "upgrade your client" line)."""
+        target = request.path_params["message_id"]
+        if not self._authorized(request):
+            return self._token_refused(request)
+        with self._lock:
+            self.message_gets.append(target)
+            item = self.user_messages.get(target)
+            bot = self.messages.get(target)
+            if item is None and bot is not None:
+                replied = self.user_messages.get(bot.reply_to or "") or {}
+                chat = bot.chat_id or replied.get("chat_id", "oc_p2pchat")
+                content = bot.content
+                if bot.msg_type == "interactive":
+                    content = {"title": None, "elements": [[{"tag": "text", "text": UPGRADE_LINE}]]}
+                item = _message_item(
+                    target,
+                    bot.msg_type,
+                    content,
+                    chat_id=chat,
+                    sender="app",
+                    create_ms=int(time.time() * 1000),
+                )
+            if item is None:
+                # The page lists 230001 for an invalid message_id and 230002 when the bot is
+                # not in the message's chat.
+                return JSONResponse({"code": 230001, "msg": "invalid message_id"}, status_code=400)
+            items = [json.loads(json.dumps(item))]
+            if item.get("deleted"):
+                items[0].pop("body", None)
+            items.extend(json.loads(json.dumps(self._forwarded.get(target, []))))
+        return JSONResponse({"code": 0, "msg": "success", "data": {"items": items}})
 
     def push_text(self, text: str, **kwargs: Any) -> dict[str, Any]:
         event = self.text_event(text, **kwargs)
@@ -1702,6 +1840,40 @@ class FakeFeishu:
         for ws in list(self._sockets):
             with contextlib.suppress(RuntimeError):
                 await ws.close(code=1001)
+
+
+UPGRADE_LINE = "请升级至最新版本客户端，以查看内容"
+
+
+def _message_item(
+    ident: str,
+    msg_type: str,
+    content: dict[str, Any],
+    *,
+    chat_id: str,
+    sender: str,
+    create_ms: int,
+) -> dict[str, Any]:
+    """One `items` entry of GET message: `sender.id_type` is `app_id` and `sender_type` `app`
+    for a bot, `open_id` / `user` for a person; times are strings of milliseconds."""
+    is_app = sender == "app"
+    return {
+        "message_id": ident,
+        "msg_type": msg_type,
+        "create_time": str(create_ms),
+        "update_time": str(create_ms),
+        "deleted": False,
+        "updated": False,
+        "chat_id": chat_id,
+        "sender": {
+            "id": "cli_fakeapp" if is_app else sender,
+            "id_type": "app_id" if is_app else "open_id",
+            "sender_type": "app" if is_app else "user",
+            "tenant_key": "tenant_fake",
+        },
+        "body": {"content": json.dumps(content, ensure_ascii=False)},
+        "mentions": [],
+    }
 
 
 def _frame(*, method: int, headers: dict[str, str], payload: bytes, seq: int) -> Frame:

@@ -84,6 +84,36 @@ def test_generations_start_at_one_and_bump_per_chat(state: BridgeStateBackend) -
     assert state.generation("chat-b") == 1
 
 
+def test_a_chat_goes_back_to_an_earlier_conversation_and_clear_then_starts_a_new_one(
+    state: BridgeStateBackend,
+) -> None:
+    assert state.set_generation("chat-a", 1) is True  # a chat never cleared has v1
+    assert state.set_generation("chat-a", 2) is False
+    state.bump_generation("chat-a")
+    state.bump_generation("chat-a")
+    assert state.set_generation("chat-a", 1) is True
+    assert (state.generation("chat-a"), state.latest_generation("chat-a")) == (1, 3)
+    for wrong in (0, -1, 4):
+        assert state.set_generation("chat-a", wrong) is False
+    assert state.generation("chat-a") == 1
+    # /clear after going back: after the latest, never onto v2 which exists
+    assert state.bump_generation("chat-a") == 4
+    assert state.latest_generation("chat-a") == 4
+    assert state.latest_generation("chat-b") == 1
+
+
+def test_a_chat_keeps_its_model_and_forgets_it_with_none(state: BridgeStateBackend) -> None:
+    assert state.model("chat-a") is None
+    state.set_model("chat-a", "claude-opus-4-1")
+    assert state.model("chat-a") == "claude-opus-4-1"
+    assert state.generation("chat-a") == 1  # choosing a model starts no conversation
+    state.bump_generation("chat-a")
+    assert state.model("chat-a") == "claude-opus-4-1"  # kept across /clear
+    state.set_model("chat-a", None)
+    assert state.model("chat-a") is None
+    assert state.model("chat-b") is None
+
+
 def test_the_first_owner_stays_the_owner(state: BridgeStateBackend) -> None:
     assert state.owner() is None
     assert state.set_owner("ou_first") is True

@@ -1,0 +1,231 @@
+"""Memory in the chat: /remember, /recall, /forget (with its confirm card) and the "记住这个吗？"
+card of a low-confidence capture, through the real lark clients, the fake platform and the app."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bridge.strings import t
+from settings import Settings
+from tests.bridge.conftest import feishu_app, message_id, replies, wait_answer
+from tests.fakes.anthropic_api import FakeMessagesAPI, text
+from tests.fakes.feishu_platform import OWNER_OPEN_ID, FakeFeishu
+from tests.helpers import wait_until
+
+pytestmark = pytest.mark.e2e
+
+TRIP = "我下周三去上海出差"
+GROUP = "oc_team"
+ALICE = "ou_alice00000000000000000000000000"
+BOB = "ou_bob0000000000000000000000000000"
+CAROL = "ou_carol0000000000000000000000000"  # the group's owner in Feishu
+
+
+def _ours(notes: list[Any]) -> list[Any]:
+    """The notes saved from the chat (a new home may hold others)."""
+    return [n for n in notes if (n.source or "").startswith(("feishu:", "conversation:feishu:"))]
+
+
+def _tap_result(fake: FakeFeishu, frame: str) -> dict[str, Any]:
+    ack = fake.ack_for(frame)
+    assert ack is not None and ack.data is not None
+    return ack.data
+
+
+async def _tap(fake: FakeFeishu, frame: str) -> dict[str, Any]:
+    await wait_until(lambda: fake.ack_for(frame) is not None, timeout=10)
+    return _tap_result(fake, frame)
+
+
+def _button_value(fake: FakeFeishu, card_id: str, element_id: str) -> dict[str, Any]:
+    button = next(b for b in fake.card_buttons(card_id) if b.get("element_id") == element_id)
+    return dict(button["behaviors"][0]["value"])
+
+
+async def test_remembered_in_feishu_reaches_the_next_web_chat_prompt(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("出差", text("好的，记得带上身份证。"))
+    async with feishu_app(feishu_settings()) as (client, bridge):
+        saved = fake_feishu.push_text(f"/remember {TRIP}")
+        first = await wait_answer(fake_feishu, message_id(saved))
+        again = fake_feishu.push_text(f"/remember {TRIP}")
+        second = await wait_answer(fake_feishu, message_id(again))
+        usage = fake_feishu.push_text("/remember")
+        usage_text = await wait_answer(fake_feishu, message_id(usage))
+        assert bridge.memory is not None
+        notes = _ours(bridge.memory.list())
+        chat = await client.post("/api/chat", json={"message": "我的上海出差安排是什么？"})
+        assert chat.status_code == 200, chat.text
+        recall = fake_feishu.push_text("/recall 上海出差")
+        recalled = await wait_answer(fake_feishu, message_id(recall))
+    [note] = [n for n in notes if TRIP in n.body]
+    assert first == t("remembered", id=note.id)
+    assert second == t("remembered_known", id=note.id)  # the store's dedup answered
+    assert usage_text.startswith("用法")
+    assert note.source == "feishu:oc_p2pchat"
+    [request] = fake_model.requests_for("上海出差安排")
+    assert TRIP in request.all_text()  # the web prompt got the note from Feishu
+    assert note.id in recalled
+    assert fake_model.requests_for("/remember") == []  # commands never reach the model
+
+
+async def test_a_secret_in_remember_is_redacted_like_every_front_door(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    key = "sk-ant-api03-" + "A1b2C3d4" * 6
+    async with feishu_app(feishu_settings()) as (_, bridge):
+        saved = fake_feishu.push_text(f"/remember 部署用的 key 是 {key}")
+        await wait_answer(fake_feishu, message_id(saved))
+        assert bridge.memory is not None
+        [note] = _ours(bridge.memory.list())
+        on_disk = (bridge.settings.home_dir).rglob("*.md")
+        files = "".join(p.read_text(encoding="utf-8") for p in on_disk)
+    assert "部署用的 key" in note.body
+    assert key not in note.body and key not in files
+
+
+async def test_forget_by_id_at_once_and_by_query_after_one_tap_on_the_confirm_card(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    async with feishu_app(feishu_settings()) as (client, bridge):
+        for words in (TRIP, "周五和老王吃饭", "项目截止日期是月底"):
+            event = fake_feishu.push_text(f"/remember {words}")
+            await wait_answer(fake_feishu, message_id(event))
+        assert bridge.memory is not None
+        notes = {n.body.strip(): n.id for n in _ours(bridge.memory.list())}
+        by_id = fake_feishu.push_text(f"/forget {notes['周五和老王吃饭']}")
+        deleted = await wait_answer(fake_feishu, message_id(by_id))
+
+        by_query = fake_feishu.push_text("/forget 上海出差")
+        await wait_until(lambda: bool(replies(fake_feishu, message_id(by_query))), timeout=10)
+        [card] = replies(fake_feishu, message_id(by_query))
+        assert card.msg_type == "interactive" and TRIP in card.text
+        still_there = (await client.get(f"/api/memories/{notes[TRIP]}")).status_code
+
+        value = _button_value(fake_feishu, card.message_id, "forget_0")
+        forged = await _tap(
+            fake_feishu,
+            fake_feishu.push_card_action({**value, "n": "guessed"}, message_id=card.message_id),
+        )
+        answer = await _tap(
+            fake_feishu, fake_feishu.push_card_action(value, message_id=card.message_id)
+        )
+        late = await _tap(
+            fake_feishu, fake_feishu.push_card_action(value, message_id=card.message_id)
+        )
+        gone = (await client.get(f"/api/memories/{notes[TRIP]}")).status_code
+        kept = (await client.get(f"/api/memories/{notes['项目截止日期是月底']}")).status_code
+    assert (
+        deleted.startswith(f"已删除笔记 `{notes['周五和老王吃饭']}`")
+        or notes["周五和老王吃饭"] in deleted
+    )
+    assert still_there == 200  # nothing goes before the tap
+    assert forged["toast"]["type"] == "error" and "card" not in forged
+    assert answer["toast"]["type"] == "success"
+    assert answer["card"]["data"]["header"]["title"]["content"] == t("forget_done_title")
+    assert late["toast"]["content"] == t("already_decided")
+    assert (gone, kept) == (404, 200)
+
+
+async def test_in_a_group_only_owners_and_admins_forget(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_feishu.set_chat(GROUP, owner=CAROL)
+    settings = feishu_settings(feishu_allowed_chats=[GROUP])
+    async with feishu_app(settings) as (client, bridge):
+        saved = fake_feishu.push_text(f"/remember {TRIP}")  # the owner, in the direct chat
+        await wait_answer(fake_feishu, message_id(saved))
+        assert bridge.memory is not None
+        [listed] = _ours(bridge.memory.list())
+        note = {"id": listed.id}
+
+        def say(words: str, sender: str) -> dict[str, Any]:
+            event = fake_feishu.group_text_event(
+                words, mention_bot=True, chat_id=GROUP, sender=sender
+            )
+            fake_feishu.push_event(event)
+            return event
+
+        by_member = say(f"/forget {note['id']}", BOB)
+        refused = await wait_answer(fake_feishu, message_id(by_member))
+        query = say("/forget 上海出差", CAROL)  # the group's owner gets the card...
+        await wait_until(lambda: bool(replies(fake_feishu, message_id(query))), timeout=10)
+        [card] = replies(fake_feishu, message_id(query))
+        value = _button_value(fake_feishu, card.message_id, "forget_all")
+        stranger_tap = await _tap(  # ...but a member's tap on it is refused
+            fake_feishu,
+            fake_feishu.push_card_action(
+                value, message_id=card.message_id, chat_id=GROUP, operator=BOB
+            ),
+        )
+        after_member = (await client.get(f"/api/memories/{note['id']}")).status_code
+        owner_tap = await _tap(
+            fake_feishu,
+            fake_feishu.push_card_action(
+                value, message_id=card.message_id, chat_id=GROUP, operator=CAROL
+            ),
+        )
+        after_owner = (await client.get(f"/api/memories/{note['id']}")).status_code
+    assert refused == t("forget_refused")
+    assert stranger_tap["toast"]["type"] == "error"
+    assert after_member == 200
+    assert owner_tap["toast"]["type"] == "success"
+    assert after_owner == 404
+
+
+async def test_a_low_confidence_capture_asks_and_one_tap_of_the_speaker_keeps_it(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("vim", text("好的。"))
+    fake_feishu.set_chat(GROUP, owner=CAROL)
+    settings = feishu_settings(feishu_allowed_chats=[GROUP])
+    async with feishu_app(settings) as (_, bridge):
+        assert bridge.pending is not None
+        said = fake_feishu.group_text_event(
+            "我更喜欢用 vim 写代码", mention_bot=True, chat_id=GROUP, sender=ALICE
+        )
+        fake_feishu.push_event(said)
+        await wait_until(lambda: len(replies(fake_feishu, message_id(said))) >= 2, timeout=60)
+        pending = [p for p in bridge.pending.list("pending") if "vim" in p.content]
+        assert pending, "the sentence was not captured as a low-confidence candidate"
+        card = next(
+            m
+            for m in replies(fake_feishu, message_id(said))
+            if m.text.startswith(t("pending_title"))
+        )
+        keep = _button_value(fake_feishu, card.message_id, "keep_btn")
+        by_bob = await _tap(
+            fake_feishu,
+            fake_feishu.push_card_action(
+                keep, message_id=card.message_id, chat_id=GROUP, operator=BOB
+            ),
+        )
+        by_alice = await _tap(
+            fake_feishu,
+            fake_feishu.push_card_action(
+                keep, message_id=card.message_id, chat_id=GROUP, operator=ALICE
+            ),
+        )
+        resolved = bridge.pending.get(pending[0].id)
+        assert bridge.memory is not None
+        notes = [{"id": n.id} for n in _ours(bridge.memory.list())]
+    assert by_bob["toast"]["content"] == t("keep_refused")
+    assert by_alice["toast"]["type"] == "success"
+    assert by_alice["card"]["data"]["header"]["template"] == "green"
+    assert resolved.status == "confirmed" and resolved.note_id
+    assert any(n["id"] == resolved.note_id for n in notes)
+    assert OWNER_OPEN_ID  # the owner could have decided too (rights table, test_commands)
