@@ -106,6 +106,13 @@ def bash(command: str, config: PolicyConfig) -> Allowed | Denied:
     return evaluate_tool_call("Bash", {"command": command}, config)
 
 
+def with_values(program: str, flags: list[str]) -> list[str]:
+    """The flags as the program reads them: rg's `-r` is `--replace` and takes the next word."""
+    if program != "rg":
+        return flags
+    return [f"{flag} X" if flag == "-r" else flag for flag in flags]
+
+
 def operands(program: str, pattern: str = "needle") -> list[str]:
     """What comes before the paths: a pattern for grep and rg, an option for diff."""
     if program in PATTERN_FIRST:
@@ -131,7 +138,7 @@ def test_a_path_that_resolves_outside_is_never_allowed(
 ) -> None:
     arguments = [quoted(p.text, config) for p in others]
     arguments.insert(min(position, len(arguments)), quoted(escaping.text, config))
-    command = " ".join([program, *flags, *operands(program), *arguments])
+    command = " ".join([program, *with_values(program, flags), *operands(program), *arguments])
     assert isinstance(bash(command, config), Denied), command
 
 
@@ -199,7 +206,7 @@ def test_a_search_pattern_is_never_a_path_and_never_hides_one(
     arguments = [shlex.quote(a) for a in inside]
     if escaping is not None:
         arguments.append(quoted(escaping.text, config))
-    command = " ".join([program, *flags, *given_pattern, *arguments])
+    command = " ".join([program, *with_values(program, flags), *given_pattern, *arguments])
     decision = bash(command, config)
     if escaping is None:
         assert decision == Allowed(), command

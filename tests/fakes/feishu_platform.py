@@ -807,6 +807,11 @@ class FakeFeishu:
 
     def push_event(self, payload: dict[str, Any], *, fragments: int = 1) -> str:
         """Send an event over the live websocket; returns the frame id its ack will carry."""
+        # The client can see its handshake finish a moment before this server's own thread has
+        # registered the socket; give that thread a moment on a loaded machine.
+        deadline = time.monotonic() + 5
+        while (self._loop is None or not self._sockets) and time.monotonic() < deadline:
+            time.sleep(0.01)
         if self._loop is None or not self._sockets:
             raise RuntimeError("no websocket client is connected")
         frame_id = uuid.uuid4().hex
