@@ -17,11 +17,11 @@ from typing import Any, Literal, TypeVar
 from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from errors import ClaudeMemoryError, ConflictError, NotFoundError
+from errors import ClaudeMemoryError, NotFoundError
 from memory.backend import MemoryBackend
 from memory.history import ChangeSource, acting_as
 from memory.history_store import HistoryStore
-from memory.loop.entities import PendingStore, pending_filter
+from memory.loop.entities import PendingStore, confirm_pending, pending_filter
 from memory.loop.episodes import EpisodeStore
 from memory.model import Note, NoteDraft, SearchHit
 
@@ -334,27 +334,8 @@ def create_pending_router(
     @router.post("/{pending_id}/confirm")
     async def confirm(pending_id: str) -> dict[str, Any]:
         def run() -> dict[str, Any]:
-            pending = get_pending()
-            entity = pending.get(pending_id)
-            if entity.status == "confirmed" and entity.note_id:
-                return {"id": entity.note_id, "pending": entity.to_dict()}
-            if entity.status == "rejected":
-                pending.resolve(pending_id, "confirmed")  # raises the ConflictError (409)
-            store = get_store()
-            saved = store.save(entity.draft())
-            try:
-                resolved = pending.resolve(pending_id, "confirmed", saved.id)
-            except ConflictError:
-                # Rejected between our read and our save: the rejection stands, and the
-                # note it would have created must not outlive it.
-                if not saved.deduplicated:
-                    store.delete(saved.id)
-                raise
-            return {
-                "id": saved.id,
-                "deduplicated": saved.deduplicated,
-                "pending": resolved.to_dict(),
-            }
+            entity, note_id, deduplicated = confirm_pending(get_store(), get_pending(), pending_id)
+            return {"id": note_id, "deduplicated": deduplicated, "pending": entity.to_dict()}
 
         return await _run(run)
 
