@@ -30,7 +30,7 @@ OURS = (
 """Every top-level package and module of ours."""
 
 _MEMORY_ABOVE_LOOP: frozenset[str] = frozenset({"clients", "cli", "api", "opening", "transfer"})
-_MEMORY_ABOVE_BACKENDS = _MEMORY_ABOVE_LOOP | {"loop", "vector_sync"}
+_MEMORY_ABOVE_BACKENDS = _MEMORY_ABOVE_LOOP | {"loop", "vector_sync", "history_store"}
 _MEMORY_ABOVE_SEARCH = _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres", "backend"}
 _MEMORY_ABOVE_ENCODERS = _MEMORY_ABOVE_SEARCH | {"search", "notes"}
 
@@ -67,6 +67,14 @@ RULES: dict[str, frozenset[str]] = {
         {"memory." + p for p in _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres", "backend"}}
     ),
     "memory.loop": frozenset({"memory." + p for p in _MEMORY_ABOVE_LOOP | {"sqlite", "postgres"}}),
+    # what a version is (pure, below the core that records them) and where versions are kept
+    # (over the state seam, like the loop)
+    "memory.history": frozenset(
+        {"memory." + p for p in _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres", "backend", "core"}}
+    ),
+    "memory.history_store": frozenset(
+        {"memory." + p for p in _MEMORY_ABOVE_LOOP | {"sqlite", "postgres"}}
+    ),
 }
 """Layer (a package, a module, or a sub-package such as `memory.search`) -> what it must never
 import (a name forbids the module and everything under it)."""
