@@ -112,6 +112,20 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX mem_note_versions_by_kind ON mem_note_versions(kind, at)
     """,
+    """
+    -- a new note that contradicts an older one, until the user chooses (memory.conflicts)
+    CREATE TABLE mem_supersessions (
+        id TEXT PRIMARY KEY,
+        new_id TEXT NOT NULL,
+        old_id TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL DEFAULT 'pending',
+        keep TEXT,
+        created DOUBLE PRECISION NOT NULL,
+        resolved DOUBLE PRECISION
+    );
+    CREATE INDEX mem_supersessions_by_status ON mem_supersessions(status, created)
+    """,
 )
 
 
