@@ -295,7 +295,10 @@ class TurnReply:
         tail = [e for e in (self._trace(steps), footer) if e is not None]
         title, template = header_for(status, self._locale)
         self.final = [
-            c.card for c in answer_cards(markdown, title=title, template=template, tail=tail)
+            c.card
+            for c in answer_cards(
+                markdown, title=title, template=template, tail=tail, locale=self._locale
+            )
         ]
         await self._deliver(markdown, status, tail)
 
@@ -317,7 +320,12 @@ class TurnReply:
         remaining = markdown
         for rung, limits in (("answer", CARD_LIMITS), ("strict", STRICT_CARD_LIMITS)):
             cards = answer_cards(
-                remaining, title=title, template=template, tail=tail, limits=limits
+                remaining,
+                title=title,
+                template=template,
+                tail=tail,
+                limits=limits,
+                locale=self._locale,
             )
             for index, item in enumerate(cards):
                 try:

@@ -743,18 +743,26 @@ def answer_cards(
     template: str = "blue",
     tail: Sequence[Mapping[str, Any]] = (),
     limits: CardLimits = CARD_LIMITS,
+    locale: Locale = "zh",
 ) -> list[AnswerCard]:
     """An answer as cards within `limits`: markdown elements of at most `tables_per_element`
     tables, cards of at most `tables_per_card` tables, `elements_per_card` components and
     `body_bytes - margin` bytes. `title` heads the first card, `tail` (the bridge's own elements:
-    the tool trace, the footer) ends the last; "part i/n" notes mark a split answer.
+    the tool trace, the footer) ends the last; "第 i/n 部分" ("part i/n" in English) notes mark a
+    split answer.
 
     `markdown` is model text, escaped here (`escape_card_markdown`), images shown as links.
     """
     text = images_as_links(markdown)
 
     def skeleton(contents: Sequence[str]) -> dict[str, Any]:
-        return _answer_card(contents, title=title, template=template, tail=tail, note="part 99/99")
+        return _answer_card(
+            contents,
+            title=title,
+            template=template,
+            tail=tail,
+            note=t("part_of", locale, index=99, total=99),
+        )
 
     base = card_body_size(skeleton([]))
     element_cost = card_body_size(skeleton(["", ""])) - card_body_size(skeleton([""]))
@@ -798,7 +806,9 @@ def answer_cards(
             title=title if index == 0 else None,
             template=template,
             tail=tail if last else (),
-            note=f"part {index + 1}/{len(cards)}" if len(cards) > 1 else None,
+            note=t("part_of", locale, index=index + 1, total=len(cards))
+            if len(cards) > 1
+            else None,
         )
         source = "\n\n".join(r for element in elements for r, _ in element)
         out.append(AnswerCard(built, source))

@@ -417,7 +417,12 @@ class StreamReply:
         )
         tail = [e for e in (trace, footer) if e is not None]
         title, template = header_for(status, self._locale)
-        cards = [c.card for c in answer_cards(markdown, title=title, template=template, tail=tail)]
+        cards = [
+            c.card
+            for c in answer_cards(
+                markdown, title=title, template=template, tail=tail, locale=self._locale
+            )
+        ]
         first = {**cards[0], "config": {**cards[0].get("config", {}), "streaming_mode": False}}
         try:
             await self._sender.card_update(self._card, first, self._next())

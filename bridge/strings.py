@@ -349,6 +349,7 @@ STRINGS: dict[str, dict[Locale, str]] = {
     "working": {"zh": "思考中…", "en": "Thinking…"},
     "stop_button": {"zh": "停止", "en": "Stop"},
     "steps_title": {"zh": "工具步骤：{count}", "en": "Tool steps: {count}"},
+    "part_of": {"zh": "第 {index}/{total} 部分", "en": "part {index}/{total}"},
     "continued_below": {
         "zh": "（回答较长，后续内容见下方消息）",
         "en": "(a long answer: it continues in the messages below)",

@@ -31,6 +31,7 @@ from bridge.render import (
     text_content,
     trace_panel,
 )
+from bridge.strings import Locale
 
 FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
@@ -360,7 +361,7 @@ def test_answer_cards_stay_within_every_limit_and_keep_every_table(
     assert (
         cards[-1]
         .card["body"]["elements"][-1]["content"]
-        .startswith("part" if len(cards) > 1 else "⏱")
+        .startswith("第" if len(cards) > 1 else "⏱")
     )
 
 
@@ -369,6 +370,17 @@ def test_answer_cards_keep_every_line_of_a_split_table() -> None:
     assert len(cards) > 1
     text = "\n".join(c.source for c in cards)
     assert all(f"| r0.{j} | {j} |" in text for j in range(2000))
+
+
+@pytest.mark.parametrize(
+    ("locale", "notes"), [("zh", ["第 1/2 部分", "第 2/2 部分"]), ("en", ["part 1/2", "part 2/2"])]
+)
+def test_a_split_answer_says_which_part_in_the_chat_language(
+    locale: Locale, notes: list[str]
+) -> None:
+    cards = answer_cards(_table(0, rows=2000), locale=locale)
+    assert len(cards) == 2
+    assert [c.card["body"]["elements"][-1]["content"] for c in cards] == notes
 
 
 def test_a_short_answer_is_one_card_with_trace_and_footer_last() -> None:
