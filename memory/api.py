@@ -21,6 +21,7 @@ from errors import ClaudeMemoryError, NotFoundError
 from memory.backend import MemoryBackend
 from memory.history import ChangeSource, acting_as
 from memory.history_store import HistoryStore
+from memory.inputs import Flag, SearchText
 from memory.loop.entities import PendingStore, confirm_pending, pending_filter
 from memory.loop.episodes import EpisodeStore
 from memory.model import Note, NoteDraft, SearchHit
@@ -109,17 +110,14 @@ class NoteList(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(
-        min_length=1,
-        max_length=2000,
-        pattern=r"\S",
-        description="What to look for; blank queries are refused (list notes with GET instead).",
+    query: SearchText = Field(
+        description="What to look for; blank queries are refused (list notes with GET instead)."
     )
     limit: int = Field(default=10, ge=1, le=100)
     type: str | None = None
     scope: str | None = None
     tag: str | None = None
-    include_inactive: bool = False
+    include_inactive: Flag = False
     mode: Literal["auto", "keyword", "vector", "hybrid"] = Field(
         default="auto",
         description="auto: hybrid (keywords + vectors) when the encoder is ready, else keyword.",
@@ -389,6 +387,8 @@ def create_observations_router(get_episodes: Callable[[], EpisodeStore]) -> APIR
             raise HTTPException(422, "ids must be numbers separated by commas") from None
         if not wanted or len(wanted) > 50:
             raise HTTPException(422, "send between 1 and 50 ids")
+        if min(wanted) < 1:
+            raise HTTPException(422, "ids are positive numbers")
         found = await _run(get_episodes().observations, wanted)
         return {"observations": [m.to_dict() for m in found if m.role == "observation"]}
 

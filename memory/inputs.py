@@ -29,8 +29,11 @@ SearchText = Annotated[
 Text = Annotated[str, StringConstraints(min_length=1, pattern=r"\S")]
 """Text that must say something: content, an id, a type name."""
 
-Confirmation = Annotated[bool, Strict()]
-"""An explicit JSON true or false: no strings, no numbers."""
+Flag = Annotated[bool, Strict()]
+"""An explicit JSON true or false: no strings ("yes"), no numbers."""
+
+Confirmation = Flag
+"""Consent to something that cannot be undone: a `Flag`, so only JSON true gives it."""
 
 
 def between(low: int, high: int) -> Interval:

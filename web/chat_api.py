@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from agent.events import TurnEvent, TurnResult, event_to_dict
 from agent.sessions import SessionManager
 from errors import NotFoundError
+from memory.inputs import Flag
 from web.auth import require_token
 
 
@@ -23,7 +24,7 @@ class ChatRequest(BaseModel):
     conversation_id: str | None = Field(
         default=None, description="Conversation to continue; default `main`."
     )
-    new_conversation: bool = Field(
+    new_conversation: Flag = Field(
         default=False, description="Start a new conversation (a fresh Claude session)."
     )
 

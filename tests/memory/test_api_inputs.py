@@ -1,0 +1,136 @@
+"""Every HTTP endpoint refuses nonsense with a status and a detail saying what is wrong, and
+changes nothing (issue #19). The real app with its lifespan; each row is one bad request."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memory.loop.entities import EntityCandidate, PendingStore
+from memory.loop.episodes import EpisodeStore
+from settings import Settings
+from tests.conftest import running_app
+
+# (method, path, JSON body or query parameters, status, a piece of the detail). Names in
+# <angle brackets> are filled in from the memory the test sets up.
+BAD_REQUESTS: list[tuple[str, str, dict[str, Any] | None, int, str]] = [
+    ("POST", "/api/memories/search", {"query": ""}, 422, "at least 1 character"),
+    ("POST", "/api/memories/search", {"query": "  \n"}, 422, "query"),
+    ("POST", "/api/memories/search", {"query": "pool", "limit": 0}, 422, "greater than or equal"),
+    ("POST", "/api/memories/search", {"query": "pool", "limit": -4}, 422, "greater than or equal"),
+    ("POST", "/api/memories/search", {"query": "pool", "limit": 101}, 422, "less than or equal"),
+    ("POST", "/api/memories/search", {"query": "pool", "mode": "magic"}, 422, "mode"),
+    ("POST", "/api/memories/search", {"query": "pool", "type": "wizard"}, 422, "unknown type"),
+    ("POST", "/api/memories/search", {"query": "p", "include_inactive": "yes"}, 422, "boolean"),
+    ("POST", "/api/memories/search", {"query": "pool", "colour": "red"}, 422, "extra"),
+    ("POST", "/api/memories", {"content": ""}, 422, "at least 1 character"),
+    ("POST", "/api/memories", {"content": "   "}, 422, "content"),
+    ("POST", "/api/memories", {"content": "a fact", "importance": 2}, 422, "less than or equal"),
+    ("POST", "/api/memories", {"content": "a fact", "type": "wizard"}, 422, "unknown type"),
+    ("PUT", "/api/memories/<note>", {}, 422, "at least one field"),
+    ("PUT", "/api/memories/<note>", {"content": "  "}, 422, "content"),
+    ("PUT", "/api/memories/<note>", {"status": "gone"}, 422, "status"),
+    ("PUT", "/api/memories/<note>", {"importance": -1}, 422, "greater than or equal"),
+    ("PUT", "/api/memories/<note>", {"title": None}, 422, "title"),
+    ("PUT", "/api/memories/mem_nope", {"title": "x"}, 404, "not found"),
+    ("DELETE", "/api/memories/mem_nope", None, 404, "not found"),
+    ("GET", "/api/memories", {"limit": 0}, 422, "greater than or equal"),
+    ("GET", "/api/memories", {"limit": 501}, 422, "less than or equal"),
+    ("GET", "/api/memories", {"offset": -1}, 422, "greater than or equal"),
+    ("GET", "/api/memories", {"sort": "random"}, 422, "sort"),
+    ("GET", "/api/memories", {"status": "gone"}, 422, "status"),
+    ("POST", "/api/memories/rebuild", {"vectors": "perhaps"}, 422, "boolean"),
+    ("GET", "/api/memories/pending", {"status": "maybe"}, 422, "status must be"),
+    ("GET", "/api/memories/pending", {"limit": 0}, 422, "greater than or equal"),
+    ("POST", "/api/memories/pending/<confirmed>/reject", None, 409, "already confirmed"),
+    ("POST", "/api/memories/pending/<rejected>/confirm", None, 409, "already rejected"),
+    ("POST", "/api/memories/pending/pend_nope/confirm", None, 404, "not found"),
+    ("GET", "/api/observations/search", {"q": ""}, 422, "at least 1 character"),
+    ("GET", "/api/observations/search", {"q": "   "}, 422, "q"),
+    ("GET", "/api/observations/search", {"q": "？！"}, 422, "no word to look for"),
+    ("GET", "/api/observations/search", {"q": "pytest", "limit": 0}, 422, "greater than"),
+    ("GET", "/api/observations/search", {"q": "pytest", "limit": 101}, 422, "less than"),
+    ("GET", "/api/observations/<obs>/timeline", {"before": -1}, 422, "greater than or equal"),
+    ("GET", "/api/observations/<obs>/timeline", {"after": 21}, 422, "less than or equal"),
+    ("GET", "/api/observations/999999/timeline", None, 404, "not found"),
+    ("GET", "/api/observations", {"ids": ""}, 422, "at least 1 character"),
+    ("GET", "/api/observations", {"ids": "a,b"}, 422, "numbers"),
+    ("GET", "/api/observations", {"ids": "-1"}, 422, "positive"),
+    ("GET", "/api/observations", {"ids": ",".join(map(str, range(1, 52)))}, 422, "50 ids"),
+    ("GET", "/api/memories/history/deleted", {"limit": 0}, 422, "greater than or equal"),
+    ("GET", "/api/memories/<note>/history/0", None, 422, "greater than or equal"),
+    ("POST", "/api/memories/<note>/history/0/restore", None, 422, "greater than or equal"),
+    ("POST", "/api/memories/<note>/history/9/restore", None, 404, "not found"),
+    ("POST", "/api/chat", {"message": ""}, 422, "message is empty"),
+    ("POST", "/api/chat", {"message": "   "}, 422, "message is empty"),
+    ("POST", "/api/chat", {"message": "hi", "new_conversation": "yes"}, 422, "boolean"),
+    ("POST", "/api/embed", {"texts": []}, 422, "at least 1 item"),
+]
+
+
+def fingerprint(home: Path) -> dict[str, Any]:
+    """What a user could notice changing: every note file and every state table's rows."""
+    from memory.sqlite.state import StateDB
+
+    notes = {
+        str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((home / "memory").rglob("*.md"))
+    }
+    state = StateDB(home / "state.db")
+    try:
+        tables = [
+            r["name"]
+            for r in state.read("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not r["name"].startswith("sqlite_")
+        ]
+        rows = {t: [tuple(r) for r in state.read(f"SELECT * FROM {t} ORDER BY 1")] for t in tables}
+    finally:
+        state.close()
+    return {"notes": notes, "state": rows}
+
+
+def fill(text: str, known: dict[str, str]) -> str:
+    for name, value in known.items():
+        text = text.replace(f"<{name}>", value)
+    return text
+
+
+async def test_every_endpoint_refuses_bad_input_with_a_clear_error_and_changes_nothing(
+    make_settings: Callable[..., Settings],
+) -> None:
+    settings = make_settings()
+    async with running_app(settings) as client:
+        container = client.app.state.container  # type: ignore[attr-defined]
+        saved = await client.post("/api/memories", json={"content": "The pool holds 20."})
+        pending = PendingStore(container.state)
+        keep = pending.add(EntityCandidate("decision", "we use uv for envs", 0.6, "use uv"))
+        drop = pending.add(EntityCandidate("preference", "vim is fine I guess", 0.5, "vim"))
+        assert (await client.post(f"/api/memories/pending/{keep.id}/confirm")).status_code == 200
+        assert (await client.post(f"/api/memories/pending/{drop.id}/reject")).status_code == 200
+        episodes = EpisodeStore(container.state, container.memory)
+        episode = episodes.start("claude-code:s1", title="app", project="app", scope="user")
+        obs = episodes.record(
+            episode.id, "observation", "7 passed", kind="change", title="ran pytest -q"
+        )
+        known = {
+            "note": saved.json()["id"],
+            "confirmed": keep.id,
+            "rejected": drop.id,
+            "obs": str(obs),
+        }
+        before = fingerprint(settings.home)
+        wrong = []
+        for method, path, data, status, expected in BAD_REQUESTS:
+            url = fill(path, known)
+            if method in ("GET", "DELETE") or path.endswith("/rebuild"):
+                response = await client.request(method, url, params=data)
+            else:
+                response = await client.request(method, url, json=data)
+            detail = json.dumps(response.json().get("detail"), ensure_ascii=False)
+            if response.status_code != status or expected.lower() not in detail.lower():
+                wrong.append(f"{method} {path} {data} -> {response.status_code}: {detail[:300]}")
+        assert not wrong, "\n".join(wrong)
+        assert fingerprint(settings.home) == before
