@@ -26,13 +26,12 @@ between the lowest and the highest candidate.
 from __future__ import annotations
 
 import math
-import re
 import unicodedata
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
-from memory.search.keyword import HAYSTACK_CHARS, ParsedQuery, match_pattern
+from memory.search.keyword import HAYSTACK_CHARS, ParsedQuery, TermPattern, match_pattern
 
 if TYPE_CHECKING:
     from memory.model import SearchHit
@@ -200,7 +199,7 @@ def keyword_coverage(
     *,
     term_weights: Sequence[float] | None = None,
     substring: bool = False,
-    patterns: Sequence[re.Pattern[str]] | None = None,
+    patterns: Sequence[TermPattern] | None = None,
 ) -> float:
     """Share of the query's words found in a note, each word weighted by `term_weights`
     (e.g. its IDF; equal weights when None). Words are matched as the keyword ranking
@@ -224,7 +223,7 @@ def keyword_coverage(
     return found / total
 
 
-def term_patterns(query: ParsedQuery) -> list[re.Pattern[str]]:
+def term_patterns(query: ParsedQuery) -> list[TermPattern]:
     return [match_pattern(t.norm, t.prefix) for t in query.terms]
 
 

@@ -234,11 +234,47 @@ def recency(updated_ts: float, now_ts: float, half_life_days: float) -> float:
     return float(0.5 ** (age / (half_life_days * DAY)))
 
 
-_LATIN_ALNUM = f"[^\\W_{_text.CJK_CHAR}]"
+class TermPattern:
+    """Finds a normalised term in raw (NFKC, case-folded) text the way the FTS tokenizer
+    would (`match_pattern`). `search(text)` is true when the term occurs.
+
+    The word edges ("no Latin letter or digit before or after; a CJK character is fine") are
+    checked around each match in Python: as lookarounds they need a character class of every
+    CJK range, which `re` takes 2-7 ms to compile, and every query brings new terms and a new
+    phrase (most of the CPU of a served prompt hook went there)."""
+
+    __slots__ = ("_core", "_head", "_tail")
+
+    def __init__(self, core: re.Pattern[str], *, head: bool, tail: bool) -> None:
+        self._core = core
+        self._head = head
+        self._tail = tail
+
+    def search(self, text: str) -> bool:
+        pos = 0
+        while (found := self._core.search(text, pos)) is not None:
+            start, end = found.span()
+            if not (self._head and start and _latin_alnum(text[start - 1])) and not (
+                self._tail and end < len(text) and _latin_alnum(text[end])
+            ):
+                return True
+            pos = start + 1
+        return False
 
 
-def match_pattern(norm: str, prefix: bool = False) -> re.Pattern[str]:
-    """A regex that finds a normalised term in raw (NFKC, case-folded) text the way the FTS
+def _latin_alnum(char: str) -> bool:
+    """A letter or digit that is not CJK (what `[^\\W_]` matches, minus CJK characters)."""
+    return char.isalnum() and not _text.HAS_CJK_RE.match(char)
+
+
+_SUFFIXES: Final = "(?:ers|ing|es|ed|er|s)?"
+"""English endings a Latin word may carry, like the index's stemming. Longest first, so the
+one match tried at a position is the longest ending: a shorter one is followed by a letter
+and fails the word edge anyway."""
+
+
+def match_pattern(norm: str, prefix: bool = False) -> TermPattern:
+    """A matcher that finds a normalised term in raw (NFKC, case-folded) text the way the FTS
     tokenizer would: Latin words need word boundaries, CJK characters do not, and any
     punctuation may separate the parts (`auth_timeout`, `auth-timeout`, `连接 池`)."""
     tokens = norm.split()
@@ -250,11 +286,11 @@ def match_pattern(norm: str, prefix: bool = False) -> re.Pattern[str]:
             )
             parts.append(r"[\W_]*" if cjk_edge else r"[\W_]+")
         parts.append(re.escape(token))
-    head = "" if _text.HAS_CJK_RE.match(tokens[0][0]) else f"(?<!{_LATIN_ALNUM})"
-    tail = "" if prefix or _text.HAS_CJK_RE.match(tokens[-1][-1]) else f"(?!{_LATIN_ALNUM})"
+    head = not _text.HAS_CJK_RE.match(tokens[0][0])
+    tail = not (prefix or _text.HAS_CJK_RE.match(tokens[-1][-1]))
     if tail and tokens[-1].isalpha():
-        tail = "(?:s|es|ed|ing|er|ers)?" + tail  # like the index's English stemming
-    return re.compile(head + "".join(parts) + tail)
+        parts.append(_SUFFIXES)
+    return TermPattern(re.compile("".join(parts)), head=head, tail=tail)
 
 
 def _fold(text: str) -> str:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory.search.keyword import parse_query
+from memory.search.keyword import match_pattern, parse_query
 from memory.sqlite.store import MemoryStore
 from tests.memory.corpus import load_corpus
 
@@ -58,3 +59,31 @@ def test_any_text_searches_without_error(store: MemoryStore, text: str) -> None:
         load_corpus(store)
     hits = store.search(text, record_access=False)
     assert isinstance(hits, list)
+
+
+@pytest.mark.parametrize(
+    ("term", "prefix", "text", "found"),
+    [
+        ("leak", False, "a pool leak here", True),
+        ("leak", False, "leaks everywhere", True),  # English endings, like the index's stems
+        ("leak", False, "leakers", True),
+        ("leak", False, "leakage", False),  # not a word ending: another word
+        ("leak", False, "noleak", False),
+        ("leak", True, "leakage", True),  # `leak*`
+        ("leak", False, "连接池leak泄漏", True),  # CJK beside a Latin word is an edge
+        ("leak", False, "éleak", False),  # a non-ASCII letter is not
+        ("auth timeout", False, "set auth_timeout=5", True),
+        ("auth timeout", False, "auth-timeouts", True),
+        ("auth timeout", False, "oauth_timeout", False),
+        ("连 接 池", False, "修复连接池泄漏", True),
+        ("连 接 池", False, "连接 池", True),
+        ("连 接 池", False, "连池", False),
+        ("v2", False, "api v2, not v20", True),
+        ("v2", False, "v20 v21", False),
+        ("pool", False, "poolpool pool", True),  # a later occurrence counts
+    ],
+)
+def test_a_term_is_found_where_the_index_finds_its_words(
+    term: str, prefix: bool, text: str, found: bool
+) -> None:
+    assert match_pattern(term, prefix).search(text) is found
