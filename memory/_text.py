@@ -211,39 +211,88 @@ def is_mostly_chinese(text: str) -> bool:
     return cjk > 0 and cjk >= (cjk + latin) / 3
 
 
-# --- near duplicates --------------------------------------------------------------------------
-# Two notes say the same when they differ only in width, case, spaces, punctuation or a
-# particle such as 的 (issue #19: "数据库 用 PostgreSQL。" saved again as "数据库用的PostgreSQL"
-# became a second note). They never say the same when a negation or a number differs:
-# "部署前不跑迁移" and "部署前跑迁移", "port 5432" and "port 5433" stay apart however similar.
+# --- near duplicates and conflicts -------------------------------------------------------------
+# Two notes say the same when they differ only in width, case, spaces, punctuation, a particle
+# such as 的 or a filler word such as "the" (issue #19: "数据库 用 PostgreSQL。" saved again as
+# "数据库用的PostgreSQL" became a second note). They never say the same when a negation or a
+# number differs: "部署前不跑迁移" and "部署前跑迁移", "port 5432" and "port 5433" stay apart
+# however similar. Such a pair, on the same subject, is a *conflict*: the newer note may
+# contradict or update the older one (`contradicts`), which the user resolves.
 
 _PARTICLES = frozenset("的地得了着过呢吧啊呀嘛")
+_FILLER_WORDS = frozenset({"the", "a", "an"})
 _NEGATION_WORDS = frozenset(
     {"not", "no", "never", "none", "nothing", "without", "cannot", "neither", "nor", "avoid"}
 )
 _NEGATION_CHARS = frozenset("不没别非无未勿莫禁")
+# Words holding a negation character that negate nothing: "非常" (very), "未来" (future).
+_NOT_NEGATIONS_RE = re.compile("非常|无论|未来|别人|别的|不仅|不过|不但|不断|无锡")
+# What a claim is about, for finding the note a new one contradicts: negations, numbers and
+# the words that carry them ("does" in "doesn't like", "有" in "没有") are left out.
+_AUXILIARIES = frozenset(
+    {"do", "does", "did", "can", "could", "will", "would", "should", "is", "are", "was", "with"}
+)
 _NUMBER_RE = re.compile(r"\d+(?:[.,:]\d+)*")
 _EN_WORD_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_WORD_OR_CHAR_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|\S")
+
+
+def _words(text: str) -> list[str]:
+    """Latin words (with their apostrophe) and every other character but spaces, NFKC and
+    case-folded."""
+    return _WORD_OR_CHAR_RE.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def _is_form(token: str) -> bool:
+    """Punctuation, symbols, controls, spaces: what never changes a note's meaning."""
+    return len(token) == 1 and unicodedata.category(token)[0] in "PZSC"
 
 
 def skeleton(text: str) -> str:
     """What is left of a text for comparing meaning: NFKC, case-folded, without spaces,
-    punctuation, symbols and Chinese particles."""
+    punctuation, symbols, Chinese particles and filler words ("the", "a")."""
     out = []
-    for char in unicodedata.normalize("NFKC", text).casefold():
-        category = unicodedata.category(char)
-        if category[0] in "PZSC" or char in _PARTICLES:
+    for token in _words(text):
+        if _is_form(token) or token in _PARTICLES or token in _FILLER_WORDS:
             continue
-        out.append(char)
+        out.append(token.replace("'", ""))
     return "".join(out)
+
+
+def subject(text: str) -> str:
+    """The skeleton without negations, numbers and auxiliaries, plural `s` dropped: two notes
+    that make opposite or different-numbered claims about one thing share it ("部署前跑迁移"
+    and "部署前不跑迁移", "the user likes dark mode" and "the user doesn't like dark mode")."""
+    out = []
+    # "非常" and the like are words, not negations: kept whole
+    for piece in re.split(f"({_NOT_NEGATIONS_RE.pattern})", _fold(text)):
+        if _NOT_NEGATIONS_RE.fullmatch(piece):
+            out.append(piece)
+            continue
+        for token in _words(piece):
+            if _is_form(token) or token in _PARTICLES or token in _FILLER_WORDS:
+                continue
+            if token in _NEGATION_WORDS or token.endswith("n't") or token in _AUXILIARIES:
+                continue
+            if token in _NEGATION_CHARS or token == "有" or token.isdigit():
+                continue
+            if len(token) > 3 and token.endswith("s") and token.isascii():
+                token = token[:-1]
+            out.append(token.replace("'", ""))
+    return "".join(out)
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
 
 
 def _polarity(text: str) -> tuple[int, tuple[str, ...]]:
     """How many negations a text holds, and its numbers in order."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = _fold(text)
     words = _EN_WORD_RE.findall(folded)
     negations = sum(1 for w in words if w in _NEGATION_WORDS or w.endswith("n't"))
-    negations += sum(1 for c in folded if c in _NEGATION_CHARS)
+    plain = _NOT_NEGATIONS_RE.sub("", folded)
+    negations += sum(1 for c in plain if c in _NEGATION_CHARS)
     return negations, tuple(_NUMBER_RE.findall(folded))
 
 
@@ -252,9 +301,36 @@ def meaning_differs(a: str, b: str) -> bool:
     return _polarity(a) != _polarity(b)
 
 
+def how_meaning_differs(old: str, new: str) -> str:
+    """Why two texts say different things, for a person: the negation or the numbers."""
+    (neg_old, num_old), (neg_new, num_new) = _polarity(old), _polarity(new)
+    reasons = []
+    if neg_old != neg_new:
+        reasons.append("one says the opposite (a negation differs)")
+    if num_old != num_new:
+        reasons.append(
+            f"a number changed ({', '.join(num_old) or 'none'} -> {', '.join(num_new) or 'none'})"
+        )
+    return "; ".join(reasons)
+
+
+def _pairs(text: str) -> set[str]:
+    return {text[i : i + 2] for i in range(max(len(text) - 1, 1))}
+
+
+def skeleton_similarity(a: str, b: str) -> float:
+    """Jaccard of the character pairs of two skeletons (1.0 when equal, 0.0 when one is
+    empty): a one-word change in a long sentence stays high, in a short one it does not."""
+    if not a or not b:
+        return 0.0
+    if a == b:
+        return 1.0
+    return jaccard(_pairs(a), _pairs(b))
+
+
 def near_duplicate(a: str, b: str, threshold: float = 0.9) -> bool:
-    """Whether `b` says what `a` says: the same skeleton, or skeletons whose character pairs
-    overlap at least `threshold` (Jaccard), and no negation or number differs."""
+    """Whether `b` says what `a` says: the same skeleton, or (with `threshold` < 1) skeletons
+    whose character pairs overlap at least `threshold`, and no negation or number differs."""
     if meaning_differs(a, b):
         return False
     left, right = skeleton(a), skeleton(b)
@@ -262,6 +338,36 @@ def near_duplicate(a: str, b: str, threshold: float = 0.9) -> bool:
         return False
     if left == right:
         return True
-    pairs_a = {left[i : i + 2] for i in range(max(len(left) - 1, 1))}
-    pairs_b = {right[i : i + 2] for i in range(max(len(right) - 1, 1))}
-    return jaccard(pairs_a, pairs_b) >= threshold
+    return threshold < 1.0 and skeleton_similarity(left, right) >= threshold
+
+
+def contradicts(old: str, new: str, threshold: float = 0.9) -> bool:
+    """Whether `new` makes a different claim about what `old` is about: their subjects (the
+    skeletons without negations and numbers) are the same or overlap at least `threshold`,
+    and a negation or a number differs."""
+    if not meaning_differs(old, new):
+        return False
+    left, right = subject(old), subject(new)
+    return bool(left) and skeleton_similarity(left, right) >= threshold
+
+
+def _key(kind: str, text: str) -> int:
+    digest = hashlib.blake2b(f"{kind}\x00{text}".encode(), digest_size=8).digest()
+    return int(struct.unpack("<q", digest)[0])
+
+
+def dedup_bands(text: str) -> list[int]:
+    """The keys a note is found by when another one is saved (stored with the note): its
+    skeleton (a near duplicate in form), its subject (a possible conflict), and MinHash bands
+    of its skeleton's 3-grams (a small edit in a long text). Short texts have no MinHash
+    bands (an empty bucket); the first two keys find them."""
+    skel = skeleton(text[: SIMILARITY_CHARS * 2])[:SIMILARITY_CHARS]
+    keys = []
+    if skel:
+        keys.append(_key("skeleton", skel))
+    about = subject(text[: SIMILARITY_CHARS * 2])[:SIMILARITY_CHARS]
+    if about:
+        keys.append(_key("subject", about))
+    grams = {skel[i : i + SHINGLE_SIZE] for i in range(len(skel) - SHINGLE_SIZE + 1)}
+    keys.extend(minhash_bands(grams))
+    return keys

@@ -20,7 +20,7 @@ import builtins
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, Self
 
@@ -122,7 +122,7 @@ def embed_note(encoder: Encoder | None, note: Note, key: str) -> Embedded | None
 
 class DuplicateQueries(Protocol):
     """What dedup asks about the active, unexpired notes of the new note's scope (a row: a
-    mapping with at least `path` and, for `sharing_bands`, `body`)."""
+    mapping with at least `id`, `path`, `type` and `body`)."""
 
     def same_content(self, content_hash: str) -> Any | None:
         """The oldest such note with this content hash."""
@@ -135,42 +135,75 @@ class DuplicateQueries(Protocol):
     def row(self, note_id: str) -> Any | None: ...
 
     def sharing_bands(self, bands: list[int]) -> list[Any]:
-        """Up to 10 such notes sharing MinHash bands with the new note, most shared first."""
+        """Up to 10 such notes sharing keys (`memory._text.dedup_bands`) with the new note,
+        most shared first."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Duplicate:
+    """The new note says what this active note says: it is refreshed instead."""
+
+    row: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """The new note makes a different claim about what this active note (same scope and
+    type) says: both are kept, the choice is the user's."""
+
+    row: Any
+    reason: str
 
 
 def find_duplicate(
     queries: DuplicateQueries,
     *,
+    body: str,
+    note_type: str,
     content_hash: str,
-    grams: set[str],
     bands: list[int],
     embedded: Embedded | None,
     threshold: float,
-) -> Any | None:
-    """The note a new one duplicates: the same content, else (with `threshold` < 1) a short
-    note whose vector has cosine > `threshold`, else the most similar by shingles (Jaccard
-    >= `threshold`) among the notes sharing most MinHash bands."""
+) -> Duplicate | Conflict | None:
+    """The note a new one duplicates or contradicts, in this order:
+
+    1. the same content (hash of the normalised text);
+    2. among the notes sharing keys, one that says the same (`_text.near_duplicate`: the same
+       skeleton, or, with `threshold` < 1, skeletons overlapping at least `threshold`);
+    3. (with `threshold` < 1) a short note whose vector has cosine > `threshold`;
+    4. among those notes (and the nearest vector), one of the same type the new note
+       contradicts (`_text.contradicts`).
+
+    A negation or a number that differs never makes a duplicate (`_text.meaning_differs`),
+    however close the texts or their vectors: "port 5432" and "port 5433" are two claims."""
     exact = queries.same_content(content_hash)
+    if exact is not None:
+        return Duplicate(exact)
+    candidates = queries.sharing_bands(bands) if bands else []
+    best, best_sim = None, -1.0
+    new_skeleton = _text.skeleton(body)
+    for row in candidates:
+        if _text.near_duplicate(row["body"], body, threshold):
+            similarity = _text.skeleton_similarity(_text.skeleton(row["body"]), new_skeleton)
+            if similarity > best_sim:
+                best, best_sim = row, similarity
+    if best is not None:
+        return Duplicate(best)
     # by vector: short (one-chunk) notes only, a long note is never folded into another
     # because its first part matches
-    if (
-        exact is None
-        and embedded is not None
-        and threshold < 1.0
-        and len(embedded.note.chunks) == 1
-    ):
+    if embedded is not None and threshold < 1.0 and len(embedded.note.chunks) == 1:
         nearest = queries.nearest_vector(embedded.model, embedded.vectors[0])
         if nearest is not None and nearest[1] > threshold:
-            exact = queries.row(nearest[0])
-    if exact is not None or threshold >= 1.0 or not bands:
-        return exact
-    best, best_sim = None, threshold
-    for row in queries.sharing_bands(bands):
-        similarity = _text.jaccard(grams, _text.shingles(row["body"]))
-        if similarity >= best_sim:
-            best, best_sim = row, similarity
-    return best
+            row = queries.row(nearest[0])
+            if row is not None and not _text.meaning_differs(row["body"], body):
+                return Duplicate(row)
+            if row is not None:
+                candidates = [*candidates, row]
+    for row in candidates:
+        if row["type"] == note_type and _text.contradicts(row["body"], body, threshold):
+            return Conflict(row, _text.how_meaning_differs(row["body"], body))
+    return None
 
 
 class SaveQueries(DuplicateQueries, Protocol):
@@ -199,14 +232,15 @@ def save_locked(
     note: Note,
     *,
     content_hash: str,
-    grams: set[str],
     bands: list[int],
     embedded: Embedded | None,
     threshold: float,
     now: datetime,
 ) -> SaveResult:
     """Refuse a taken id, find the superseded note, then refresh a duplicate or insert the
-    new note and mark the superseded one (a draft that supersedes is never deduplicated)."""
+    new note and mark the superseded one (a draft that supersedes is never deduplicated).
+    A new note that contradicts an older one is inserted and says so (`conflicts_with`);
+    one that names what it supersedes has said what it replaces."""
     if draft.id and queries.exists(note.id):
         raise InvalidInputError(f"a note with id {note.id!r} already exists")
     old = None
@@ -214,19 +248,29 @@ def save_locked(
         old = queries.row_to_supersede(draft.supersedes)
         if old is None:
             raise NotFoundError("note", draft.supersedes)
-    dup = find_duplicate(
+    found = find_duplicate(
         queries,
+        body=note.body,
+        note_type=note.type,
         content_hash=content_hash,
-        grams=grams,
         bands=bands,
         embedded=embedded,
         threshold=threshold,
     )
-    if dup is not None and old is None:
-        return queries.refresh(dup, now)
+    if isinstance(found, Duplicate) and old is None:
+        return queries.refresh(found.row, now)
     placed = queries.insert(note, embedded)
     if old is not None:
         queries.mark_superseded(old, placed.id, now)
+        return SaveResult(id=placed.id, deduplicated=False, path=placed.path)
+    if isinstance(found, Conflict):
+        return SaveResult(
+            id=placed.id,
+            deduplicated=False,
+            path=placed.path,
+            conflicts_with=str(found.row["id"]),
+            conflict_reason=found.reason,
+        )
     return SaveResult(id=placed.id, deduplicated=False, path=placed.path)
 
 
@@ -399,7 +443,9 @@ class StoreCore:
     def save(self, draft: NoteDraft) -> SaveResult:
         """Write a new note, or refresh the existing one if it is an (exact or near) duplicate
         (`save_locked`). Text is sanitized first (`<private>` spans dropped, secrets
-        redacted). A duplicate changes no content, so it makes no version."""
+        redacted). A duplicate changes no content, so it makes no version. A new note that
+        contradicts an older one (`find_duplicate`) is saved, and with history attached a
+        pending supersession links the two (`memory.conflicts`): the result says so."""
         if self.history is not None and draft.supersedes:
             self._catch_up(self.get(draft.supersedes))
         result = self._save(draft)
@@ -409,6 +455,20 @@ class StoreCore:
             if draft.supersedes:
                 who = current_source() or infer_source(note.source)
                 self._record(self.get(draft.supersedes), "supersede", source=who)
+        if self.history is not None and result.conflicts_with:
+            try:
+                pending = self.history.propose_supersession(
+                    result.id, result.conflicts_with, result.conflict_reason
+                )
+            except Exception:
+                # the note is saved: failing now would make the caller save it twice
+                log.exception(
+                    "note %s conflicts with %s; the pending choice could not be recorded",
+                    result.id,
+                    result.conflicts_with,
+                )
+            else:
+                result = replace(result, pending=pending)
         return result
 
     def update(self, note_id: str, **changes: Any) -> Note:

@@ -272,3 +272,8 @@ class HistoryRecorder(Protocol):
         """A note that vanished without its content at hand (a file deleted by hand): its
         newest version again, as a `delete`; None when it has no history."""
         ...
+
+    def propose_supersession(self, new_id: str, old_id: str, reason: str) -> str:
+        """A new note contradicts an older one: record the pending supersession (the user
+        chooses, `memory.conflicts`); its id."""
+        ...

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from errors import InvalidInputError, NotFoundError
 from memory.backend import StateBackend, StateWriter
+from memory.conflicts import ConflictStore
 from memory.history import (
     CHANGE_KINDS,
     KEEP_VERSIONS,
@@ -121,6 +122,9 @@ class HistoryStore:
                 "DELETE FROM mem_note_versions WHERE note_id = ? AND version <= ?",
                 (note_id, drop),
             )
+
+    def propose_supersession(self, new_id: str, old_id: str, reason: str) -> str:
+        return ConflictStore(self.state).propose(new_id, old_id, reason).id
 
     # --- reads -------------------------------------------------------------------------------
 

@@ -361,6 +361,28 @@ class SaveResult:
     deduplicated: bool
     path: str
     """Relative POSIX path of the note inside the memory root."""
+    conflicts_with: str | None = None
+    """A new note that makes a different claim (a negation, a number) about what an older
+    active note of its scope and type says: that note's id. Both stay active until the user
+    chooses (`memory.conflicts`)."""
+    conflict_reason: str = ""
+    pending: str | None = None
+    """The pending supersession recorded for the conflict (None when the store keeps no
+    state database: a process without history)."""
+
+    def notice(self) -> str:
+        """What the caller (a person, a model) is told about the save."""
+        if self.deduplicated:
+            return f"Already remembered as [{self.id}] (refreshed it)."
+        text = f"Saved as [{self.id}] ({self.path})."
+        if self.conflicts_with:
+            text += f" It conflicts with [{self.conflicts_with}]: {self.conflict_reason}."
+            if self.pending:
+                text += (
+                    f" Pending your choice ({self.pending}): keep new, keep old or keep both;"
+                    " both stay active until then."
+                )
+        return text
 
 
 @dataclass(frozen=True, slots=True)

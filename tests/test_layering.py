@@ -30,7 +30,7 @@ OURS = (
 """Every top-level package and module of ours."""
 
 _MEMORY_ABOVE_LOOP: frozenset[str] = frozenset({"clients", "cli", "api", "opening", "transfer"})
-_MEMORY_ABOVE_BACKENDS = _MEMORY_ABOVE_LOOP | {"loop", "vector_sync", "history_store"}
+_MEMORY_ABOVE_BACKENDS = _MEMORY_ABOVE_LOOP | {"loop", "vector_sync", "history_store", "conflicts"}
 _MEMORY_ABOVE_SEARCH = _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres", "backend"}
 _MEMORY_ABOVE_ENCODERS = _MEMORY_ABOVE_SEARCH | {"search", "notes"}
 
@@ -74,6 +74,10 @@ RULES: dict[str, frozenset[str]] = {
     ),
     "memory.history_store": frozenset(
         {"memory." + p for p in _MEMORY_ABOVE_LOOP | {"sqlite", "postgres"}}
+    ),
+    # pending supersessions (a new note contradicting an older one): over the state seam too
+    "memory.conflicts": frozenset(
+        {"memory." + p for p in _MEMORY_ABOVE_LOOP | {"sqlite", "postgres", "history_store"}}
     ),
 }
 """Layer (a package, a module, or a sub-package such as `memory.search`) -> what it must never

@@ -92,8 +92,9 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[str, int, int], None]
 
 COMPONENT: Final = "memory-notes"
-TEXT_VERSION: Final = 2
-"""Bump when the derived columns change (tokens, segmentation): `open` recomputes them."""
+TEXT_VERSION: Final = 3
+"""Bump when the derived columns change (tokens, segmentation): `open` recomputes them.
+3: dedup keys (`_text.dedup_bands`: skeleton, subject, MinHash of the skeleton)."""
 TS_CONFIG: Final = "memory_text"
 """Migration 1's text search configuration; words are made by `memory.search.fts5` since 2."""
 
@@ -353,7 +354,7 @@ def _derive(note: Note, max_chars: int) -> _Derived:
     return _Derived(
         content_hash=chash,
         doc_key=doc_key(note.title, note.summary, chash),
-        bands=tuple(_text.minhash_bands(_text.shingles(note.body))),
+        bands=tuple(_text.dedup_bands(note.body)),
         identifiers=_text.latin_tokens(" ".join((note.title, tags, note.summary, body))),
         tag_keys=tuple(dict.fromkeys(t.casefold() for t in note.tags)),
         search=fts5.tsvector_text(words, cjk_words(f"{note.title} {tags} {note.summary} {body}")),
@@ -939,7 +940,6 @@ class PostgresMemoryStore(core.StoreCore):
         note, _ = core.draft_note(draft, now, self.config.max_note_bytes, _storable)
         wanted = safe_relpath(draft.path) if draft.path else None
         derived = _derive(note, self.config.max_indexed_chars)  # outside the lock: rjieba
-        grams = _text.shingles(note.body)
         embedded = core.embed_note(self.encoder, note, derived.doc_key)  # an encoder takes ms
         if embedded is not None:
             self.vectors.ensure_model(embedded.model, int(embedded.vectors.shape[1]))
@@ -955,7 +955,6 @@ class PostgresMemoryStore(core.StoreCore):
                 draft,
                 note,
                 content_hash=derived.content_hash,
-                grams=grams,
                 bands=list(derived.bands),
                 embedded=embedded,
                 threshold=self.config.dedup_threshold,
@@ -1384,13 +1383,16 @@ class _SaveQueries:
         return nearest[0] if nearest else None
 
     def row(self, note_id: str) -> dict[str, Any] | None:
-        sql = "SELECT id, path FROM memory_notes WHERE id = %s"
+        sql = (
+            f"SELECT id, path, type, left(body, {_SIMILARITY_BODY}) AS body"
+            " FROM memory_notes WHERE id = %s"
+        )
         return self._conn.execute(sql, (note_id,)).fetchone()
 
     def sharing_bands(self, bands: builtins.list[int]) -> builtins.list[dict[str, Any]]:
         # the notes sharing most MinHash bands first; only a few are compared in full
         return self._conn.execute(
-            f"SELECT n.id, n.path, left(n.body, {_SIMILARITY_BODY}) AS body,"
+            f"SELECT n.id, n.path, n.type, left(n.body, {_SIMILARITY_BODY}) AS body,"
             " (SELECT count(*) FROM unnest(n.bands) b WHERE b = ANY(%s::bigint[])) AS shared"
             f" FROM memory_notes n WHERE n.bands && %s::bigint[] AND {_ACTIVE}"
             " ORDER BY shared DESC, n.changed LIMIT 10",

@@ -45,8 +45,9 @@ from memory.sqlite.vectors import VECTOR_TABLES
 
 log = logging.getLogger(__name__)
 
-TEXT_VERSION: Final = "2"
-"""Bump when indexed text changes (segmentation, sanitising): the FTS tables are rebuilt."""
+TEXT_VERSION: Final = "3"
+"""Bump when indexed text changes (segmentation, sanitising, dedup keys): the FTS tables are
+rebuilt. 3: dedup keys (`_text.dedup_bands`: skeleton, subject, MinHash of the skeleton)."""
 
 _MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
     (
@@ -200,7 +201,7 @@ def make_entry(
         verified_ns=verified_ns,
         parse_ok=parsed.ok,
         warnings=parsed.warnings,
-        bands=tuple(_text.minhash_bands(_text.shingles(clean_body))),
+        bands=tuple(_text.dedup_bands(clean_body)),
     )
 
 

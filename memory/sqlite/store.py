@@ -487,7 +487,6 @@ class MemoryStore(core.StoreCore):
         now = self._now()
         note, text = core.draft_note(draft, now, self.config.max_note_bytes, None)
         chash = _text.content_hash(note.body)
-        grams = _text.shingles(note.body)
         # outside the lock: an encoder takes ms
         embedded = core.embed_note(self.encoder, note, doc_key(note.title, note.summary, chash))
         # Write (and fsync) the file before taking the lock: other processes wait less.
@@ -501,8 +500,7 @@ class MemoryStore(core.StoreCore):
                     draft,
                     note,
                     content_hash=chash,
-                    grams=grams,
-                    bands=_text.minhash_bands(grams),
+                    bands=_text.dedup_bands(note.body),
                     embedded=embedded,
                     threshold=self.config.dedup_threshold,
                     now=now,
@@ -1013,13 +1011,14 @@ class _SaveQueries:
         return nearest[0] if nearest else None
 
     def row(self, note_id: str) -> sqlite3.Row | None:
-        return self._tx.execute("SELECT nid, path FROM notes WHERE id = ?", (note_id,)).fetchone()
+        sql = "SELECT nid, id, path, type, body FROM notes WHERE id = ?"
+        return self._tx.execute(sql, (note_id,)).fetchone()
 
     def sharing_bands(self, bands: builtins.list[int]) -> builtins.list[sqlite3.Row]:
         marks = ", ".join("?" * len(bands))
         # the notes sharing most bands first; only a few are compared in full
         return self._tx.execute(
-            f"SELECT n.nid, n.path, n.body FROM (SELECT nid, count(*) AS shared"
+            f"SELECT n.nid, n.id, n.path, n.type, n.body FROM (SELECT nid, count(*) AS shared"
             f" FROM note_bands WHERE band IN ({marks}) GROUP BY nid) b"
             f" JOIN notes n ON n.nid = b.nid WHERE {_ACTIVE}"
             f" ORDER BY b.shared DESC, n.nid LIMIT 10",
