@@ -104,7 +104,7 @@ from bridge.render import (
 from bridge.rights import Action, Denied, Right, command_right
 from bridge.scopes import Scope, scope_of
 from bridge.sender import QUICK_WINDOW, FeishuAPIError, RetryPolicy, Sender, send_uuid
-from bridge.state import BridgeState, BridgeStateBackend, OutboxItem
+from bridge.state import BridgeState, BridgeStateBackend, OutboxItem, SavedControl
 from bridge.stream import StreamReply
 from bridge.strings import Locale, both, t
 from errors import ClaudeMemoryError, ConfigurationError
@@ -226,6 +226,7 @@ class _Control:
     notes: tuple[tuple[str, str], ...] = ()  # forget: (note id, title) offered
     pending: PendingEntity | None = None  # pending: the capture asked about
     done: bool = False  # forget / pending: decided (a late tap reads "already decided")
+    restored: bool = False  # read back from the bridge state: made before this process started
 
 
 class FeishuBridge:
@@ -629,6 +630,7 @@ class FeishuBridge:
         async def on_card(card_id: str) -> None:
             if stop is not None:
                 stop.message_id = card_id
+                await self._keep_control(nonce, stop)
             await _db(self.state.turn_card, msg.message_id, card_id)
 
         progress = TurnReply(
@@ -793,6 +795,7 @@ class FeishuBridge:
         control = None
         if isinstance(nonce, str):
             control = self._controls.get(nonce) or self._decided.get(nonce)
+            control = control or await self._restored_control(nonce)
         if (
             control is None
             or control.msg.chat_id != chat_id
@@ -824,14 +827,22 @@ class FeishuBridge:
                 "i18n": both(right.reason),
             }
             return toast, None
+        assert isinstance(nonce, str)
         if control.kind in ("forget", "pending"):
-            return await self._memory_tap(control, value, operator)
+            answer = await self._memory_tap(control, value, operator)
+            if control.done:
+                await _db(self.state.control_done, nonce)
+            return answer
+        if control.restored:  # its turn ended with the process that ran it
+            key = "already_decided" if control.done else "nothing_running"
+            return _toast(key, locale, "info"), None
         if control.kind == "stop":
             stopped = await self.sessions.interrupt(control.conversation_id)
             return _toast("stopping" if stopped else "nothing_running", locale, "info"), None
         assert control.decision is not None
         if control.decision.done():
             return _toast("already_decided", locale, "info"), None
+        await _db(self.state.control_done, nonce)
         approve = value.get("cm") == "approve"
         who = self._known_name(operator)
         if approve:
@@ -887,6 +898,7 @@ class FeishuBridge:
                     uuid=send_uuid(msg.message_id, "approval", nonce),
                     window=QUICK_WINDOW,
                 )
+                await self._keep_control(nonce, control)
                 try:
                     return await asyncio.wait_for(asyncio.shield(control.decision), timeout)
                 except TimeoutError:
@@ -895,6 +907,7 @@ class FeishuBridge:
                     control.decision.set_result(
                         ToolDenied(t("denied_reason_timeout", "en", tool=tool_name))
                     )
+                    await _db(self.state.control_done, nonce)
                     closed = _decided_card(
                         t("timed_out_title", msg.locale),
                         "grey",
@@ -1524,6 +1537,7 @@ class FeishuBridge:
                 uuid=send_uuid(msg.message_id, "forget"),
                 window=QUICK_WINDOW,
             )
+            await self._keep_control(nonce, control)
         except FeishuAPIError as exc:
             self._controls.pop(nonce, None)
             logger.warning("forget card for %s not sent: %s", msg.message_id, exc.message)
@@ -1558,11 +1572,70 @@ class FeishuBridge:
                     uuid=send_uuid(msg.message_id, "pending", entity.id),
                     window=QUICK_WINDOW,
                 )
+                await self._keep_control(nonce, control)
             except FeishuAPIError as exc:
                 self._controls.pop(nonce, None)
                 logger.warning("capture card for %s not sent: %s", entity.id, exc.message)
                 continue
             self._keep_decided(nonce)
+
+    async def _keep_control(self, nonce: str, control: _Control) -> None:
+        """Keep a sent card's button in the bridge state, so a tap after a restart (or on
+        another instance) still finds it (`_restored_control`)."""
+        if control.message_id is None:
+            return
+        data = {
+            "notes": [list(n) for n in control.notes],
+            "pending": control.pending.id if control.pending else None,
+            "tool": control.tool,
+        }
+        saved = SavedControl(
+            nonce=nonce,
+            kind=control.kind,
+            message_id=control.message_id,
+            conversation_id=control.conversation_id,
+            message=message_to_json(control.msg),
+            data=json.dumps(data, ensure_ascii=False),
+            done=control.done,
+            created_at=time.time(),
+        )
+        try:
+            await _db(self.state.control_put, saved)
+        except Exception:  # the button still works in this process
+            logger.exception("button %s of %s not kept", control.kind, control.message_id)
+
+    async def _restored_control(self, nonce: str) -> _Control | None:
+        """A button this process did not make (it was restarted since): as kept, marked
+        `restored`; a capture card's pending entity read again."""
+        try:
+            saved = await _db(self.state.control_get, nonce)
+            if saved is None:
+                return None
+            data = json.loads(saved.data)
+            msg = message_from_json(saved.message)
+            pending = None
+            if saved.kind == "pending":
+                if self.pending is None or not data.get("pending"):
+                    return None
+                pending = await _db(self.pending.get, str(data["pending"]))
+        except (ClaudeMemoryError, ValueError, KeyError, TypeError) as exc:
+            logger.warning("button %s not restored: %s", nonce[:4], exc)
+            return None
+        control = _Control(
+            saved.kind,
+            msg,
+            saved.conversation_id,
+            message_id=saved.message_id,
+            tool=str(data.get("tool") or ""),
+            notes=tuple((str(i), str(title)) for i, title in data.get("notes") or ()),
+            pending=pending,
+            done=saved.done,
+            restored=True,
+        )
+        if control.kind in ("forget", "pending"):  # live again in this process
+            self._controls[nonce] = control
+            self._keep_decided(nonce)
+        return control
 
     def _keep_decided(self, nonce: str) -> None:
         """Forget the oldest memory cards beyond DECIDED_KEPT (their taps then read "not ours")."""

@@ -14,6 +14,9 @@ in flight and the outbox.
   start are what a crash interrupted (`FeishuBridge` recovers them).
 * The outbox holds sends not yet delivered, keyed by their idempotency `uuid`; a row goes when
   the platform has accepted it.
+* The buttons the bridge put on cards (`controls`, keyed by their unguessable nonce) outlive a
+  restart: a `/forget` or "记住这个吗？" card tapped tomorrow still does what it says, and a Stop
+  or approval button whose turn a restart ended says so instead of "not yours". Kept 7 days.
 
 The websocket thread claims events while the app loop reads generations: one `SQLiteDB`
 connection (WAL, busy timeout, a writer lock). Every call is a single short statement.
@@ -22,13 +25,15 @@ connection (WAL, busy timeout, a writer lock). Every call is a single short stat
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from storage.sqlite import SQLiteDB
 
 DEDUP_KEEP_SECONDS = 48 * 3600
+CONTROL_KEEP_SECONDS = 7 * 24 * 3600
 _PRUNE_EVERY_SECONDS = 3600.0
 
 MIGRATIONS: tuple[str, ...] = (
@@ -84,6 +89,20 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE chats ADD COLUMN latest INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE chats ADD COLUMN model TEXT;
     """,
+    # card buttons that outlive a restart
+    """
+    CREATE TABLE controls (
+        nonce TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        message TEXT NOT NULL,
+        data TEXT NOT NULL,
+        done INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX controls_by_time ON controls(created_at);
+    """,
 )
 
 TurnStage = Literal["accepted", "started"]
@@ -100,6 +119,22 @@ class PendingTurn:
     stage: TurnStage  # accepted: nothing reached the model yet; started: the model was asked
     card_id: str | None  # the progress card, once shown
     accepted_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SavedControl:
+    """A button on a card the bridge sent: its kind (stop / approval / forget / pending), the
+    card's message id, the user's message it answered (JSON, as in `PendingTurn`) and what the
+    kind needs to act (JSON: the notes a `/forget` card offers, the capture's pending id)."""
+
+    nonce: str
+    kind: str
+    message_id: str
+    conversation_id: str
+    message: str
+    data: str
+    done: bool
+    created_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +254,18 @@ class BridgeStateBackend(Protocol):
         """The send was delivered (or given up); forget it."""
         ...
 
+    def control_put(self, control: SavedControl) -> None:
+        """Keep a card's button (the same nonce again replaces it)."""
+        ...
+
+    def control_get(self, nonce: str) -> SavedControl | None:
+        """The button with this nonce, if kept (CONTROL_KEEP_SECONDS)."""
+        ...
+
+    def control_done(self, nonce: str) -> None:
+        """The button's choice was made: later taps read "already decided"."""
+        ...
+
 
 class BridgeState:
     """Persistent state of the Feishu bridge; safe to call from several threads."""
@@ -265,6 +312,7 @@ class BridgeState:
         self._pruned_at = now
         with self._db.write() as conn:
             cursor = conn.execute("DELETE FROM seen WHERE seen_at < ?", (now - self.keep_seconds,))
+            conn.execute("DELETE FROM controls WHERE created_at < ?", (now - CONTROL_KEEP_SECONDS,))
             return cursor.rowcount
 
     # --- chat generations ------------------------------------------------------------------------
@@ -435,3 +483,50 @@ class BridgeState:
     def outbox_done(self, key: str) -> None:
         with self._db.write() as conn:
             conn.execute("DELETE FROM outbox WHERE key = ?", (key,))
+
+    # --- card buttons ----------------------------------------------------------------------------
+    def control_put(self, control: SavedControl) -> None:
+        with self._db.write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO controls(nonce, kind, message_id, conversation_id, "
+                "message, data, done, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    control.nonce,
+                    control.kind,
+                    control.message_id,
+                    control.conversation_id,
+                    control.message,
+                    control.data,
+                    int(control.done),
+                    control.created_at,
+                ),
+            )
+
+    def control_get(self, nonce: str) -> SavedControl | None:
+        rows = self._db.read(
+            f"SELECT {', '.join(CONTROL_COLUMNS)} FROM controls WHERE nonce = ?",
+            (nonce,),
+        )
+        return control_from_row(rows[0]) if rows else None
+
+    def control_done(self, nonce: str) -> None:
+        with self._db.write() as conn:
+            conn.execute("UPDATE controls SET done = 1 WHERE nonce = ?", (nonce,))
+
+
+CONTROL_COLUMNS = (
+    "nonce", "kind", "message_id", "conversation_id", "message", "data", "done", "created_at",
+)  # fmt: skip
+
+
+def control_from_row(row: Sequence[Any]) -> SavedControl:
+    return SavedControl(
+        str(row[0]),
+        str(row[1]),
+        str(row[2]),
+        str(row[3]),
+        str(row[4]),
+        str(row[5]),
+        bool(row[6]),
+        float(row[7]),
+    )

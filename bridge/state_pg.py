@@ -15,7 +15,15 @@ from __future__ import annotations
 
 import time
 
-from bridge.state import DEDUP_KEEP_SECONDS, OutboxItem, PendingTurn
+from bridge.state import (
+    CONTROL_COLUMNS,
+    CONTROL_KEEP_SECONDS,
+    DEDUP_KEEP_SECONDS,
+    OutboxItem,
+    PendingTurn,
+    SavedControl,
+    control_from_row,
+)
 from storage.postgres import PostgresDatabase
 
 COMPONENT = "feishu"
@@ -75,6 +83,20 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE feishu_chats ADD COLUMN latest INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE feishu_chats ADD COLUMN model TEXT;
     """,
+    # card buttons that outlive a restart (see bridge/state.py)
+    """
+    CREATE TABLE feishu_controls (
+        nonce TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        message TEXT NOT NULL,
+        data TEXT NOT NULL,
+        done BOOLEAN NOT NULL DEFAULT FALSE,
+        created_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX feishu_controls_by_time ON feishu_controls(created_at);
+    """,
 )
 
 
@@ -117,6 +139,9 @@ class PostgresBridgeState:
         with self._db.connection() as conn:
             cursor = conn.execute(
                 "DELETE FROM feishu_seen WHERE seen_at < %s", (now - self.keep_seconds,)
+            )
+            conn.execute(
+                "DELETE FROM feishu_controls WHERE created_at < %s", (now - CONTROL_KEEP_SECONDS,)
             )
             return cursor.rowcount
 
@@ -308,3 +333,36 @@ class PostgresBridgeState:
     def outbox_done(self, key: str) -> None:
         with self._db.connection() as conn:
             conn.execute("DELETE FROM feishu_outbox WHERE key = %s", (key,))
+
+    # --- card buttons ----------------------------------------------------------------------------
+    def control_put(self, control: SavedControl) -> None:
+        with self._db.connection() as conn:
+            conn.execute(
+                "INSERT INTO feishu_controls(nonce, kind, message_id, conversation_id, message,"
+                " data, done, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (nonce) DO UPDATE SET kind = EXCLUDED.kind,"
+                " message_id = EXCLUDED.message_id, conversation_id = EXCLUDED.conversation_id,"
+                " message = EXCLUDED.message, data = EXCLUDED.data, done = EXCLUDED.done,"
+                " created_at = EXCLUDED.created_at",
+                (
+                    control.nonce,
+                    control.kind,
+                    control.message_id,
+                    control.conversation_id,
+                    control.message,
+                    control.data,
+                    control.done,
+                    control.created_at,
+                ),
+            )
+
+    def control_get(self, nonce: str) -> SavedControl | None:
+        rows = self._db.fetch(
+            f"SELECT {', '.join(CONTROL_COLUMNS)} FROM feishu_controls WHERE nonce = %s",
+            (nonce,),
+        )
+        return control_from_row([rows[0][c] for c in CONTROL_COLUMNS]) if rows else None
+
+    def control_done(self, nonce: str) -> None:
+        with self._db.connection() as conn:
+            conn.execute("UPDATE feishu_controls SET done = TRUE WHERE nonce = %s", (nonce,))

@@ -240,3 +240,26 @@ async def test_a_busy_conversation_tells_the_queue_position_and_refuses_past_the
     assert queued.startswith("已收到") and "1" in queued
     assert full.startswith("The queue is full (1 messages at most)")
     assert fake_model.requests_for("third question") == []
+
+
+async def test_a_stop_tapped_after_its_turn_and_a_restart_says_the_answer_ended(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("slow job", text("the first answer", delay=3))
+    fake_model.on("next job", text("the second answer", delay=8))
+    settings = streaming(feishu_settings)
+    async with feishu_app(settings):
+        slow = fake_feishu.push_text("slow job")
+        await wait_until(lambda: bool(fake_feishu.replies_to(message_id(slow))), timeout=30)
+        [card] = fake_feishu.replies_to(message_id(slow))
+        value = button_value(fake_feishu, card, "stop")
+        await wait_answer(fake_feishu, message_id(slow), timeout=30)
+    async with feishu_app(settings):
+        running = fake_feishu.push_text("next job")
+        await wait_until(lambda: bool(fake_model.requests_for("next job")), timeout=30)
+        old_stop = await tap(fake_feishu, value, message=card.message_id)
+        second = await wait_answer(fake_feishu, message_id(running), timeout=30)
+    assert old_stop["toast"]["content"] == t("nothing_running")
+    assert second == "the second answer"  # the old button stopped nothing running now

@@ -229,3 +229,36 @@ async def test_a_low_confidence_capture_asks_and_one_tap_of_the_speaker_keeps_it
     assert resolved.status == "confirmed" and resolved.note_id
     assert any(n["id"] == resolved.note_id for n in notes)
     assert OWNER_OPEN_ID  # the owner could have decided too (rights table, test_commands)
+
+
+async def test_a_forget_card_still_works_after_the_app_restarts(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    settings = feishu_settings()
+    async with feishu_app(settings) as (_, bridge):
+        saved = fake_feishu.push_text(f"/remember {TRIP}")
+        await wait_answer(fake_feishu, message_id(saved))
+        assert bridge.memory is not None
+        [note] = _ours(bridge.memory.list())
+        asked = fake_feishu.push_text("/forget 上海出差")
+        await wait_until(lambda: bool(replies(fake_feishu, message_id(asked))), timeout=10)
+        [card] = replies(fake_feishu, message_id(asked))
+        value = _button_value(fake_feishu, card.message_id, "forget_0")
+    async with feishu_app(settings) as (client, _):  # a restart: a new process, same home
+        answer = await _tap(
+            fake_feishu, fake_feishu.push_card_action(value, message_id=card.message_id)
+        )
+        late = await _tap(
+            fake_feishu, fake_feishu.push_card_action(value, message_id=card.message_id)
+        )
+        elsewhere = await _tap(
+            fake_feishu, fake_feishu.push_card_action(value, message_id="om_another_card")
+        )
+        gone = (await client.get(f"/api/memories/{note.id}")).status_code
+    assert answer["toast"]["type"] == "success"
+    assert answer["card"]["data"]["header"]["title"]["content"] == t("forget_done_title")
+    assert late["toast"]["content"] == t("already_decided")
+    assert elsewhere["toast"]["type"] == "error"  # still bound to its own card
+    assert gone == 404

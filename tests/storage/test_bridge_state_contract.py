@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -10,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bridge.state import BridgeState, BridgeStateBackend
+from bridge.state import CONTROL_KEEP_SECONDS, BridgeState, BridgeStateBackend, SavedControl
 from bridge.state_pg import PostgresBridgeState
 
 Open = Callable[..., BridgeStateBackend]
@@ -218,3 +220,27 @@ def test_the_outbox_keeps_a_send_once_until_it_is_delivered(open_state: Open) ->
     assert due[0] == OutboxItem("uuid-1", "reply", "om_user", "interactive", '{"a": 1}', 50, 1, 200)
     again.outbox_done("uuid-1")
     assert [i.key for i in again.outbox_due(now=1000)] == ["patch-1"]
+
+
+def test_a_card_button_outlives_a_restart_until_decided_and_then_a_week(open_state: Open) -> None:
+    first = open_state()
+    button = SavedControl(
+        nonce="n1",
+        kind="forget",
+        message_id="om_card",
+        conversation_id="",
+        message='{"message_id": "om_user"}',
+        data='{"notes": [["n-1", "Trip"]]}',
+        done=False,
+        created_at=time.time(),
+    )
+    first.control_put(button)
+    assert first.control_get("unknown") is None
+    again = open_state()  # a restart (or another instance)
+    assert again.control_get("n1") == button
+    again.control_done("n1")
+    assert first.control_get("n1") == dataclasses.replace(button, done=True)
+    again.prune(now=button.created_at + CONTROL_KEEP_SECONDS - 60)
+    assert again.control_get("n1") is not None
+    again.prune(now=button.created_at + CONTROL_KEEP_SECONDS + 60)
+    assert again.control_get("n1") is None
