@@ -31,10 +31,12 @@ from memory.api import (
     create_memory_router,
     create_observations_router,
     create_pending_router,
+    create_supersessions_router,
 )
 from memory.backend import MemoryBackend, StateBackend
 from memory.clients.hook_process import announce_app
 from memory.clients.hooks import HookService, create_hooks_router
+from memory.conflicts import ConflictStore
 from memory.encoders.client import EncoderClient, EncoderReady, ThreadEncoder
 from memory.history_store import HistoryStore
 from memory.loop.entities import PendingStore
@@ -348,6 +350,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(
         create_pending_router(
             lambda: app.state.container.pending, lambda: app.state.container.memory
+        ),
+        dependencies=[Depends(require_token)],
+    )
+    app.include_router(
+        create_supersessions_router(
+            lambda: ConflictStore(app.state.container.state), lambda: app.state.container.memory
         ),
         dependencies=[Depends(require_token)],
     )

@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from errors import ClaudeMemoryError, NotFoundError
 from memory.backend import MemoryBackend
+from memory.conflicts import ConflictStore, Supersession
+from memory.conflicts import status_filter as conflict_status
 from memory.history import ChangeSource, acting_as
 from memory.history_store import HistoryStore
 from memory.inputs import Flag, SearchText
@@ -50,6 +52,15 @@ class SaveResponse(BaseModel):
     id: str
     deduplicated: bool
     path: str
+    conflicts_with: str | None = Field(
+        default=None,
+        description="An older active note this one contradicts (a negation or a number "
+        "changed): both are kept until resolved at /api/memories/supersessions.",
+    )
+    pending_supersession: str | None = Field(
+        default=None, description="The pending choice to resolve (keep new, old or both)."
+    )
+    notice: str | None = Field(default=None, description="Says so in words, for a person.")
 
 
 class UpdateRequest(BaseModel):
@@ -258,7 +269,14 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
             supersedes=body.supersedes,
         )
         result = await _run(get_store().save, draft)
-        return SaveResponse(id=result.id, deduplicated=result.deduplicated, path=result.path)
+        return SaveResponse(
+            id=result.id,
+            deduplicated=result.deduplicated,
+            path=result.path,
+            conflicts_with=result.conflicts_with,
+            pending_supersession=result.pending,
+            notice=result.notice() if result.conflicts_with else None,
+        )
 
     @router.get("", response_model=NoteList)
     async def list_memories(
@@ -341,6 +359,64 @@ def create_pending_router(
     async def reject(pending_id: str) -> dict[str, Any]:
         resolved = await _run(get_pending().resolve, pending_id, "rejected")
         return {"pending": resolved.to_dict()}
+
+    return router
+
+
+# --- /api/memories/supersessions: a new note contradicting an older one, the user's choice ---
+# (memory.conflicts). Mounted before the main memory router, as the pending router is.
+
+
+class ResolveRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    keep: Literal["new", "old", "both"] = Field(
+        description="new: the old note is superseded; old: the new note is deprecated; "
+        "both: both stay active."
+    )
+
+
+def create_supersessions_router(
+    get_conflicts: Callable[[], ConflictStore], get_store: Callable[[], MemoryBackend]
+) -> APIRouter:
+    router = APIRouter(prefix="/api/memories/supersessions", tags=["memories"])
+
+    def with_notes(sup: Supersession) -> dict[str, Any]:
+        """The supersession and both notes in full, side by side (None: deleted since)."""
+        store = get_store()
+        notes: dict[str, Any] = {}
+        for side, note_id in (("new", sup.new_id), ("old", sup.old_id)):
+            try:
+                notes[side] = NoteFull.of(store.get(note_id)).model_dump(mode="json")
+            except NotFoundError:
+                notes[side] = None
+        return {**sup.to_dict(), **notes}
+
+    @router.get("")
+    async def list_supersessions(
+        status: str = "pending", limit: int = Query(default=100, ge=1, le=500)
+    ) -> dict[str, Any]:
+        """Pending (or resolved, or all) supersessions, newest first, each with both notes."""
+
+        def run() -> dict[str, Any]:
+            found = get_conflicts().list(conflict_status(status), limit)
+            return {"supersessions": [with_notes(s) for s in found]}
+
+        return await _run(run)
+
+    @router.get("/{sup_id}")
+    async def get_supersession(sup_id: str) -> dict[str, Any]:
+        return await _run(lambda: with_notes(get_conflicts().get(sup_id)))
+
+    @router.post("/{sup_id}/resolve")
+    async def resolve_supersession(sup_id: str, body: ResolveRequest) -> dict[str, Any]:
+        """Keep the new note, the old one or both. Final: the same choice again answers as
+        before, another one is refused (409)."""
+
+        def run() -> dict[str, Any]:
+            return with_notes(get_conflicts().resolve(get_store(), sup_id, body.keep))
+
+        return await _run(run)
 
     return router
 
