@@ -66,7 +66,7 @@ from memory.search import engine
 from memory.search.filters import Filters
 from memory.search.keyword import Candidate, ParsedQuery
 from memory.search.plan import QueryVector, SearchPlan
-from memory.search.ranking import Scored
+from memory.search.ranking import Scored, rederived
 from memory.search.vectors import doc_key
 from memory.sqlite.index import (
     NOTE_COLUMNS,
@@ -335,9 +335,10 @@ class MemoryStore(core.StoreCore):
                     for entry in entries[start : start + BATCH]:
                         if not _same_stat(self.root / entry.note.path, entry):
                             continue  # changed again while we read it: next sync
+                        follow = self._derived_to_follow(tx, entry)
                         put, placed = self.index.put(tx, entry, path_exists=self._exists)
                         if placed.parse_ok:
-                            by_hand.append((placed.note, put == "added"))
+                            by_hand.append((self._follow(tx, placed.note, follow), put == "added"))
                         if put == "added":
                             added += 1
                         else:
@@ -430,9 +431,10 @@ class MemoryStore(core.StoreCore):
                     continue
                 outcome = self._prepare(rel, row, issues)
                 if isinstance(outcome, Entry):
+                    follow = self._derived_to_follow(tx, outcome)
                     put, placed = self.index.put(tx, outcome, path_exists=self._exists)
                     if placed.parse_ok:
-                        by_hand.append((placed.note, put == "added"))
+                        by_hand.append((self._follow(tx, placed.note, follow), put == "added"))
                 elif outcome is not None:
                     _, mtime_ns, size, verified_ns = outcome
                     tx.execute(
@@ -441,6 +443,41 @@ class MemoryStore(core.StoreCore):
                     )
         self._saw_on_disk(by_hand, gone_ids)
         self._after_change(True)
+
+    def _derived_to_follow(self, tx: sqlite3.Connection, entry: Entry) -> dict[str, Any]:
+        """A body changed by hand: the title and summary that were derived from the old body
+        (equal to its derivation, and left as they were by the edit) and now follow the new
+        one, as for an update through the store (`ranking.rederived`, the one rule)."""
+        if not entry.parse_ok:
+            return {}
+        old = tx.execute(
+            "SELECT title, summary, body FROM notes WHERE path = ? AND parse_ok = 1",
+            (entry.note.path,),
+        ).fetchone()
+        if old is None or old["body"] == entry.body:
+            return {}
+        new = entry.note
+        before = replace(new, title=old["title"], summary=old["summary"], body=old["body"])
+        follows = rederived(before, {"body": entry.body}, new.path)
+        return {
+            key: follows[key]
+            for key in ("title", "summary")
+            if key in follows and getattr(new, key) == old[key] != follows[key]
+        }
+
+    def _follow(self, tx: sqlite3.Connection, note: Note, changes: dict[str, Any]) -> Note:
+        """Write the re-derived title/summary into the hand-edited file (the truth: a rebuild
+        must find them there) and the index; the note as it now is."""
+        if not changes:
+            return note
+        row = tx.execute("SELECT path FROM notes WHERE path = ?", (note.path,)).fetchone()
+        if row is None:
+            return note
+        try:
+            return self._rewrite(tx, row, changes)
+        except ClaudeMemoryError as exc:  # gone or broken since: the next sync sees it
+            log.info("derived summary of %s not refreshed: %s", note.path, exc.message)
+            return note
 
     def rebuild(self, progress: ProgressFn | None = None) -> SyncReport:
         """Drop the index and rebuild it from the files (pending access counts are written
@@ -627,6 +664,8 @@ class MemoryStore(core.StoreCore):
             if fresh is None or fresh["id"] != note_id:
                 raise NotFoundError("note", note_id)
             row = fresh
+            if stat.st_mtime_ns != row["mtime_ns"]:  # the sync rewrote it (a derived summary)
+                data, stat = path.read_bytes(), path.stat()
         parsed = parse_note(data, rel, stat.st_mtime)
         return replace(
             parsed.note,
