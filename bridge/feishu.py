@@ -771,12 +771,14 @@ class FeishuBridge:
         context = getattr(event, "context", None)
         chat_id = str(getattr(context, "open_chat_id", "") or "")
         message_id = str(getattr(context, "open_message_id", "") or "")
-        value = getattr(getattr(event, "action", None), "value", None)
+        action = getattr(event, "action", None)
+        value = getattr(action, "value", None)
+        form = getattr(action, "form_value", None)
         loop = self._loop
         if loop is None or self._closing:
             return card_action_response(_toast("busy_try_again", "zh", "warning"), None)
         future = asyncio.run_coroutine_threadsafe(
-            self._card_action(operator, chat_id, message_id, value), loop
+            self._card_action(operator, chat_id, message_id, value, form), loop
         )
         try:
             toast, card = future.result(timeout=2.5)
@@ -787,7 +789,7 @@ class FeishuBridge:
         return card_action_response(toast, card)
 
     async def _card_action(
-        self, operator: str, chat_id: str, message_id: str, value: Any
+        self, operator: str, chat_id: str, message_id: str, value: Any, form: Any = None
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """(toast, new card or None) for a tap. Refused unless the value carries one of our
         nonces and the tap comes from that control's chat and card, by someone with the right."""
@@ -829,7 +831,10 @@ class FeishuBridge:
             return toast, None
         assert isinstance(nonce, str)
         if control.kind in ("forget", "pending"):
-            answer = await self._memory_tap(control, value, operator)
+            edited = form.get("text") if isinstance(form, dict) else None
+            answer = await self._memory_tap(
+                control, value, operator, edited if isinstance(edited, str) else None
+            )
             if control.done:
                 await _db(self.state.control_done, nonce)
             return answer
@@ -1645,10 +1650,11 @@ class FeishuBridge:
                 self._controls.pop(old, None)
 
     async def _memory_tap(
-        self, control: _Control, value: dict[str, Any], operator: str
+        self, control: _Control, value: dict[str, Any], operator: str, edited: str | None = None
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """A tap on a `/forget` card (one note, all, cancel) or a capture card (keep,
-        discard), once the tapper's right was checked. The card changes in place."""
+        discard, keep as `edited`), once the tapper's right was checked. The card changes in
+        place."""
         lang = control.msg.locale
         if control.done:
             return _toast("already_decided", lang, "info"), None
@@ -1685,8 +1691,18 @@ class FeishuBridge:
         assert entity is not None and pending is not None and memory is not None
         content = escape_card_markdown(clip(entity.content, 500))
         try:
-            if choice == "keep":
-                _resolved, note_id, _dup = await _db(confirm_pending, memory, pending, entity.id)
+            if choice == "edit" and not (edited or "").strip():
+                return _toast("edit_empty", lang, "error"), None
+            if choice in ("keep", "edit"):
+                corrected = edited if choice == "edit" else None
+                _resolved, note_id, _dup = await _db(
+                    functools.partial(confirm_pending, content=corrected),
+                    memory,
+                    pending,
+                    entity.id,
+                )
+                if corrected is not None:
+                    content = escape_card_markdown(clip(corrected.strip(), 500))
                 control.done = True
                 card = _decided_card(
                     t("kept_title", lang), "green", t("kept", lang, content=content, id=note_id)
@@ -1934,8 +1950,11 @@ def _forget_card(
     }
 
 
+EDIT_MAX_CHARS = 1000  # an input holds at most 1,000 characters ("输入框", max_length)
+
+
 def _pending_card(lang: Locale, content: str, nonce: str) -> dict[str, Any]:
-    """ "记住这个吗？": a low-confidence capture, kept or discarded in one tap."""
+    """ "记住这个吗？": a low-confidence capture, kept, discarded or corrected in one tap."""
     body = t("pending_body", lang, content=escape_card_markdown(clip(content, 500)))
     return {
         "schema": "2.0",
@@ -1954,6 +1973,35 @@ def _pending_card(lang: Locale, content: str, nonce: str) -> dict[str, Any]:
                     {"cm": "discard", "n": nonce},
                     "discard_btn",
                 ),
+                # Edit: the wording in an input, kept as corrected with one tap ("表单容器":
+                # the input and its submit button need a `name`; the tap carries `form_value`).
+                {
+                    "tag": "form",
+                    "name": "edit_form",
+                    "elements": [
+                        {
+                            "tag": "input",
+                            "name": "text",
+                            "element_id": "edit_input",
+                            "max_length": EDIT_MAX_CHARS,
+                            "default_value": clip(content, EDIT_MAX_CHARS),
+                            "placeholder": {
+                                "tag": "plain_text",
+                                "content": t("edit_placeholder", lang),
+                            },
+                        },
+                        {
+                            **_button(
+                                t("edit_button", lang),
+                                "default",
+                                {"cm": "edit", "n": nonce},
+                                "edit_btn",
+                            ),
+                            "name": "edit_submit",
+                            "form_action_type": "submit",
+                        },
+                    ],
+                },
             ]
         },
     }

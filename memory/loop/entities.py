@@ -12,7 +12,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from errors import ConflictError, InvalidInputError, NotFoundError
@@ -275,18 +275,24 @@ class PendingStore:
 
 
 def confirm_pending(
-    store: MemoryBackend, pending: PendingStore, pending_id: str
+    store: MemoryBackend, pending: PendingStore, pending_id: str, *, content: str | None = None
 ) -> tuple[PendingEntity, str, bool]:
     """Keep a pending capture: save its note (through the store's one save: redaction and
     dedup apply) and mark it confirmed. Returns (entity, note id, deduplicated). Confirming
     again returns the same note; a rejected one raises ConflictError, also when the rejection
-    lands between the read and the save (the note then does not outlive it)."""
+    lands between the read and the save (the note then does not outlive it). `content`: the
+    user's corrected wording, saved instead of the captured one."""
     entity = pending.get(pending_id)
     if entity.status == "confirmed" and entity.note_id:
         return entity, entity.note_id, True
     if entity.status == "rejected":
         pending.resolve(pending_id, "confirmed")  # raises the ConflictError
-    saved = store.save(entity.draft())
+    draft = entity.draft()
+    if content is not None:
+        if not content.strip():
+            raise InvalidInputError("the corrected text is empty")
+        draft = replace(draft, content=content.strip())
+    saved = store.save(draft)
     try:
         resolved = pending.resolve(pending_id, "confirmed", saved.id)
     except ConflictError:

@@ -100,3 +100,42 @@ async def test_a_card_with_an_image_url_is_refused_through_the_real_client(
     fake_feishu.image_keys.add("img_v2_uploaded")
     await sender.reply("om_user", "interactive", card_content("![x](img_v2_uploaded)"), uuid="u2")
     assert len(fake_feishu.replies_to("om_user")) == 1
+
+
+def _form(*elements: dict[str, Any], name: str | None = "f") -> dict[str, Any]:
+    form: dict[str, Any] = {"tag": "form", "elements": list(elements)}
+    if name is not None:
+        form["name"] = name
+    return form
+
+
+_SUBMIT = {"tag": "button", "name": "go", "form_action_type": "submit", "text": {}}
+_INPUT = {"tag": "input", "name": "text", "max_length": 1000}
+
+
+@pytest.mark.parametrize(
+    ("elements", "refused"),
+    [
+        ([_form(_INPUT, _SUBMIT)], None),
+        ([_form(_INPUT, _SUBMIT, name=None)], "form needs a name"),
+        ([_form({**_INPUT, "name": ""}, _SUBMIT)], "input in a form needs a name"),
+        ([_form(_INPUT, {**_SUBMIT, "form_action_type": "reset"})], "form needs a submit button"),
+        ([_form(_INPUT, {**_SUBMIT, "name": "text"})], "names in a form must be unique"),
+        ([_form(_INPUT, _SUBMIT, {"tag": "table"})], "form cannot hold a table or a form"),
+        (
+            [{"tag": "column_set", "columns": [{"elements": [_form(_SUBMIT)]}]}],
+            "at the card's root",
+        ),
+        ([_form({**_INPUT, "max_length": 1001}, _SUBMIT)], "max_length must be 1-1000"),
+        ([_form({**_INPUT, "max_length": 3, "default_value": "四个字符"}, _SUBMIT)], "longer"),
+    ],
+)
+def test_the_fake_refuses_a_form_as_the_form_container_page_says(
+    elements: list[dict[str, Any]], refused: str | None
+) -> None:
+    card = {"schema": "2.0", "body": {"elements": elements}}
+    got = content_refusal("interactive", {"content": json.dumps(card)})
+    if refused is None:
+        assert got is None
+    else:
+        assert got is not None and got[1] == 230099 and refused in got[2]

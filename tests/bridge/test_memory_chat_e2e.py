@@ -262,3 +262,44 @@ async def test_a_forget_card_still_works_after_the_app_restarts(
     assert late["toast"]["content"] == t("already_decided")
     assert elsewhere["toast"]["type"] == "error"  # still bound to its own card
     assert gone == 404
+
+
+async def test_a_capture_is_kept_as_the_user_corrected_it_on_the_card(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("vim", text("好的。"))
+    async with feishu_app(feishu_settings()) as (_, bridge):
+        assert bridge.pending is not None and bridge.memory is not None
+        said = fake_feishu.push_text("我更喜欢用 vim 写代码")
+        await wait_until(lambda: len(replies(fake_feishu, message_id(said))) >= 2, timeout=60)
+        card = next(
+            m
+            for m in replies(fake_feishu, message_id(said))
+            if m.text.startswith(t("pending_title"))
+        )
+        shown = [e["tag"] for e in card.content["body"]["elements"]]
+        [edit] = [b for b in fake_feishu.card_buttons(card.message_id) if b.get("name")]
+        value = dict(edit["behaviors"][0]["value"])
+        blank = await _tap(
+            fake_feishu,
+            fake_feishu.push_card_action(
+                value, message_id=card.message_id, form_value={"text": "  "}, name=edit["name"]
+            ),
+        )
+        corrected = "我写代码用 neovim，不用 vim"
+        kept = await _tap(
+            fake_feishu,
+            fake_feishu.push_card_action(
+                value, message_id=card.message_id, form_value={"text": corrected}, name=edit["name"]
+            ),
+        )
+        [entity] = [p for p in bridge.pending.list(None) if "vim" in p.content]
+        notes = [n.body.strip() for n in _ours(bridge.memory.list())]
+    assert shown[-1] == "form"  # the server accepted the card with its form
+    assert blank["toast"]["content"] == t("edit_empty") and "card" not in blank
+    assert kept["toast"]["type"] == "success"
+    assert corrected in kept["card"]["data"]["body"]["elements"][0]["content"]
+    assert entity.status == "confirmed"
+    assert corrected in notes and "我更喜欢用 vim 写代码" not in notes

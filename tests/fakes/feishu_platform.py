@@ -334,6 +334,12 @@ def visible_text(msg_type: str, content: dict[str, Any]) -> str:
 #   - 200570 "card contains invalid image keys": a markdown image `![hover](image_key)` (or an
 #     `img` component) whose key did not come from "上传图片" (server-docs/im-v1/image/create).
 #     This fake uploads nothing: `image_keys` holds the keys a test declares uploaded.
+#   - forms ("表单容器" JSON 2.0, feishu-cards/card-json-v2-components/containers/form-container):
+#     a form sits at the card's root only, holds no table and no form, has a `name` unique in the
+#     card, every interactive component in it has a `name` unique in the card ("otherwise the
+#     data fails to send"), and it holds a button with `form_action_type: submit`. An input's
+#     `max_length` is 1..1,000 ("输入框", .../interactive-components/input). No error code is
+#     documented for these; 11310 is used with the rule's words.
 _BODY_LIMITS = {"text": 150_000, "post": 30_000, "interactive": 30_000}
 _MARKDOWN_TABLES = 4
 _CARD_TABLES = 5
@@ -408,6 +414,46 @@ def _nested(elements: list[Any], depth: int = 1) -> list[tuple[dict[str, Any], i
     return found
 
 
+_INTERACTIVE = frozenset(
+    {"input", "button", "select_static", "multi_select_static", "select_person", "checker",
+     "date_picker", "picker_time", "picker_datetime", "select_img", "multi_select_person"}
+)  # fmt: skip
+
+
+def _form_refusal(components: list[tuple[dict[str, Any], int]]) -> str | None:
+    """The form container's documented rules (see above), or None."""
+    names: list[str] = []
+    for component, depth in components:
+        if component.get("tag") == "input":
+            limit = component.get("max_length", 1000)
+            if not isinstance(limit, int) or not 1 <= limit <= 1000:
+                return "input max_length must be 1-1000"
+            if len(str(component.get("default_value", ""))) > limit:
+                return "input default_value longer than max_length"
+        if component.get("tag") != "form":
+            continue
+        if depth != 1:
+            return "form must be at the card's root"
+        if not component.get("name"):
+            return "form needs a name"
+        names.append(str(component["name"]))
+        inside = _nested(component.get("elements") or [])
+        if any(c.get("tag") in ("table", "form") for c, _ in inside):
+            return "form cannot hold a table or a form"
+        for c, _ in inside:
+            if c.get("tag") in _INTERACTIVE:
+                if not c.get("name"):
+                    return f"{c.get('tag')} in a form needs a name"
+                names.append(str(c["name"]))
+        if not any(
+            c.get("tag") == "button" and c.get("form_action_type") == "submit" for c, _ in inside
+        ):
+            return "form needs a submit button"
+    if len(names) != len(set(names)):
+        return "names in a form must be unique in the card"
+    return None
+
+
 def content_refusal(
     msg_type: str, body: dict[str, Any], image_keys: set[str] | frozenset[str] = frozenset()
 ) -> tuple[int, int, str] | None:
@@ -435,6 +481,9 @@ def content_refusal(
     table_components = sum(1 for c, _ in components if c.get("tag") == "table")
     if sum(tables) + table_components > _CARD_TABLES:
         return _card_error(11310, "table count exceeds the limit")
+    form_rule = _form_refusal(components)
+    if form_rule is not None:
+        return _card_error(11310, form_rule)
     keys = [k for m in markdowns for k in _markdown_image_keys(m)]
     keys += [str(c.get("img_key", "")) for c, _ in components if c.get("tag") == "img"]
     for key in keys:
@@ -931,13 +980,22 @@ class FakeFeishu:
         chat_id: str = "oc_p2pchat",
         operator: str = OWNER_OPEN_ID,
         tag: str = "button",
+        form_value: dict[str, Any] | None = None,
+        name: str | None = None,
     ) -> dict[str, Any]:
         """A tap on a card button, as "卡片回传交互" (feishu-cards/card-callback-communication)
         describes it: `card.action.trigger`, schema 2.0, `header.create_time` in microseconds,
         `event.operator`, `event.action.value` (an object), `event.context.open_message_id` and
         `open_chat_id`. Over the long connection it comes in a `type=event` frame ("使用长连接
         接收回调", event-subscription-guide/callback-subscription/…; lark-oapi's ws client drops
-        `type=card` frames), and the answer (toast, card) must come back within 3 s in the ack."""
+        `type=card` frames), and the answer (toast, card) must come back within 3 s in the ack.
+        A form's submit button adds `form_value` (each named component's value) and the button's
+        `name` ("表单容器", 回调结构)."""
+        action: dict[str, Any] = {"value": value, "tag": tag}
+        if form_value is not None:
+            action["form_value"] = form_value
+        if name is not None:
+            action["name"] = name
         return {
             "schema": "2.0",
             "header": {
@@ -951,7 +1009,7 @@ class FakeFeishu:
             "event": {
                 "operator": {"tenant_key": "tenant_fake", "open_id": operator, "union_id": "on_x"},
                 "token": f"c-{uuid.uuid4().hex}",
-                "action": {"value": value, "tag": tag},
+                "action": action,
                 "host": "im_message",
                 "context": {"open_message_id": message_id, "open_chat_id": chat_id},
             },
