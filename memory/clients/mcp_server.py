@@ -51,6 +51,8 @@ from memory.clients.conventions import SERVER_NAME, normalize_session_id
 from memory.clients.hooks import clear_window, session_summary
 from memory.clients.project import ProjectIdentity, identify
 from memory.config import MemoryConfig
+from memory.conflicts import ConflictStore, keep_choice
+from memory.conflicts import status_filter as conflict_status
 from memory.history import ChangeSource, acting_as
 from memory.history_store import HistoryStore
 from memory.inputs import Confirmation, SearchText, Text, between, positive
@@ -418,10 +420,8 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
 
     # --- writing ------------------------------------------------------------------------------
     def save(draft: NoteDraft) -> str:
-        result = res.store.save(draft)
-        if result.deduplicated:
-            return f"Already remembered as [{result.id}] (refreshed it)."
-        return f"Saved as [{result.id}] ({result.path})."
+        # a note that contradicts an older one says so: the user chooses which to keep
+        return res.store.save(draft).notice()
 
     def default_scope(kind: str) -> str:
         key = kind.strip().lower()
@@ -557,6 +557,44 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
                 f"{p.content}"
                 for p in items
             )
+
+        return await run(work)
+
+    @server.tool(
+        description="New notes that contradict an older one (a negation or a number changed), "
+        "waiting for the user's choice: keep new, keep old or keep both "
+        "(status: pending, resolved or all)."
+    )
+    async def memory_get_supersessions(
+        status: str = "pending", limit: Annotated[int, between(1, 200)] = 50
+    ) -> str:
+        def work() -> str:
+            conflicts = ConflictStore(res.state)
+            items = conflicts.list(conflict_status(status), limit)
+            if not items:
+                return "Nothing pending."
+            lines = []
+            for sup in items:
+                choice = f"kept {sup.keep}" if sup.keep else "pending"
+                lines.append(f"{sup.id} · {choice} · {sup.reason}")
+                for side, note_id in (("new", sup.new_id), ("old", sup.old_id)):
+                    try:
+                        note = res.store.get(note_id)
+                        lines.append(f"  {side} [{note_id}] {note.status}: {note.body.strip()}")
+                    except ClaudeMemoryError:
+                        lines.append(f"  {side} [{note_id}] (deleted)")
+            return "\n".join(lines)
+
+        return await run(work)
+
+    @server.tool(
+        description="Resolve a pending supersession with the user's choice: keep='new' (the "
+        "old note is superseded), 'old' (the new note is deprecated) or 'both'. Final."
+    )
+    async def memory_resolve_supersession(id: Text, keep: Text) -> str:
+        def work() -> str:
+            sup = ConflictStore(res.state).resolve(res.store, id, keep_choice(keep))
+            return f"Resolved {sup.id}: kept {sup.keep} ([{sup.new_id}] new, [{sup.old_id}] old)."
 
         return await run(work)
 
