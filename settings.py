@@ -89,8 +89,12 @@ class Settings(BaseSettings):
 
     # --- HTTP --------------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Bind address of the web app.")
-    port: int = _shared(shared.PORT)
-    api_token: SecretStr | None = _shared(shared.API_TOKEN)
+    port: int = Field(default=8000, description="Bind port of the web app.")
+    api_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token required by the HTTP API and page when set; "
+        "required when binding beyond loopback.",
+    )
     max_message_chars: int = Field(
         default=100_000, description="Longest chat message accepted, in characters."
     )

@@ -50,13 +50,6 @@ class SharedField:
 HOME: Final = SharedField(
     "home", "~/.claude-memory", "Data root: notes (memory/), index.db, workspace, state and logs."
 )
-PORT: Final = SharedField("port", 8000, "Bind port of the web app.")
-API_TOKEN: Final = SharedField(
-    "api_token",
-    None,
-    "Bearer token required by the HTTP API and page when set; "
-    "required when binding beyond loopback.",
-)
 CONTEXT_BUDGET_TOKENS: Final = SharedField(
     "context_budget_tokens", 1500, "Token budget of the memory listing injected every turn."
 )
@@ -95,8 +88,6 @@ HOOK_SERVER: Final = SharedField(
 
 SHARED_FIELDS: Final[tuple[SharedField, ...]] = (
     HOME,
-    PORT,
-    API_TOKEN,
     CONTEXT_BUDGET_TOKENS,
     DEDUP_THRESHOLD,
     DATABASE_URL,
@@ -109,8 +100,6 @@ class HookValues(TypedDict):
     """What a hook process takes from its environment (the fields of `HookSettings`)."""
 
     home: Path
-    port: int
-    token: str | None
     budget: float
     context_tokens: int
     use_server: bool
@@ -147,15 +136,9 @@ def hook_values(
 ) -> HookValues:
     """The hook's settings from `environ` (an unusable value gives the default: a hook never
     fails on its configuration)."""
-    try:
-        port = int(environ.get(PORT.env) or _number(PORT))
-    except ValueError:
-        port = int(_number(PORT))
     dedup = environ.get(DEDUP_THRESHOLD.env)
     return HookValues(
         home=memory_home(home, environ),
-        port=port,
-        token=environ.get(API_TOKEN.env) or None,
         budget=hook_budget(event, environ),
         context_tokens=int(
             _positive(environ, CONTEXT_BUDGET_TOKENS.env, _number(CONTEXT_BUDGET_TOKENS))

@@ -12,9 +12,9 @@ from pydantic import SecretStr
 
 from errors import ConfigurationError
 from memory.settings_fields import (
+    CONTEXT_BUDGET_TOKENS,
     DEDUP_THRESHOLD,
     HOOK_BUDGETS,
-    PORT,
     SHARED_FIELDS,
     HookValues,
     hook_values,
@@ -64,8 +64,6 @@ def test_defaults_are_safe_on_a_laptop(tmp_path: Path) -> None:
 
 HOOK_KEY_FIELD = {
     "home": "home",
-    "port": "port",
-    "token": "api_token",
     "budget": "hook_budget",
     "context_tokens": "context_budget_tokens",
     "use_server": "hook_server",
@@ -102,8 +100,6 @@ def test_every_value_the_hook_reads_comes_from_the_table() -> None:
     [
         {},
         {
-            "CLAUDE_MEMORY_PORT": "8123",
-            "CLAUDE_MEMORY_API_TOKEN": "tok",
             "CLAUDE_MEMORY_HOOK_BUDGET": "1.5",
             "CLAUDE_MEMORY_CONTEXT_BUDGET_TOKENS": "900",
             "CLAUDE_MEMORY_HOOK_SERVER": "false",
@@ -125,8 +121,6 @@ def test_the_hook_reads_what_settings_reads(
     settings = Settings(_env_file=None)  # type: ignore[call-arg]  # pydantic-settings' init arg
     hook = hook_values(event, environ)
     assert hook["home"] == settings.home_dir
-    assert hook["port"] == settings.port
-    assert hook["token"] == _plain(settings.api_token)
     assert hook["budget"] == (settings.hook_budget or HOOK_BUDGETS[event])
     assert hook["context_tokens"] == settings.context_budget_tokens
     assert hook["use_server"] is settings.hook_server
@@ -138,13 +132,13 @@ def test_the_hook_falls_back_to_defaults_where_settings_refuses(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # the app stops with one line naming the variable; a hook must never fail
-    bad = {"CLAUDE_MEMORY_PORT": "eighty", "CLAUDE_MEMORY_HOOK_BUDGET": "-1"}
+    bad = {"CLAUDE_MEMORY_CONTEXT_BUDGET_TOKENS": "lots", "CLAUDE_MEMORY_HOOK_BUDGET": "-1"}
     for name, value in bad.items():
         monkeypatch.setenv(name, value)
-    with pytest.raises(ConfigurationError, match="CLAUDE_MEMORY_PORT"):
+    with pytest.raises(ConfigurationError, match="CLAUDE_MEMORY_CONTEXT_BUDGET_TOKENS"):
         load_settings(_env_file=None)
     hook = hook_values("stop", bad)
-    assert hook["port"] == PORT.default
+    assert hook["context_tokens"] == CONTEXT_BUDGET_TOKENS.default
     assert hook["budget"] == HOOK_BUDGETS["stop"]
 
 

@@ -404,6 +404,11 @@ def run_direct(settings: HookSettings, request: HookRequest) -> str:
             sync=request.event != "user-prompt-submit",
         )
         opened.append(store)
+        from memory.history_store import HistoryStore
+
+        # what this hook saves (captured decisions, session summaries) keeps its history, as
+        # in the app; who saved it comes from the note's source (`claude-code:<session>`)
+        store.attach_history(HistoryStore(state))
         return store
 
     try:

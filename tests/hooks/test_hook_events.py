@@ -617,3 +617,21 @@ def test_observation_rules_skip_noise_and_shorten_paths() -> None:
     assert status is not None and status.kind == "discovery"
     other = observe_tool("mcp__github__create_issue", {"title": "t"}, None, "/r")
     assert other is not None and other.title == "调用 mcp__github__create_issue"
+
+
+def test_a_decision_captured_by_a_direct_hook_has_its_history(
+    hook: Hook, make_project: Callable[..., Path], state: StateDB, store: MemoryStore
+) -> None:
+    from memory.history_store import HistoryStore
+
+    project = make_project("app")
+    hook(
+        "user-prompt-submit",
+        cwd=project,
+        session_id="s-42",
+        prompt="我们决定以后都用 PostgreSQL 做主数据库。",
+    )
+    (decision,) = store.list(type="decision")
+    (version,) = HistoryStore(state).versions(decision.id)
+    assert version.kind == "create"
+    assert (version.source.door, version.source.session) == ("claude-code", "s-42")
