@@ -173,6 +173,8 @@ def build_memory_tools(
         result = await asyncio.to_thread(store.save, draft)
         if result.deduplicated:
             return _text(f"Already remembered as [{result.id}] (updated its access count).")
+        if result.conflicts_with:  # saved; the old note stays until the user chooses
+            return _text(result.notice())
         return _text(f"Saved as [{result.id}] ({result.path}).")
 
     async def update(args: dict[str, Any]) -> dict[str, Any]:
