@@ -126,6 +126,17 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX mem_supersessions_by_status ON mem_supersessions(status, created)
     """,
+    """
+    -- "not relevant to this prompt", said of a recalled note (memory.loop.feedback)
+    CREATE TABLE mem_feedback (
+        note_id TEXT NOT NULL,
+        prompt TEXT NOT NULL,
+        words TEXT NOT NULL,
+        created DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (note_id, prompt)
+    );
+    CREATE INDEX mem_feedback_by_time ON mem_feedback(created)
+    """,
 )
 
 
