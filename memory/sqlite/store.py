@@ -80,6 +80,7 @@ from memory.sqlite.index import (
     list_rows,
     make_entry,
     narrowed,
+    narrowed_ids,
     trigram_rows,
 )
 from memory.sqlite.index_json import write_index_json
@@ -991,7 +992,11 @@ class _SearchQueries:
             vector.vector,
             k,
             allowed=lambda ids: _ids_where(self._conn, ids, *filters.sql()),
-            subset=lambda most: first.ids if first is not None and len(first.ids) <= most else None,
+            subset=lambda most: (
+                narrowed_ids(self._conn, self._filters, first)
+                if first is not None and first.count <= most
+                else None
+            ),
         )
 
     def rows_by_id(self, ids: builtins.list[str]) -> dict[str, sqlite3.Row]:
