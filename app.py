@@ -285,6 +285,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     state=container.feishu_state,
                     memory=container.memory,
                     pending=container.pending,
+                    conflicts=ConflictStore(container.state),
                 )
                 await app.state.feishu.start()
             yield
@@ -422,6 +423,7 @@ async def run_bridge_alone(settings: Settings, *, stop: asyncio.Event | None = N
             state=container.feishu_state,
             memory=container.memory,
             pending=container.pending,
+            conflicts=ConflictStore(container.state),
         )
         try:
             await bridge.start()

@@ -109,8 +109,9 @@ from bridge.stream import StreamReply
 from bridge.strings import Locale, both, t
 from errors import ClaudeMemoryError, ConfigurationError
 from memory.backend import MemoryBackend
+from memory.conflicts import ConflictStore
 from memory.loop.entities import PendingEntity, PendingStore, confirm_pending
-from memory.model import NoteDraft
+from memory.model import NoteDraft, SaveResult
 from memory.notes.capture import RedactingFilter
 from settings import Settings
 
@@ -143,11 +144,13 @@ RECALLED_KEPT = 1000  # recalled message ids remembered (a recall may come befor
 
 
 # Who may tap a card's buttons, per control kind (bridge/rights.py).
+_MEMORY_CARDS = frozenset({"forget", "pending", "conflict"})  # taps that change the memory
 _TAP_ACTIONS: dict[str, Action] = {
     "stop": "stop",
     "approval": "approve",
     "forget": "forget",
     "pending": "keep",
+    "conflict": "keep",
 }
 
 # Commands that act on a turn, a conversation or the memory: in groups they need the right
@@ -217,7 +220,7 @@ class _Control:
     A tap counts only with this control's unguessable nonce, from this chat and this card's
     message, by someone with the right (`_card_action`)."""
 
-    kind: str  # stop / approval / forget / pending
+    kind: str  # stop / approval / forget / pending / conflict
     msg: IncomingMessage  # the user's message whose turn (or command) it belongs to
     conversation_id: str
     message_id: str | None = None  # the card showing it, once sent
@@ -225,6 +228,7 @@ class _Control:
     decision: asyncio.Future[ToolAllowed | ToolDenied] | None = None
     notes: tuple[tuple[str, str], ...] = ()  # forget: (note id, title) offered
     pending: PendingEntity | None = None  # pending: the capture asked about
+    supersession: str = ""  # conflict: the pending supersession's id
     done: bool = False  # forget / pending: decided (a late tap reads "already decided")
     restored: bool = False  # read back from the bridge state: made before this process started
 
@@ -242,6 +246,7 @@ class FeishuBridge:
         state: BridgeStateBackend | None = None,
         memory: MemoryBackend | None = None,
         pending: PendingStore | None = None,
+        conflicts: ConflictStore | None = None,
     ) -> None:
         """`state`: shared state (several instances on one database); default: the SQLite file
         `state_path` (default `<home>/feishu.db`). `memory` and `pending`: the memory store and
@@ -256,6 +261,7 @@ class FeishuBridge:
         self.search = search
         self.memory = memory
         self.pending = pending
+        self.conflicts = conflicts  # a /remember that contradicts a note: the choice card
         if state is None:
             state = BridgeState(state_path or settings.home_dir / "feishu.db")
         self.state: BridgeStateBackend = state
@@ -830,7 +836,7 @@ class FeishuBridge:
             }
             return toast, None
         assert isinstance(nonce, str)
-        if control.kind in ("forget", "pending"):
+        if control.kind in _MEMORY_CARDS:
             edited = form.get("text") if isinstance(form, dict) else None
             answer = await self._memory_tap(
                 control, value, operator, edited if isinstance(edited, str) else None
@@ -1284,7 +1290,10 @@ class FeishuBridge:
             case MemorySearch(query=query):
                 await self._notify_markdown(msg, await self._memory_text(query, lang))
             case Remember(text=text):
-                await self._notify_markdown(msg, await self._remember(msg, text))
+                reply, saved = await self._remember(msg, text)
+                await self._notify_markdown(msg, reply)
+                if saved is not None and saved.pending and saved.conflicts_with:
+                    await self._offer_conflict(msg, saved.id, saved.conflicts_with, saved.pending)
             case Forget(target=target):
                 await self._forget(msg, target)
             case Model(name=name):
@@ -1480,22 +1489,54 @@ class FeishuBridge:
             lines.append(f"{index}. " + _note_line(note, lang))
         return "\n".join(lines)
 
-    async def _remember(self, msg: IncomingMessage, text: str) -> str:
+    async def _remember(self, msg: IncomingMessage, text: str) -> tuple[str, SaveResult | None]:
         """`/remember <text>`: a note from this chat, through the store's one save (redaction,
-        dedup), like every other front door's."""
+        dedup, conflicts), like every other front door's. (reply, what was saved)."""
         lang = msg.locale
         text = text.strip()
         if not text:
-            return t("remember_usage", lang)
+            return t("remember_usage", lang), None
         if self.memory is None:
-            return t("memory_unavailable", lang)
+            return t("memory_unavailable", lang), None
         draft = NoteDraft(content=text, source=f"feishu:{msg.chat_id}")
         try:
             saved = await asyncio.to_thread(self.memory.save, draft)
         except ClaudeMemoryError as exc:
-            return t("memory_failed", lang, error=exc.message)
+            return t("memory_failed", lang, error=exc.message), None
         logger.info("%s remembered %s in %s", msg.sender_open_id, saved.id, msg.chat_id)
-        return t("remembered_known" if saved.deduplicated else "remembered", lang, id=saved.id)
+        key = "remembered_known" if saved.deduplicated else "remembered"
+        return t(key, lang, id=saved.id), saved
+
+    async def _offer_conflict(
+        self, msg: IncomingMessage, new_id: str, old_id: str, supersession: str
+    ) -> None:
+        """A new note contradicts an older one (`memory.conflicts`): both stay until the user
+        chooses on a card: keep the new one, the old one, or both."""
+        if self.memory is None or self.conflicts is None or self._sender is None:
+            return
+        try:
+            new, old = await _db(self.memory.get, new_id), await _db(self.memory.get, old_id)
+        except ClaudeMemoryError as exc:  # one was deleted meanwhile: nothing to choose
+            logger.info("conflict %s not offered: %s", supersession, exc.message)
+            return
+        nonce = secrets.token_urlsafe(12)
+        control = _Control("conflict", msg, "", supersession=supersession)
+        self._controls[nonce] = control
+        card = _conflict_card(msg.locale, new.body, old.body, nonce)
+        try:
+            control.message_id = await self._sender.reply(
+                msg.message_id,
+                "interactive",
+                card,
+                uuid=send_uuid(msg.message_id, "conflict", supersession),
+                window=QUICK_WINDOW,
+            )
+            await self._keep_control(nonce, control)
+        except FeishuAPIError as exc:
+            self._controls.pop(nonce, None)
+            logger.warning("conflict card for %s not sent: %s", supersession, exc.message)
+            return
+        self._keep_decided(nonce)
 
     async def _forget(self, msg: IncomingMessage, target: str) -> None:
         """`/forget <id>` deletes that note at once; `/forget <query>` answers with a card of
@@ -1593,6 +1634,7 @@ class FeishuBridge:
             "notes": [list(n) for n in control.notes],
             "pending": control.pending.id if control.pending else None,
             "tool": control.tool,
+            "supersession": control.supersession,
         }
         saved = SavedControl(
             nonce=nonce,
@@ -1634,17 +1676,18 @@ class FeishuBridge:
             tool=str(data.get("tool") or ""),
             notes=tuple((str(i), str(title)) for i, title in data.get("notes") or ()),
             pending=pending,
+            supersession=str(data.get("supersession") or ""),
             done=saved.done,
             restored=True,
         )
-        if control.kind in ("forget", "pending"):  # live again in this process
+        if control.kind in _MEMORY_CARDS:  # live again in this process
             self._controls[nonce] = control
             self._keep_decided(nonce)
         return control
 
     def _keep_decided(self, nonce: str) -> None:
         """Forget the oldest memory cards beyond DECIDED_KEPT (their taps then read "not ours")."""
-        kept = [n for n, c in self._controls.items() if c.kind in ("forget", "pending")]
+        kept = [n for n, c in self._controls.items() if c.kind in _MEMORY_CARDS]
         for old in kept[: max(len(kept) - DECIDED_KEPT, 0)]:
             if old != nonce:
                 self._controls.pop(old, None)
@@ -1660,6 +1703,8 @@ class FeishuBridge:
             return _toast("already_decided", lang, "info"), None
         memory, pending = self.memory, self.pending
         choice = str(value.get("cm") or "")
+        if control.kind == "conflict":
+            return await self._conflict_tap(control, choice)
         if control.kind == "forget":
             if choice == "cancel":
                 control.done = True
@@ -1726,6 +1771,27 @@ class FeishuBridge:
             }
             return toast, None
         return _toast("not_yours", lang, "error"), None
+
+    async def _conflict_tap(
+        self, control: _Control, choice: str
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Keep the new note, the old one or both (`ConflictStore.resolve`: final; both notes'
+        histories record it). A choice made elsewhere first (web page, MCP) stands."""
+        lang = control.msg.locale
+        keep = {"keep_new": "new", "keep_old": "old", "keep_both": "both"}.get(choice)
+        if keep is None or self.conflicts is None or self.memory is None:
+            return _toast("not_yours", lang, "error"), None
+        try:
+            await _db(self.conflicts.resolve, self.memory, control.supersession, keep)
+        except ClaudeMemoryError as exc:
+            control.done = True
+            logger.info("conflict %s: %s", control.supersession, exc.message)
+            return _toast("already_decided", lang, "info"), None
+        control.done = True
+        key = f"conflict_{choice}"
+        return _toast(key, lang, "success"), _decided_card(
+            t(key, lang), "green", t("conflict_decided", lang)
+        )
 
     # --- conversations: /model, /sessions, /resume -----------------------------------------------
     async def _model(self, msg: IncomingMessage, scope_key: str, name: str) -> str:
@@ -1945,6 +2011,29 @@ def _forget_card(
         "header": {
             "title": {"tag": "plain_text", "content": t("forget_title", lang)},
             "template": "red",
+        },
+        "body": {"elements": [{"tag": "markdown", "content": body}, *buttons]},
+    }
+
+
+def _conflict_card(lang: Locale, new: str, old: str, nonce: str) -> dict[str, Any]:
+    """A new note that contradicts an older one: both shown, three choices."""
+    body = t(
+        "conflict_body",
+        lang,
+        new=escape_card_markdown(clip(new, 400)),
+        old=escape_card_markdown(clip(old, 400)),
+    )
+    buttons = [
+        _button(t(f"conflict_{c}", lang), style, {"cm": c, "n": nonce}, f"{c}_btn")
+        for c, style in (("keep_new", "primary"), ("keep_old", "default"), ("keep_both", "default"))
+    ]
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True},
+        "header": {
+            "title": {"tag": "plain_text", "content": t("conflict_title", lang)},
+            "template": "orange",
         },
         "body": {"elements": [{"tag": "markdown", "content": body}, *buttons]},
     }

@@ -307,6 +307,18 @@ STRINGS: dict[str, dict[Locale, str]] = {
     "edit_placeholder": {"zh": "改一改再记住", "en": "Edit it, then keep"},
     "edit_button": {"zh": "改后记住", "en": "Keep as edited"},
     "edit_empty": {"zh": "改后的内容是空的。", "en": "The edited text is empty."},
+    "conflict_title": {"zh": "和已有的记忆不一致", "en": "This contradicts a memory"},
+    "conflict_body": {
+        "zh": "**新的**：{new}\n\n**已有的**：{old}\n\n两条都先留着，选一个吧：",
+        "en": "**New**: {new}\n\n**Already known**: {old}\n\nBoth are kept until you choose:",
+    },
+    "conflict_keep_new": {"zh": "用新的", "en": "Keep new"},
+    "conflict_keep_old": {"zh": "用旧的", "en": "Keep old"},
+    "conflict_keep_both": {"zh": "都保留", "en": "Keep both"},
+    "conflict_decided": {
+        "zh": "已处理；两条笔记的历史都记下了这次选择。",
+        "en": "Done; both notes' histories record the choice.",
+    },
     "kept_title": {"zh": "已记住", "en": "Kept"},
     "kept": {"zh": "{content}\n\n已记住（`{id}`）。", "en": "{content}\n\nKept (`{id}`)."},
     "discarded_title": {"zh": "已放弃", "en": "Discarded"},

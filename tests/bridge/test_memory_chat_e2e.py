@@ -303,3 +303,38 @@ async def test_a_capture_is_kept_as_the_user_corrected_it_on_the_card(
     assert corrected in kept["card"]["data"]["body"]["elements"][0]["content"]
     assert entity.status == "confirmed"
     assert corrected in notes and "我更喜欢用 vim 写代码" not in notes
+
+
+async def test_a_remembered_contradiction_asks_which_to_keep_and_the_tap_settles_it(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    async with feishu_app(feishu_settings()) as (client, bridge):
+        first = fake_feishu.push_text("/remember 我下周三去上海出差")
+        await wait_answer(fake_feishu, message_id(first))
+        second = fake_feishu.push_text("/remember 我下周三不去上海出差")
+        await wait_until(lambda: len(replies(fake_feishu, message_id(second))) >= 2, timeout=20)
+        [said, card] = replies(fake_feishu, message_id(second))
+        asked = card.text
+        assert bridge.memory is not None
+        notes = {n.body.strip(): n.id for n in _ours(bridge.memory.list())}
+        pending = (await client.get("/api/memories/supersessions")).json()["supersessions"]
+        value = _button_value(fake_feishu, card.message_id, "keep_new_btn")
+        answer = await _tap(
+            fake_feishu, fake_feishu.push_card_action(value, message_id=card.message_id)
+        )
+        late = await _tap(
+            fake_feishu,
+            fake_feishu.push_card_action({**value, "cm": "keep_old"}, message_id=card.message_id),
+        )
+        old = (await client.get(f"/api/memories/{notes['我下周三去上海出差']}")).json()
+        history = await client.get(f"/api/memories/{notes['我下周三去上海出差']}/history")
+    assert said.text == t("remembered", id=notes["我下周三不去上海出差"])
+    assert asked.startswith(t("conflict_title")) and "不去" in asked
+    assert [p["new_id"] for p in pending] == [notes["我下周三不去上海出差"]]
+    assert answer["toast"]["type"] == "success"
+    assert late["toast"]["content"] == t("already_decided")
+    assert old["status"] == "superseded"
+    assert old["superseded_by"] == notes["我下周三不去上海出差"]
+    assert history.status_code == 200 and "supersede" in history.text
