@@ -1,6 +1,7 @@
 // The memory view: search and filter notes, open one, edit it, deprecate or delete it, see
 // its history (every change, who made it) and restore a version, bring a deleted note back,
-// and confirm or reject the entities waiting in the pending list.
+// and confirm or reject the entities waiting in the pending list; choose between a new note
+// and the older one it contradicts (keep new / keep old / keep both).
 
 import { json } from "./api.js";
 import { $, clear, h, timeAgo } from "./dom.js";
@@ -51,6 +52,7 @@ export function initMemory({ confirm }) {
     restore: $("#mem-restore"),
     restored: $("#mem-restored"),
     deleted: $("#deleted-list"),
+    conflicts: $("#conflict-list"),
   };
   ui.search.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -72,7 +74,7 @@ export function initMemory({ confirm }) {
 export async function showMemory() {
   if (loaded) return;
   loaded = true;
-  await Promise.all([loadFilters(), runSearch(), loadPending(), loadDeleted()]);
+  await Promise.all([loadFilters(), runSearch(), loadPending(), loadDeleted(), loadConflicts()]);
 }
 
 async function loadFilters() {
@@ -155,7 +157,13 @@ export async function runSearch() {
           h(
             "span",
             { class: "meta" },
-            [note.scope, ...(note.tags || []).map((t) => `#${t}`), timeAgo(note.updated)].join(" · "),
+            [
+              note.scope,
+              ...(note.tags || []).map((t) => `#${t}`),
+              timeAgo(note.updated),
+              // search hits only: how strongly this note matches, the same scale for any query
+              ...(typeof note.relevance === "number" ? [`relevance ${note.relevance.toFixed(2)}`] : []),
+            ].join(" · "),
           ),
         ),
       ),
@@ -331,6 +339,77 @@ export async function loadPending() {
       ),
     );
     ui.pending.append(li);
+  }
+}
+
+// --- conflicts: a new note contradicting an older one, side by side, the user's choice -------
+
+const KEEP_LABELS = { new: "Keep new", old: "Keep old", both: "Keep both" };
+
+function conflictSide(label, note, id) {
+  if (!note) {
+    return h("div", { class: "conflict-side" }, h("p", { class: "meta" }, `${label} [${id}]: deleted`));
+  }
+  return h(
+    "div",
+    { class: "conflict-side", dataset: { side: label, id: note.id } },
+    h(
+      "div",
+      { class: "mem-item-head" },
+      h("span", { class: "badge" }, label),
+      h("span", { class: "mem-item-title" }, note.title),
+      h("span", { class: "meta" }, `${note.status} · ${timeAgo(note.created)}`),
+    ),
+    h("p", { class: "pending-content" }, note.body),
+  );
+}
+
+export async function loadConflicts() {
+  let items;
+  try {
+    items = (await json("/api/memories/supersessions")).supersessions;
+  } catch (err) {
+    clear(ui.conflicts).append(h("li", { class: "error-text" }, `Could not load: ${err.message}`));
+    return;
+  }
+  clear(ui.conflicts);
+  if (!items.length) ui.conflicts.append(h("li", { class: "meta empty" }, "No conflicts."));
+  for (const item of items) {
+    const choose = async (keep) => {
+      try {
+        await json(`/api/memories/supersessions/${encodeURIComponent(item.id)}/resolve`, {
+          method: "POST",
+          body: { keep },
+        });
+      } catch (err) {
+        li.append(h("span", { class: "error-text" }, ` ${err.message}`));
+        return;
+      }
+      await Promise.all([loadConflicts(), runSearch()]);
+    };
+    const li = h(
+      "li",
+      { class: "pending-item conflict-item", dataset: { id: item.id } },
+      h("p", { class: "meta" }, item.reason),
+      h(
+        "div",
+        { class: "conflict-sides" },
+        conflictSide("new", item.new, item.new_id),
+        conflictSide("old", item.old, item.old_id),
+      ),
+      h(
+        "div",
+        { class: "form-actions" },
+        ["new", "old", "both"].map((keep) =>
+          h(
+            "button",
+            { type: "button", class: keep === "new" ? "primary" : null, onclick: () => choose(keep) },
+            KEEP_LABELS[keep],
+          ),
+        ),
+      ),
+    );
+    ui.conflicts.append(li);
   }
 }
 
