@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -30,29 +31,32 @@ class Opened:
     store: MemoryBackend
     history: HistoryStore
     conflicts: ConflictStore
+    now: list[datetime]
+    """The stores' clock: set `now[0]` to move it."""
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def opened(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opened]:
     config = MemoryConfig.for_home(tmp_path / "home", fsync=False)
     closers: list[Callable[[], None]] = []
+    now = [datetime.now(UTC)]
     store: MemoryBackend
     if request.param == "sqlite":
-        store = MemoryStore.open(config)
+        store = MemoryStore.open(config, clock=lambda: now[0])
         state = StateDB(tmp_path / "home" / "state.db")
         closers.append(state.close)
     else:
         db = PostgresDatabase(request.getfixturevalue("database_url"), min_size=1, max_size=4)
         db.open()
         closers.append(db.close)
-        store = PostgresMemoryStore.open(db, config)
+        store = PostgresMemoryStore.open(db, config, clock=lambda: now[0])
         pg_state = PostgresStateDB(db)
         closers.append(pg_state.close)
         state = pg_state  # type: ignore[assignment]
     closers.append(store.close)
     history = HistoryStore(state)
     store.attach_history(history)
-    yield Opened(store, history, ConflictStore(state))
+    yield Opened(store, history, ConflictStore(state), now)
     for close in reversed(closers):
         close()
 
@@ -176,3 +180,21 @@ def test_unknown_ids_and_choices_are_refused_and_a_failed_choice_stays_pending(
         conflicts.resolve(store, pending, "new")
     assert conflicts.get(pending).status == "pending"
     assert conflicts.resolve(store, pending, "both").keep == "both"
+
+
+def test_an_old_note_ranks_lower_by_age_but_is_never_deleted(opened: Opened) -> None:
+    store, now = opened.store, opened.now
+    now[0] = datetime(2030, 1, 1, tzinfo=UTC)
+    old = store.save(NoteDraft(content="数据库端口是 5432", type="decision"))
+    now[0] = datetime(2030, 7, 1, tzinfo=UTC)
+    new = store.save(NoteDraft(content="数据库端口是 5433", type="decision"))
+    assert new.conflicts_with == old.id  # pending: both stay active
+    hits = store.search("数据库端口", record_access=False)
+    assert [h.id for h in hits] == [new.id, old.id]
+    assert hits[0].parts.recency > hits[1].parts.recency
+    # ten years on, the old note has decayed further, and it is still there
+    now[0] = datetime(2040, 1, 1, tzinfo=UTC)
+    later = store.search("数据库端口", record_access=False)
+    assert [h.id for h in later] == [new.id, old.id]
+    assert later[1].parts.recency < hits[1].parts.recency
+    assert store.get(old.id).status == "active" and store.count() == 3
