@@ -70,6 +70,8 @@ HOOK_BUDGETS: Final[Mapping[str, float]] = {
     "stop": 4.0,
     "session-end": 20.0,
     "pre-compact": 4.0,
+    "post-compact": 4.0,
+    "file-changed": 4.0,
 }
 """Seconds of internal budget per hook event; the installed CLI timeouts are longer (10 s,
 30 s)."""

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 HookEvent = Literal[
-    "session-start", "user-prompt-submit", "post-tool-use", "stop", "session-end", "pre-compact"
+    "session-start",
+    "user-prompt-submit",
+    "post-tool-use",
+    "stop",
+    "session-end",
+    "pre-compact",
+    "post-compact",
+    "file-changed",
 ]
 EVENT_NAMES: Final[dict[str, str]] = {
     "session-start": "SessionStart",
@@ -24,6 +31,8 @@ EVENT_NAMES: Final[dict[str, str]] = {
     "stop": "Stop",
     "session-end": "SessionEnd",
     "pre-compact": "PreCompact",
+    "post-compact": "PostCompact",
+    "file-changed": "FileChanged",
 }
 EVENTS: Final[tuple[str, ...]] = tuple(EVENT_NAMES)
 SERVER_NAME: Final = "claude-memory"

@@ -381,8 +381,8 @@ class HookSettings:
 def run_direct(settings: HookSettings, request: HookRequest) -> str:
     """Do the work in this process: on the files and the index in the home, or on the
     shared database when CLAUDE_MEMORY_DATABASE_URL is set (one small pool for both).
-    Returns the context to inject."""
-    from memory.clients.hooks import HookService
+    Returns what the hook prints."""
+    from memory.clients.hooks import HookService, answer
     from memory.opening import open_database, open_state
 
     database = open_database(settings.database_url) if settings.database_url else None
@@ -392,7 +392,9 @@ def run_direct(settings: HookSettings, request: HookRequest) -> str:
     def open_store() -> Any:
         from memory.config import MemoryConfig
         from memory.opening import open_memory
+        from memory.search.keyword import segment_without_dictionary
 
+        segment_without_dictionary()  # any event that writes a summary indexes it: no rjieba
         overrides: dict[str, object] = {}
         if settings.dedup_threshold is not None:
             overrides["dedup_threshold"] = settings.dedup_threshold
@@ -413,7 +415,7 @@ def run_direct(settings: HookSettings, request: HookRequest) -> str:
 
     try:
         service = HookService(state, open_store, budget_tokens=settings.context_tokens)
-        return service.handle(request)
+        return answer(service, request)
     finally:
         for store in opened:
             from memory.sqlite.store import MemoryStore  # only once a store was opened
@@ -432,10 +434,10 @@ def run_direct(settings: HookSettings, request: HookRequest) -> str:
 
 def hook_direct(event: str, raw: bytes, settings: HookSettings, environ: Mapping[str, str]) -> str:
     """Direct mode from stdin to stdout text. Raises on bad input."""
-    from memory.clients.hooks import build_request, hook_output, parse_payload
+    from memory.clients.hooks import build_request, parse_payload
 
     request = build_request(event, parse_payload(raw), settings.client, os.getcwd(), environ)
-    return hook_output(event, run_direct(settings, request))
+    return run_direct(settings, request)
 
 
 # --- the process --------------------------------------------------------------------------------

@@ -4,8 +4,10 @@ runs it for a hook process (`create_hooks_router`).
 The process side (`claude-memory hook <event>`: stdin, stdout, the time budget, finding and
 proving the running app, direct mode) is `memory/clients/hook_process.py`; both paths end in
 `HookService.handle`, so they behave the same. The store and its dependencies are imported only
-by the events that need them (`session-start`, `user-prompt-submit`, `session-end`);
-`post-tool-use`, `stop` and `pre-compact` only touch `state.db`.
+by the events that need them (`session-start`, `user-prompt-submit`, `session-end`, the
+compaction events and `file-changed`, and a `post-tool-use` of a `git commit`: the summary
+trigger points of `memory/clients/triggers.py`); `stop` and other tool uses only touch
+`state.db`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict
 from memory.clients.conventions import EVENT_NAMES, EVENTS, last_assistant_reply, resolve_session_id
 from memory.clients.observations import observe_tool
 from memory.clients.project import ProjectIdentity, identify
+from memory.clients.triggers import summary_trigger
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend, StateBackend
@@ -203,7 +206,11 @@ class HookService:
             case "session-end":
                 self.session_end(request)
             case "pre-compact":
-                clear_window(self.state, request.key)
+                self.pre_compact(request)
+            case "post-compact":
+                self.post_compact(request)
+            case "file-changed":
+                self.file_changed(request)
             case _:
                 log.debug("ignoring unknown hook event %s", request.event)
         return ""
@@ -239,11 +246,21 @@ class HookService:
             if stale.key != request.key:  # its terminal closed without a session-end
                 self._close(stale)
         self._episode(request)
-        if source == "compact":
+        if source in ("compact", "clear"):
             clear_window(self.state, request.key)
+        # fork: a new session id over an old conversation, so like resume (the model has it)
         return self.loop.session_start(
-            request.key, _place(request.project), resumed=source == "resume"
+            request.key,
+            _place(request.project),
+            resumed=source in ("resume", "fork"),
+            compacted=source == "compact",
         ).text
+
+    def watch_paths(self, request: HookRequest) -> list[str]:
+        """What Claude Code should watch for hand edits (`notes_watch`): the notes folder."""
+        from memory.clients.notes_watch import watch_paths
+
+        return watch_paths(self.store) if request.client == "claude-code" else []
 
     def user_prompt_submit(self, request: HookRequest) -> str:
         from memory.loop.recall import is_trivial_prompt
@@ -257,7 +274,9 @@ class HookService:
         finally:
             # After recall: what the user states now is not echoed back to them this turn.
             if not is_trivial_prompt(prompt):
-                self._capture(prompt, request)
+                captured = self._capture(prompt, request)
+                if summary_trigger(request.event, request.payload, captured=captured):
+                    self._summarize_now(episode_id)
 
     def post_tool_use(self, request: HookRequest) -> None:
         from memory.notes.capture import sanitize_data
@@ -293,6 +312,8 @@ class HookService:
             title=title,
             file_changes=observation.changes,
         )
+        if summary_trigger(request.event, payload):  # a git commit
+            self._summarize_now(episode_id)
 
     def stop(self, request: HookRequest) -> None:
         from memory.notes.capture import clean_message
@@ -314,35 +335,75 @@ class HookService:
             return  # Stop fires again when a stop hook continued the turn
         self.episodes.record(episode_id, "assistant", text)
 
+    def pre_compact(self, request: HookRequest) -> None:
+        clear_window(self.state, request.key)
+        episode = self.episodes.active(request.key)
+        if episode is not None:
+            self._summarize_now(episode.id)
+
+    def post_compact(self, request: HookRequest) -> None:
+        """Claude Code's compaction summary joins the episode (timeline, L2 summary); Codex
+        sends none, and its summary is rewritten from what was recorded."""
+        from memory.loop.episodes import COMPACTION_KIND
+
+        summary = request.payload.get("compact_summary")
+        episode_id = self._episode(request)
+        if isinstance(summary, str) and summary.strip():
+            trigger = str(request.payload.get("trigger") or "auto")
+            title = f"上下文压缩 ({trigger})"
+            self.episodes.record(
+                episode_id, "observation", summary, kind=COMPACTION_KIND, title=title
+            )
+        self._summarize_now(episode_id)
+
+    def file_changed(self, request: HookRequest) -> None:
+        from memory.clients.notes_watch import note_changed
+
+        path = request.payload.get("file_path")
+        if isinstance(path, str) and note_changed(self.store, path):
+            log.info("a note changed on disk; the index is in step with the files again")
+
     def session_end(self, request: HookRequest) -> None:
         episode = self.episodes.active(request.key)
         if episode is not None:
-            self._close(episode)
+            # `/clear` is a trigger point: even a short session keeps what it was about
+            cleared = summary_trigger(request.event, request.payload) == "clear"
+            self._close(episode, always=cleared and episode.turns > 0)
         clear_window(self.state, request.key)
 
     # --- helpers ---
-    def _close(self, episode: Episode) -> None:
+    def _close(self, episode: Episode, *, always: bool = False) -> None:
         from memory.loop.episodes import should_summarize
 
         episodes = self.episodes
         summary = None
-        if should_summarize(episode):
+        # a trigger point may have written one already: it is brought up to date
+        if always or should_summarize(episode) or episode.summary:
             summary = session_summary(episodes.messages(episode.id))
         episodes.close(episode.id, summary)  # clears its window too
         log.info("closed episode %s (%s)", episode.id, "summary" if summary else "no summary")
 
-    def _capture(self, prompt: str, request: HookRequest) -> None:
-        """Decisions and architecture choices belong to the project; preferences to the user."""
+    def _summarize_now(self, episode_id: str) -> None:
+        """A trigger point (`triggers.summary_trigger`): create or overwrite the session's L2
+        summary from what was recorded so far; the episode stays open."""
+        messages = self.episodes.messages(episode_id)
+        if messages:
+            self.episodes.write_summary(episode_id, session_summary(messages))
+
+    def _capture(self, prompt: str, request: HookRequest) -> bool:
+        """Decisions and architecture choices belong to the project; preferences to the user.
+        Whether anything was captured (saved or pending): the user asked to keep it."""
         from memory.loop.entities import capture_entities
 
         project_scope = request.project.scope
-        capture_entities(
+        result = capture_entities(
             self.store,
             self.pending,
             prompt,
             source=f"{request.client}:{request.session_id}",
             scope=lambda c: "user" if c.type == "preference" else project_scope,
         )
+        return bool(result.saved or result.pending)
 
 
 def _place(project: ProjectIdentity) -> Place:
@@ -401,13 +462,17 @@ def build_request(
     )
 
 
-def hook_output(event: str, context: str) -> str:
-    """Exactly one JSON object (ASCII, so no locale can break it), or "" for nothing."""
-    if not context or event not in CONTEXT_EVENTS:
+def hook_output(event: str, context: str, watch_paths: Sequence[str] = ()) -> str:
+    """Exactly one JSON object (ASCII, so no locale can break it), or "" for nothing.
+    `watch_paths`: Claude Code's SessionStart `watchPaths` (folders it reports to FileChanged)."""
+    if not (context or watch_paths) or event not in CONTEXT_EVENTS:
         return ""
-    return json.dumps(
-        {"hookSpecificOutput": {"hookEventName": EVENT_NAMES[event], "additionalContext": context}}
-    )
+    output: dict[str, Any] = {"hookEventName": EVENT_NAMES[event]}
+    if context:
+        output["additionalContext"] = context
+    if watch_paths and event == "session-start":
+        output["watchPaths"] = list(watch_paths)
+    return json.dumps({"hookSpecificOutput": output})
 
 
 def run_hook(
@@ -420,8 +485,14 @@ def run_hook(
     environ: Mapping[str, str],
 ) -> str:
     """One hook call on `service`: stdin in, stdout text out. Raises on bad input."""
-    request = build_request(event, parse_payload(raw), client, cwd, environ)
-    return hook_output(event, service.handle(request))
+    return answer(service, build_request(event, parse_payload(raw), client, cwd, environ))
+
+
+def answer(service: HookService, request: HookRequest) -> str:
+    """What one hook call prints: the event's work on `service`, as the hook's output."""
+    context = service.handle(request)
+    watch = service.watch_paths(request) if request.event == "session-start" else []
+    return hook_output(request.event, context, watch)
 
 
 # --- the app's route --------------------------------------------------------------------------

@@ -1,12 +1,13 @@
 """`claude-memory install|uninstall claude-code|codex`: wire the hooks and the MCP server into
 the user's CLI configs.
 
-* Claude Code: the six hooks go into `$CLAUDE_CONFIG_DIR/settings.json` (default
-  `~/.claude/settings.json`), the MCP server into the user-scope `mcpServers` of
+* Claude Code: the eight hooks (`TARGET_EVENTS`) go into `$CLAUDE_CONFIG_DIR/settings.json`
+  (default `~/.claude/settings.json`), the MCP server into the user-scope `mcpServers` of
   `$CLAUDE_CONFIG_DIR/.claude.json` (default `~/.claude.json`), the same place
   `claude mcp add --scope user` writes.
-* Codex: the six hooks go into `$CODEX_HOME/hooks.json` (default `~/.codex/hooks.json`, the
-  same shape as Claude Code's `hooks`; every command carries `--client codex`), the MCP server
+* Codex: the seven hooks Codex offers (no FileChanged) go into `$CODEX_HOME/hooks.json`
+  (default `~/.codex/hooks.json`, the same shape as Claude Code's `hooks`; every command
+  carries `--client codex`), the MCP server
   and the hooks' trust entries into `$CODEX_HOME/config.toml`, between marker comments.
   Codex runs a hook that is not managed by policy only once the user has reviewed it (`/hooks`
   in the TUI), which records `[hooks.state."<file>:<event>:<group>:<handler>"] trusted_hash`
@@ -58,8 +59,16 @@ HOOK_TIMEOUTS: Final[dict[str, int]] = {
     "stop": 10,
     "session-end": 30,
     "pre-compact": 10,
+    "post-compact": 10,
+    "file-changed": 10,
 }
 """Seconds (Claude Code's unit); each is well above the hook's own budget."""
+TARGET_EVENTS: Final[dict[str, tuple[str, ...]]] = {
+    "claude-code": tuple(EVENT_NAMES),
+    # Codex 0.169's events (its hooks schema): no FileChanged (nor watchPaths)
+    "codex": tuple(e for e in EVENT_NAMES if e != "file-changed"),
+}
+"""The hooks each client gets: the events it offers."""
 CODEX_SESSION_END_TIMEOUT: Final = 3
 """Codex clamps a SessionEnd hook to 3 s (1 s when unset); we write the 3 it would use."""
 CODEX_SESSION_END_BUDGET: Final = "2.5"
@@ -78,6 +87,7 @@ _CODEX_EVENTS: Final[dict[str, str]] = {
     "stop": "stop",
     "session-end": "session_end",
     "pre-compact": "pre_compact",
+    "post-compact": "post_compact",
 }
 """Codex's snake_case event names, as used in its trust keys and hashes."""
 
@@ -189,9 +199,9 @@ def hook_command(
 
 
 def hook_specs(target: Target, executable: Sequence[str], home: Path | None) -> list[HookSpec]:
-    """The six hooks as `target` gets them."""
+    """The hooks `target` gets (`TARGET_EVENTS`)."""
     specs: list[HookSpec] = []
-    for event in EVENT_NAMES:
+    for event in TARGET_EVENTS[target]:
         timeout = HOOK_TIMEOUTS[event]
         if target == "codex" and event == "session-end":
             timeout = CODEX_SESSION_END_TIMEOUT
@@ -709,7 +719,7 @@ def run(
     if not remove and target == "codex":
         print(
             CODEX_TRUST_NOTE.format(
-                count=len(EVENT_NAMES),
+                count=len(TARGET_EVENTS["codex"]),
                 hooks=codex_hooks_path(environ),
                 config=codex_config_path(environ),
             ),

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 SUMMARY_LIMIT = 300
 MAX_SUMMARIES_PER_SCOPE = 20
 MIN_TURNS_FOR_SUMMARY = 3
+COMPACTION_KIND: Final = "compaction"
+"""The kind of the observation that holds a compaction's summary of the conversation."""
 
 EpisodeStatus = Literal["active", "completed"]
 Role = Literal["user", "assistant", "observation"]
@@ -132,7 +134,8 @@ def conversation_is_chinese(messages: Sequence[EpisodeMessage]) -> bool:
 def rule_based_summary(messages: Sequence[EpisodeMessage], limit: int = SUMMARY_LIMIT) -> str:
     """A summary without a model, in the conversation's language: what was done (the first
     request, and the last one when there were several), the decisions and the open items
-    found sentence by sentence in what was said; at most `limit` characters."""
+    found sentence by sentence in what was said (and in a compaction's summary of it); at
+    most `limit` characters."""
     chinese = conversation_is_chinese(messages)
     done_label, decided_label, open_label, separator, joiner = _LABELS[chinese]
     requests = [
@@ -142,8 +145,12 @@ def rule_based_summary(messages: Sequence[EpisodeMessage], limit: int = SUMMARY_
         and (first := _text.sentences(m.content))
         and not _ACKNOWLEDGEMENT.fullmatch(first[0])
     ]
+    # a compaction's summary (Claude Code's PostCompact) stands for the turns it replaced
     said = [
-        s for m in messages if m.role in ("user", "assistant") for s in _text.sentences(m.content)
+        s
+        for m in messages
+        if m.role in ("user", "assistant") or m.kind == COMPACTION_KIND
+        for s in _text.sentences(m.content)
     ]
     if not requests:
         done = "对话" if chinese else "a conversation"

@@ -267,6 +267,17 @@ def _topic_reminder(tools: Tools) -> str:
     )
 
 
+def compaction_reminder(tools: Tools) -> str:
+    """Said once after a compaction (issue #19's PreCompact reminder: Claude Code's PreCompact
+    hook cannot add to the model's context, only to the summarizer's instructions, so the
+    reminder comes with the brief of the `compact` session start that follows)."""
+    return (
+        "The conversation was just compacted: details of the earlier part are gone. If it "
+        "settled decisions, facts or open items worth keeping beyond this session, save them "
+        f"now with {tools.save}."
+    )
+
+
 def recall_overhead(tools: Tools) -> int:
     """Tokens a recall section spends beside its lines: the header, the reminder, the block's
     tags (what `select_context_entries` must leave free of the budget)."""
@@ -314,13 +325,16 @@ class MemoryLoop:
     def store(self) -> MemoryBackend:
         return self._store()
 
-    def session_start(self, key: str, place: Place, *, resumed: bool) -> Context:
+    def session_start(
+        self, key: str, place: Place, *, resumed: bool, compacted: bool = False
+    ) -> Context:
         """The brief of a session that starts (or resumes, or restarts after a compaction),
-        with the whole budget; what it gives counts in the window."""
+        with the whole budget; what it gives counts in the window. `compacted`: the brief
+        ends with the reminder to save what matters (`compaction_reminder`)."""
         window = self.windows.load(key)
         brief = self._brief(key, place, resumed=resumed, budget=self.budget_tokens)
         self.windows.save(key, window.turn, window.previous, [i.id for i in brief.injected])
-        return render(brief)
+        return render(brief, Part(compaction_reminder(self.tools)) if compacted else Part())
 
     def prompt(
         self,

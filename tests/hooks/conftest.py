@@ -91,7 +91,7 @@ def parse_stdout(out: str) -> dict[str, Any] | None:
 def context_of(output: dict[str, Any] | None) -> str:
     if output is None:
         return ""
-    return str(output["hookSpecificOutput"]["additionalContext"])
+    return str(output["hookSpecificOutput"].get("additionalContext", ""))
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def hook(mem_home: Path) -> Hook:
     """Run a hook in this process (the same code path as the command, without the budget
     thread); returns the parsed stdout object or None."""
 
-    def call(event: str, *, cwd: Path, session_id: str | None = "sess-1", **fields: Any):
+    def call(event: str, /, *, cwd: Path, session_id: str | None = "sess-1", **fields: Any):
         payload: dict[str, Any] = {
             "hook_event_name": event,
             "cwd": str(cwd),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -66,6 +67,19 @@ def real_payloads(cwd: Path, transcript: Path) -> dict[str, dict[str, Any]]:
             "trigger": "manual",
             "custom_instructions": "",
         },
+        # Claude Code 2.1.327's PostCompact and FileChanged inputs
+        "post-compact": {
+            **base,
+            "hook_event_name": "PostCompact",
+            "trigger": "manual",
+            "compact_summary": "The user asked about the login rate limit (gateway.yaml).",
+        },
+        "file-changed": {
+            **base,
+            "hook_event_name": "FileChanged",
+            "file_path": str(cwd / "README.md"),
+            "event": "change",
+        },
     }
 
 
@@ -119,12 +133,15 @@ def test_every_event_prints_one_json_object_or_nothing(
     assert start is not None
     assert start["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     assert "Always answer in English" in start["hookSpecificOutput"]["additionalContext"]
+    # Claude Code reports hand edits of the notes to the file-changed hook
+    assert start["hookSpecificOutput"]["watchPaths"] == [os.path.realpath(seeded / "memory")]
     prompt = outputs["user-prompt-submit"]
     assert prompt is not None
     assert prompt["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
     assert "login rate limit" in prompt["hookSpecificOutput"]["additionalContext"]
-    for event in ("post-tool-use", "stop", "session-end", "pre-compact"):
+    for event in ("post-tool-use", "stop", "session-end", "pre-compact", "post-compact"):
         assert outputs[event] is None
+    assert outputs["file-changed"] is None
     log = (seeded / "logs" / "hooks.log").read_text()
     assert "hook user-prompt-submit done" in log
 

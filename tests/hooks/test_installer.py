@@ -229,19 +229,21 @@ def test_codex_install_adds_server_hooks_and_trust_idempotently_and_uninstall_re
     assert set(hooks) == {"hooks"}  # Codex refuses a file with any other root key ($schema)
     assert '"http"' not in hooks_text  # ... or with an http handler
     mine = ours(hooks)
-    assert set(mine) == set(EVENT_NAMES.values())
+    # every event Codex offers; it has no FileChanged
+    assert set(mine) == {EVENT_NAMES[e] for e in EVENT_NAMES if e != "file-changed"}
+    assert "PostCompact" in mine
     assert mine["UserPromptSubmit"][0]["command"] == (
         "/opt/cm/bin/claude-memory --home /srv/mem hook user-prompt-submit --client codex"
     )
     # Codex kills a SessionEnd hook after 3 s: the hook's own budget is set below that
     assert mine["SessionEnd"][0]["timeout"] == 3
     assert mine["SessionEnd"][0]["command"].startswith("CLAUDE_MEMORY_HOOK_BUDGET=2.5 ")
-    # exactly our six hooks are trusted, each with the hash of its definition
+    # exactly our seven hooks are trusted, each with the hash of its definition
     state = trust_state(config)
     source = os.path.realpath(codex / "hooks.json")
     snake = {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt_submit"}
     key = f"{source}:{snake['UserPromptSubmit']}:0:0"
-    assert len(state) == 6 and key in state
+    assert len(state) == 7 and key in state
     spec = installer.HookSpec(
         "user-prompt-submit", mine["UserPromptSubmit"][0]["command"], 10, None
     )
@@ -251,7 +253,7 @@ def test_codex_install_adds_server_hooks_and_trust_idempotently_and_uninstall_re
     assert config.read_text() == text and (codex / "hooks.json").read_text() == hooks_text
     run("codex")  # home changed: the managed block is replaced, not duplicated
     assert config.read_text().count("[mcp_servers.claude-memory]") == 1
-    assert len(trust_state(config)) == 6
+    assert len(trust_state(config)) == 7
     assert all(len(v) == 1 for v in ours(json.loads((codex / "hooks.json").read_text())).values())
     run("codex", remove=True)
     assert config.read_text() == CODEX_ORIGINAL

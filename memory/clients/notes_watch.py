@@ -1,0 +1,53 @@
+"""A note edited by hand during a Claude Code session is what the next prompt recalls.
+
+Claude Code watches the folders a `SessionStart` hook names in `watchPaths` and runs the
+`FileChanged` hooks with the changed file (`{"file_path": ..., "event": "change|add|unlink"}`;
+the hook cannot add context, only react). Our session start names the notes folder; our
+`file-changed` hook brings the index up to date with the files (the store's incremental sync:
+a stat per note, a hash only for what changed), so a hook process that then answers a prompt
+on the index as it is (it skips the opening scan to stay fast) finds the edited text.
+
+Only a store whose notes are files has something to watch (`NoteFiles`: the SQLite store);
+on PostgreSQL the notes live in the database and nothing is watched.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class NoteFiles(Protocol):
+    """A memory whose truth is a folder of note files, with an incremental sync."""
+
+    root: Path
+
+    def sync(self) -> Any: ...
+
+
+def watch_paths(store: object) -> list[str]:
+    """What Claude Code should watch for this memory: its notes folder (or nothing)."""
+    if isinstance(store, NoteFiles):
+        return [os.path.realpath(store.root)]
+    return []
+
+
+def is_note_file(store: object, file_path: str) -> bool:
+    """`file_path` lies inside the notes folder of `store`."""
+    if not isinstance(store, NoteFiles) or not file_path:
+        return False
+    root = os.path.realpath(store.root)
+    path = os.path.realpath(file_path)
+    return path.startswith(root + os.sep)
+
+
+def note_changed(store: object, file_path: str) -> bool:
+    """A watched file changed: sync the index with the notes when it is one of them.
+    Returns whether it was a note file (and so whether a sync ran)."""
+    if not is_note_file(store, file_path):
+        return False
+    assert isinstance(store, NoteFiles)
+    store.sync()
+    return True
