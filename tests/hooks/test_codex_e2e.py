@@ -232,6 +232,7 @@ def test_codex_itself_lists_the_installed_hooks_as_trusted(
         "stop",
         "sessionEnd",
         "preCompact",
+        "postCompact",
     }, hooks
     assert {h["trustStatus"] for h in ours.values()} == {"trusted"}, ours
     assert ours["sessionEnd"]["timeoutSec"] == 3
