@@ -787,14 +787,26 @@ class MemoryStore(core.StoreCore):
         return found
 
     def _ranking_cap(self, parsed: ParsedQuery) -> int:
-        """`max_ranked_matches`, or 0 when the query's words are in fewer notes than that
-        all together (their kept counts tell; the same counts weigh hybrid results): then
-        the cap cannot apply, and finding its floor would walk every match."""
+        """`max_ranked_matches`, or 0 when the index holds no more notes than that, or the
+        query's words are in fewer notes than that all together (their kept counts tell; the
+        same counts weigh hybrid results): then the cap cannot apply, and finding its floor
+        would walk every match."""
         cap = self.config.max_ranked_matches
+        if cap <= 0 or self._note_count() <= cap:
+            # no counting of each word's notes: a hook process keeps no counts from one
+            # prompt to the next, and each count walks up to `DF_CAP` matches
+            return 0
         found = self._doc_freqs_of(parsed)
         if cap > 0 and all(n < engine.DF_CAP for n in found) and sum(found) <= cap:
             return 0
         return cap
+
+    def _note_count(self) -> int:
+        """Notes in the index, kept with the word counts (until the index changes)."""
+        counts = self._df_counts()
+        if "" not in counts:
+            counts[""] = self.index.count()
+        return counts[""]
 
     def _top_rows(
         self, filters: Filters, order: SortKey, limit: int
@@ -978,10 +990,7 @@ class _SearchQueries:
 
     def doc_freqs(self, parsed: ParsedQuery) -> tuple[int, builtins.list[int]]:
         found = self._store._doc_freqs_of(parsed)
-        counts = self._store._df_counts()
-        if "" not in counts:
-            counts[""] = self._store.index.count()
-        return counts[""], found
+        return self._store._note_count(), found
 
     def nearest(
         self, vector: QueryVector, k: int, filters: Filters
