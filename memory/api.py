@@ -140,6 +140,7 @@ class ScorePartsOut(BaseModel):
     type_weight: float
     recency: float
     importance: float
+    usage: float
 
 
 class SearchHitOut(BaseModel):

@@ -150,6 +150,11 @@ class MemoryBackend(Protocol):
 
     def flush_access_counts(self) -> int: ...
 
+    def record_access(self, ids: Sequence[str]) -> None:
+        """Count one access of each note (injected into a prompt, read in full by a model);
+        unknown ids are skipped. Searches count their hits themselves (`record_access=`)."""
+        ...
+
     # --- search ----------------------------------------------------------------------------
     def search(
         self,

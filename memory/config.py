@@ -13,12 +13,14 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class RankingWeights:
-    """How the four score parts are combined (see docs/search.md)."""
+    """How the five score parts are combined (see docs/search.md)."""
 
     relevance: float = 0.65
     type: float = 0.20
     recency: float = 0.10
     importance: float = 0.05
+    usage: float = 0.05
+    """How often a note was found, injected or read (log scale, docs/search.md)."""
 
 
 @dataclass(frozen=True)

@@ -387,12 +387,14 @@ class SaveResult:
 
 @dataclass(frozen=True, slots=True)
 class ScoreParts:
-    """The four inputs of a search score, each in 0..1, and the weighted total."""
+    """The inputs of a search score, each in 0..1 (`RankingWeights` weighs them)."""
 
     relevance: float
     type_weight: float
     recency: float
     importance: float
+    usage: float = 0.0
+    """How often the note was found, injected or read (`memory.search.keyword.usage`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +429,7 @@ class SearchHit:
                 "type_weight": round(self.parts.type_weight, 6),
                 "recency": round(self.parts.recency, 6),
                 "importance": round(self.parts.importance, 6),
+                "usage": round(self.parts.usage, 6),
             },
             "snippet": self.snippet,
         }

@@ -303,7 +303,7 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
         ],
     ) -> str:
         def work() -> str:
-            parts = []
+            parts, read = [], []
             for note_id in ids:
                 try:
                     note = res.store.get(note_id)
@@ -311,6 +311,8 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
                     parts.append(f"[{note_id}] {exc.message}")
                     continue
                 parts.append(note.detail_text(BODY_LIMIT))
+                read.append(note.id)
+            res.store.record_access(read)  # a note read in full is a use: it ranks higher
             return "\n\n---\n\n".join(parts)
 
         return await run(work)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from memory._text import estimate_tokens, one_line
 from memory.loop.context import ContextEntry, select_context_entries
+from memory.loop.feedback import FeedbackStore
 from memory.loop.recall import (
     PIN_TAG,
     is_trivial_prompt,
@@ -367,11 +368,13 @@ class MemoryLoop:
         ][:PAST_SESSIONS]
         budget -= recall_overhead(self.tools)
         budget -= sum(estimate_tokens(session_line(e)) + 1 for e in past)
+        # notes the user marked "not relevant" to a prompt like this one stay out (feedback.py)
+        unwanted = FeedbackStore(self.episodes.db).excluded_for(prompt)
         entries = select_context_entries(
             self.store,
             prompt,
             budget,
-            exclude_ids=recent,
+            exclude_ids=recent | unwanted,
             scope=place.scope,
             limit=RECALL_CANDIDATES,
         )
@@ -383,6 +386,8 @@ class MemoryLoop:
             tools=self.tools,
         )
         self.windows.save(key, turn, recall.retrieved, given + [i.id for i in recall.injected])
+        if recall.injected:  # an injection is a use of the note: it counts in its ranking
+            self.store.record_access([i.id for i in recall.injected])
         return render(brief, recall)
 
     def compacted(self, key: str) -> None:

@@ -1025,6 +1025,12 @@ class PostgresMemoryStore(core.StoreCore):
             raise NotFoundError("note", note_id)
         self._bump_notes()
 
+    def record_access(self, ids: Sequence[str]) -> None:
+        self._check_open()
+        if ids:
+            with self._tx() as conn:
+                _SearchQueries(self, conn).record_access(list(ids))
+
     def flush_access_counts(self) -> int:
         """Access counts are written by every search already: nothing waits."""
         self._check_open()

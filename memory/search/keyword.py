@@ -16,6 +16,7 @@ come from `MemoryConfig.ranking`); each part is in 0..1 and returned with the hi
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -353,7 +354,23 @@ def score_parts(row: Any, rel: float, now_ts: float) -> ScoreParts:
         type_weight=profile.weight,
         recency=recency(row["updated_ts"], now_ts, profile.half_life_days),
         importance=float(row["importance"]),
+        usage=usage(row),
     )
+
+
+USAGE_SATURATION: Final = 20
+"""Accesses (search hits, injections, full reads) at which a note's usage part reaches 1."""
+
+
+def usage(row: Any) -> float:
+    """How much a note has been used, 0..1 on a log scale: 0 never, ~0.23 once, 0.5 at 3-4
+    times, 1 from `USAGE_SATURATION` on (a row without counts: 0). The SQLite index keeps
+    accesses not yet written to the file apart (`access_pending`)."""
+    keys = row.keys()
+    count = int(row["access_count"] or 0) if "access_count" in keys else 0
+    if "access_pending" in keys:
+        count += int(row["access_pending"] or 0)
+    return min(1.0, math.log1p(max(count, 0)) / math.log1p(USAGE_SATURATION))
 
 
 def combine(parts: ScoreParts, weights: RankingWeights) -> float:
@@ -362,6 +379,7 @@ def combine(parts: ScoreParts, weights: RankingWeights) -> float:
         + parts.type_weight * weights.type
         + parts.recency * weights.recency
         + parts.importance * weights.importance
+        + parts.usage * weights.usage
     )
 
 

@@ -27,7 +27,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -876,6 +876,13 @@ class MemoryStore(core.StoreCore):
             )
 
     # --- access counts -----------------------------------------------------------------------
+
+    def record_access(self, ids: Sequence[str]) -> None:
+        self._check_open()
+        rows = [self.index.row_by_id(note_id) for note_id in dict.fromkeys(ids)]
+        nids = [int(row["nid"]) for row in rows if row is not None]
+        if nids:
+            self._record_access(nids)
 
     def _record_access(self, nids: builtins.list[int]) -> None:
         """Count hits in the index now (or in memory if the index is busy: a rebuild must not

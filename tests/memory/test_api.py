@@ -61,7 +61,7 @@ async def test_search_returns_ranked_results_with_score_parts(client: httpx.Asyn
     results = response.json()["results"]
     assert [r["id"] for r in results] == [saved["id"]]
     parts = results[0]["score_parts"]
-    assert set(parts) == {"relevance", "type_weight", "recency", "importance"}
+    assert set(parts) == {"relevance", "type_weight", "recency", "importance", "usage"}
     assert results[0]["score"] > 0
 
 
