@@ -232,6 +232,9 @@ _NOT_NEGATIONS_RE = re.compile("非常|无论|未来|别人|别的|不仅|不过
 _AUXILIARIES = frozenset(
     {"do", "does", "did", "can", "could", "will", "would", "should", "is", "are", "was", "with"}
 )
+_NAMING_WORDS = frozenset(
+    {"#", "no", "issue", "pr", "task", "ticket", "bug", "step", "case", "号", "第", "版"}
+)
 _NUMBER_RE = re.compile(r"\d+(?:[.,:]\d+)*")
 _EN_WORD_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _WORD_OR_CHAR_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|\S")
@@ -269,12 +272,17 @@ def subject(text: str) -> str:
         if _NOT_NEGATIONS_RE.fullmatch(piece):
             out.append(piece)
             continue
+        previous = ""
         for token in _words(piece):
+            # "#12", "issue 12", "编号 12", "第 3": a number that names the thing is its subject
+            naming = token.isdigit() and previous in _NAMING_WORDS
+            if not _is_form(token) or token == "#":
+                previous = token
             if _is_form(token) or token in _PARTICLES or token in _FILLER_WORDS:
                 continue
             if token in _NEGATION_WORDS or token.endswith("n't") or token in _AUXILIARIES:
                 continue
-            if token in _NEGATION_CHARS or token == "有" or token.isdigit():
+            if token in _NEGATION_CHARS or token == "有" or (token.isdigit() and not naming):
                 continue
             if len(token) > 3 and token.endswith("s") and token.isascii():
                 token = token[:-1]

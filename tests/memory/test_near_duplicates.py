@@ -99,6 +99,11 @@ DIFFERENT = [
     ("Ask Wang before changing the schema", "Ask Li before changing the schema"),
 ]
 
+LONG = (
+    "部署流程：先在 staging 环境跑集成测试，通过后由 CI 打 tag，再用 Docker Compose 滚动发布到"
+    "生产环境，最后检查 /health 与告警面板，健康检查超时 {} 秒。Rollback uses the previous tag."
+)
+
 # A new note about the same subject with a negation or a number changed: a conflict (the
 # user chooses), never a duplicate.
 CONFLICTS = [
@@ -111,6 +116,13 @@ CONFLICTS = [
     ("连接池大小为 20", "连接池大小为 200", "number"),
     ("Python 3.11 is required", "Python 3.12 is required", "number"),
     ("Keep logs for 14 days", "Keep logs for 30 days", "number"),
+    # a long note with one number changed: similar enough to merge, if numbers did not count
+    (LONG.format(30), LONG.format(60), "number"),
+    (
+        "The API gateway terminates TLS and forwards requests to the billing service on port 8443",
+        "The API gateway terminates TLS and forwards requests to the billing service on port 9443",
+        "number",
+    ),
 ]
 
 # Related notes that are neither the same nor a different claim about the same thing.
@@ -120,6 +132,10 @@ UNRELATED = [
     ("缓存层是 Redis", "队列是 Redis"),
     ("Deploy on Monday", "Deploy on Friday"),
     ("部署前跑迁移", "部署后检查告警面板的 5 个指标"),
+    # a number that names the thing: two things, not two claims about one
+    ("Issue #12 is fixed", "Issue #13 is fixed"),
+    ("Task 7 is done", "Task 8 is done"),
+    ("编号 12 的工单已关闭", "编号 13 的工单已关闭"),
 ]
 
 
