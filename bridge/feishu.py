@@ -634,11 +634,14 @@ class FeishuBridge:
         settings = self.settings
 
         async def on_card(card_id: str) -> None:
-            if stop is not None:
-                stop.message_id = card_id
-                await self._keep_control(nonce, stop)
+            stop.message_id = card_id
+            await self._keep_control(nonce, stop)
             await _db(self.state.turn_card, msg.message_id, card_id)
 
+        # Stop sits on the turn's card, streaming or progress, until the answer replaces it.
+        nonce = secrets.token_urlsafe(12)
+        stop = _Control("stop", msg, conversation_id)
+        self._controls[nonce] = stop
         progress = TurnReply(
             self._sender,
             reply_to=msg.message_id,
@@ -647,13 +650,10 @@ class FeishuBridge:
             open_delay=settings.feishu_progress_delay_seconds,
             on_card=on_card,
             locale=msg.locale,
+            stop_value={"cm": "stop", "n": nonce},
         )
         reply: TurnReply | StreamReply = progress
-        stop: _Control | None = None
-        nonce = ""
         if settings.feishu_streaming:
-            nonce = secrets.token_urlsafe(12)
-            stop = self._controls[nonce] = _Control("stop", msg, conversation_id)
             reply = StreamReply(
                 self._sender,
                 progress,

@@ -39,6 +39,7 @@ from bridge.render import (
     plain_text,
     post_contents,
     split_markdown,
+    stop_button,
     text_content,
     trace_panel,
 )
@@ -95,9 +96,12 @@ class TurnReply:
         title: str | None = None,
         on_card: Callable[[str], Awaitable[object]] | None = None,
         locale: Locale = "zh",
+        stop_value: dict[str, Any] | None = None,
     ) -> None:
         """`on_card(message_id)`: told when the progress card is shown (the bridge records it,
-        so a restart after a crash can close it)."""
+        so a restart after a crash can close it). `stop_value`: the card shows a Stop button
+        with it until the answer replaces the card."""
+        self._stop_value = stop_value
         self._sender = sender
         self._on_card = on_card
         self._reply_to = reply_to
@@ -189,6 +193,8 @@ class TurnReply:
 
     async def _write_progress(self) -> None:
         card = card_content(self._progress_markdown(), title=self._title, template="wathet")
+        if self._stop_value is not None:
+            card["body"]["elements"].append(stop_button(self._stop_value, self._locale))
         if self._card_id is None:
             self._card_id = await self._sender.reply(
                 self._reply_to,

@@ -340,6 +340,22 @@ def text_content(text: str) -> dict[str, Any]:
     return {"text": escape_text(text)}
 
 
+STOP_ELEMENT = "stop"
+
+
+def stop_button(value: Mapping[str, Any], locale: Locale = "zh") -> dict[str, Any]:
+    """The red 停止 / Stop button of a turn's card (streaming or progress); `value` carries the
+    bridge's nonce for that turn."""
+    return {
+        "tag": "button",
+        "element_id": STOP_ELEMENT,
+        "type": "danger",
+        "size": "small",
+        "text": {"tag": "plain_text", "content": t("stop_button", locale)},
+        "behaviors": [{"type": "callback", "value": dict(value)}],
+    }
+
+
 def card_content(
     markdown: str,
     *,

@@ -43,6 +43,7 @@ from bridge.render import (
     footer_element,
     images_as_links,
     step_label,
+    stop_button,
     trace_panel,
 )
 from bridge.sender import FeishuAPIError, Sender, send_uuid
@@ -56,7 +57,6 @@ logger = logging.getLogger("bridge.feishu.stream")
 
 ANSWER_ELEMENT = "answer"
 STEPS_ELEMENT = "steps"
-STOP_ELEMENT = "stop"
 STREAM_TEXT_BYTES = 20_000  # shown while streaming; the card entity holds 30 KB in all
 STREAM_STEPS_SHOWN = 8
 REOPEN_AFTER_SECONDS = 540.0  # streaming closes 10 min after it was switched on: reopen before
@@ -303,16 +303,7 @@ class StreamReply:
             },
         ]
         if self._stop_value is not None:
-            elements.append(
-                {
-                    "tag": "button",
-                    "element_id": STOP_ELEMENT,
-                    "type": "danger",
-                    "size": "small",
-                    "text": {"tag": "plain_text", "content": t("stop_button", self._locale)},
-                    "behaviors": [{"type": "callback", "value": self._stop_value}],
-                }
-            )
+            elements.append(stop_button(self._stop_value, self._locale))
         return {
             "schema": "2.0",
             "config": {

@@ -93,11 +93,21 @@ def answered(fake: FakeFeishu, message_id: str) -> bool:
     """The user's message has a reply, none of its replies still says 'Working' and none is a
     CardKit card still streaming (a queue notice is not an answer)."""
     shown = replies(fake, message_id)
-    return bool(shown) and not any(
-        m.text.startswith((t("progress_title", "zh"), t("progress_title", "en")))
-        or (m.card_id and fake.cards[m.card_id].streaming)
-        for m in shown
+    # A split answer is there once its last part is: "第 i/n 部分" / "part i/n" notes.
+    parts = [m for m in shown if _PART_NOTE.search(m.text)]
+    total = max((int(_PART_NOTE.findall(m.text)[-1][1]) for m in parts), default=0)
+    return (
+        bool(shown)
+        and len(parts) >= total
+        and not any(
+            m.text.startswith((t("progress_title", "zh"), t("progress_title", "en")))
+            or (m.card_id and fake.cards[m.card_id].streaming)
+            for m in shown
+        )
     )
+
+
+_PART_NOTE = re.compile(r"^(?:第 |part )(\d+)/(\d+)(?: 部分)?$", re.MULTILINE)
 
 
 async def wait_answer(fake: FakeFeishu, message_id: str, timeout: float = 60) -> str:

@@ -263,3 +263,25 @@ async def test_a_stop_tapped_after_its_turn_and_a_restart_says_the_answer_ended(
         second = await wait_answer(fake_feishu, message_id(running), timeout=30)
     assert old_stop["toast"]["content"] == t("nothing_running")
     assert second == "the second answer"  # the old button stopped nothing running now
+
+
+async def test_stop_is_on_the_progress_card_too_when_streaming_is_off(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    fake_model.on("slow job", text("never delivered", delay=30))
+    settings = feishu_settings(feishu_streaming=False, feishu_progress_delay_seconds=0)
+    async with feishu_app(settings):
+        slow = fake_feishu.push_text("slow job")
+        await wait_until(lambda: bool(fake_model.requests_for("slow job")), timeout=30)
+        await wait_until(lambda: bool(fake_feishu.replies_to(message_id(slow))), timeout=10)
+        [card] = fake_feishu.replies_to(message_id(slow))
+        assert card.card_id is None  # a message card PATCHed in place, not a CardKit entity
+        answer = await tap(
+            fake_feishu, button_value(fake_feishu, card, "stop"), message=card.message_id
+        )
+        final = await wait_answer(fake_feishu, message_id(slow), timeout=20)
+    assert answer["toast"]["content"] == t("stopping")
+    assert t("stopped_title") in final and "never delivered" not in final
+    assert fake_feishu.card_buttons(card.message_id) == []  # the answer replaced the button
