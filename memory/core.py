@@ -358,8 +358,9 @@ class StoreCore:
     def _check_open(self) -> None:
         """Raise when the store cannot be used (closed)."""
 
-    def _before_read(self) -> None:
-        """Bring what reads see up to date (the SQLite index with hand edits)."""
+    def _before_read(self, scope: str | None = None) -> None:
+        """Bring what reads see up to date (the SQLite index with hand edits); `scope`: the
+        read shows only that scope's notes (and the user's)."""
         self._check_open()
 
     def search_queries(self, filters: Filters) -> AbstractContextManager[SearchQueries]:
@@ -684,7 +685,7 @@ class StoreCore:
         semantic search was wanted but could not run (encoder loading or failed, no vectors
         yet): keyword results come back then. `mode="keyword"` never touches the encoder;
         `mode="vector"` ranks by vectors alone."""
-        self._before_read()
+        self._before_read(scope)
         # the query vector first: encoding beside the keyword search was slower (query_vectors)
         plan = plan_search(query, mode, self._query_vectors, self.encoder, self.vectors.has_vectors)
         if plan.empty:

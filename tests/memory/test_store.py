@@ -340,6 +340,33 @@ def test_hand_deleted_file_is_noticed_on_a_large_store_too(config: MemoryConfig)
         assert len(search_ids(store, "nats")) == 1  # folder mtime changed
 
 
+def test_a_project_search_on_a_large_store_sees_new_files_of_its_project_at_once(
+    config: MemoryConfig,
+) -> None:
+    # a read in one project checks its own folders (and the shared ones), not every
+    # project's: those wait for an unscoped read or the next full rescan
+    slow = MemoryConfig.for_home(
+        config.root.parent, rescan_every_read_below=0, rescan_interval=3600
+    )
+    with MemoryStore.open(slow) as store:
+        for key in ("web", "api"):
+            store.save(
+                NoteDraft(content=f"The {key} service is deployed daily.", scope=f"project:{key}")
+            )
+        assert search_ids(store, "kafka", scope="project:web") == []
+        for key in ("web", "api"):
+            (config.root / "projects" / key / "queue.md").write_text(
+                f"# Queue\n\nThe {key} queue is kafka.\n", encoding="utf-8"
+            )
+        (config.root / "inbox" / "shared.md").write_text(
+            "# Broker\n\nEvery team runs kafka 3.7.\n", encoding="utf-8"
+        )
+        web = store.search("kafka", limit=20, scope="project:web")
+        assert sorted(h.path for h in web) == ["inbox/shared.md", "projects/web/queue.md"]
+        everywhere = store.search("kafka", limit=20)
+        assert len(everywhere) == 3
+
+
 def test_hand_written_note_without_front_matter_is_indexed_not_rewritten(
     store: MemoryStore,
 ) -> None:
