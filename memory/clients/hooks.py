@@ -379,16 +379,18 @@ class HookService:
         summary = None
         # a trigger point may have written one already: it is brought up to date
         if always or should_summarize(episode) or episode.summary:
-            summary = session_summary(episodes.messages(episode.id))
+            summary = session_summary(episodes.session_messages(episode.key))
         episodes.close(episode.id, summary)  # clears its window too
         log.info("closed episode %s (%s)", episode.id, "summary" if summary else "no summary")
 
     def _summarize_now(self, episode_id: str) -> None:
         """A trigger point (`triggers.summary_trigger`): create or overwrite the session's L2
-        summary from what was recorded so far; the episode stays open."""
-        messages = self.episodes.messages(episode_id)
+        summary from what the session recorded so far (all its episodes: a resumed session
+        is one more episode under its key); the episode stays open."""
+        episodes = self.episodes
+        messages = episodes.session_messages(episodes.get(episode_id).key)
         if messages:
-            self.episodes.write_summary(episode_id, session_summary(messages))
+            episodes.write_summary(episode_id, session_summary(messages))
 
     def _capture(self, prompt: str, request: HookRequest) -> bool:
         """Decisions and architecture choices belong to the project; preferences to the user.

@@ -382,6 +382,16 @@ class EpisodeStore:
         )
         return [_message(r) for r in rows]
 
+    def session_messages(self, key: str, *, limit: int = 1000) -> builtins.list[EpisodeMessage]:
+        """The messages of every episode of one session key, in order: a resumed session is a
+        new episode under the same key, and its summary file speaks for the whole session."""
+        rows = self.db.read(
+            "SELECT m.* FROM mem_episode_messages m JOIN mem_episodes e ON e.id = m.episode_id"
+            " WHERE e.key = ? ORDER BY m.id LIMIT ?",
+            (key, limit),
+        )
+        return [_message(r) for r in rows]
+
     def observations(self, ids: Sequence[int]) -> builtins.list[EpisodeMessage]:
         if not ids:
             return []

@@ -1,0 +1,123 @@
+"""The newer hook events with the real Claude Code CLI (bundled with claude-agent-sdk), offline:
+a `git commit` made through the Bash tool writes the session's L2 summary, `/compact` records
+the compaction's summary, briefs the next turn with the 'save what matters' reminder and
+rewrites the summary; the SessionStart output with `watchPaths` is taken by the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from memory.sqlite.state import StateDB
+from tests.fakes.anthropic_api import FakeMessagesAPI, text, tool
+from tests.hooks.conftest import CLAUDE_MEMORY
+from tests.hooks.test_claude_code_e2e import claude_env, run_claude
+
+pytestmark = pytest.mark.e2e
+
+
+def install(env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [str(CLAUDE_MEMORY), "install", "claude-code"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def git_repo(folder: Path) -> None:
+    for args in (
+        ["init", "-q"],
+        ["config", "user.email", "dev@example.org"],
+        ["config", "user.name", "Dev"],
+    ):
+        subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True)
+    (folder / "notes.txt").write_text("hello\n", encoding="utf-8")
+
+
+def episodes(home: Path) -> list[dict[str, object]]:
+    state = StateDB(home / "state.db")
+    try:
+        return [dict(r) for r in state.read("SELECT * FROM mem_episodes ORDER BY started")]
+    finally:
+        state.close()
+
+
+def session_id(proc: subprocess.CompletedProcess[str]) -> str:
+    return str(json.loads(proc.stdout)["session_id"])
+
+
+def test_a_commit_through_bash_writes_the_session_summary(
+    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    project = make_project("shop/app")
+    git_repo(project)
+    env = claude_env(fake_model, mem_home)
+    install(env)
+    fake_model.on(
+        "commit the notes",
+        tool("Bash", {"command": "git add notes.txt && git commit -qm 'add notes'"}),
+        text("Committed."),
+    )
+    proc = run_claude(
+        "please commit the notes file", cwd=project, env=env, args=("--output-format", "json")
+    )
+    sid = session_id(proc)
+    log = subprocess.run(
+        ["git", "log", "--oneline"], cwd=project, capture_output=True, text=True, check=True
+    )
+    assert "add notes" in log.stdout  # the CLI really ran the commit
+    summary = mem_home / "memory" / "sessions" / f"{sid}.md"
+    # one prompt and no file edited: without the commit trigger this session gets no summary
+    assert summary.is_file()
+    assert "commit the notes file" in summary.read_text(encoding="utf-8")
+    (episode,) = episodes(mem_home)
+    assert episode["status"] == "completed" and "commit the notes" in str(episode["summary"])
+
+
+def test_compact_records_the_summary_and_reminds_the_next_turn(
+    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    project = make_project("app")
+    env = claude_env(fake_model, mem_home)
+    install(env)
+    echo = fake_model.default
+    # the CLI's compaction request asks the model for a summary of the conversation
+    fake_model.default = lambda req: (
+        text("We decided to shard orders by tenant. Still need to backfill old orders.")
+        if "summary" in (req.prompt or "").lower()
+        else echo(req)
+    )
+    first = run_claude(
+        "we decided to shard the orders table by tenant",
+        cwd=project,
+        env=env,
+        args=("--output-format", "json"),
+    )
+    sid = session_id(first)
+    run_claude("/compact", cwd=project, env=env, args=("--resume", sid))
+    run_claude("what next?", cwd=project, env=env, args=("--resume", sid))
+
+    state = StateDB(mem_home / "state.db")
+    try:
+        compactions = state.read(
+            "SELECT title, content FROM mem_episode_messages WHERE kind = 'compaction'"
+        )
+    finally:
+        state.close()
+    assert compactions, "PostCompact recorded nothing"
+    assert compactions[0]["title"] == "上下文压缩 (manual)"
+    assert "Still need to backfill old orders." in compactions[0]["content"]
+    seen = fake_model.requests_for("what next?")[0].all_text()
+    assert "The conversation was just compacted" in seen
+    summary = mem_home / "memory" / "sessions" / f"{sid}.md"
+    text_now = summary.read_text(encoding="utf-8")
+    # the whole session (its first run and the compaction), not only the last episode
+    assert "shard the orders table" in text_now and "Still need to backfill" in text_now
