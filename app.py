@@ -27,6 +27,7 @@ from agent.sessions import SessionManager, TurnLock
 from agent.summarizer import model_summary
 from errors import ClaudeMemoryError, ConfigurationError
 from memory.api import (
+    create_feedback_router,
     create_history_router,
     create_memory_router,
     create_observations_router,
@@ -41,6 +42,7 @@ from memory.encoders.client import EncoderClient, EncoderReady, ThreadEncoder
 from memory.history_store import HistoryStore
 from memory.loop.entities import PendingStore
 from memory.loop.episodes import EpisodeStore
+from memory.loop.feedback import FeedbackStore
 from memory.opening import open_memory, open_state
 from memory.vector_sync import VectorSync
 from settings import Settings, load_settings
@@ -372,6 +374,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.include_router(
         create_observations_router(lambda: app.state.container.episodes),
+        dependencies=[Depends(require_token)],
+    )
+    app.include_router(
+        create_feedback_router(
+            lambda: FeedbackStore(app.state.container.state), lambda: app.state.container.memory
+        ),
         dependencies=[Depends(require_token)],
     )
     app.state.hook_secret = None

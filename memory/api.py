@@ -26,6 +26,7 @@ from memory.history_store import HistoryStore
 from memory.inputs import Flag, SearchText
 from memory.loop.entities import PendingStore, confirm_pending, pending_filter
 from memory.loop.episodes import EpisodeStore
+from memory.loop.feedback import FeedbackStore
 from memory.model import Note, NoteDraft, SearchHit
 
 T = TypeVar("T")
@@ -533,6 +534,37 @@ def create_history_router(
             note = get_store().restore_version(note_id, version)
             count = len(get_history().versions(note.id))
             return RestoreResponse(note=NoteFull.of(note), restored_from=version, versions=count)
+
+        return await _run(run)
+
+    return router
+
+
+# --- /api/memories/{id}/not-relevant: the user's word on a recalled note (issue #19) ---------
+
+
+class NotRelevantRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: SearchText = Field(description="The prompt the note was recalled for.")
+
+
+def create_feedback_router(
+    get_feedback: Callable[[], FeedbackStore], get_store: Callable[[], MemoryBackend]
+) -> APIRouter:
+    router = APIRouter(prefix="/api/memories", tags=["memories"])
+
+    @router.post("/{note_id}/not-relevant")
+    async def not_relevant(note_id: str, body: NotRelevantRequest) -> dict[str, Any]:
+        """The note was recalled for `prompt` and did not belong there: from now on prompts
+        like it (the same words, mostly) do not get it injected; it stays searchable
+        (docs/search.md, "Usage and feedback")."""
+
+        def run() -> dict[str, Any]:
+            get_store().get(note_id)  # an unknown note: 404
+            feedback = get_feedback()
+            feedback.mark_not_relevant(note_id, body.prompt)
+            return {"id": note_id, "not_relevant_for": feedback.marks(note_id)}
 
         return await _run(run)
 

@@ -288,7 +288,25 @@ function scrollToEnd(force = false) {
   if (force || nearBottom()) ui.messages.scrollTop = ui.messages.scrollHeight;
 }
 
-function memoryRow(notes) {
+/** "Not relevant" beside a recalled note: prompts like this one stop getting it (issue #19). */
+function notRelevantButton(note, prompt) {
+  const button = h("button", { type: "button", class: "link-btn not-relevant", title: "Not relevant to this prompt: similar prompts will not get it" }, "Not relevant");
+  button.onclick = async () => {
+    button.disabled = true;
+    try {
+      await json(`/api/memories/${encodeURIComponent(note.id)}/not-relevant`, { method: "POST", body: { prompt } });
+      button.textContent = "Marked not relevant";
+      button.closest("li").classList.add("dismissed");
+    } catch (error) {
+      button.disabled = false;
+      button.textContent = "Not relevant";
+      button.title = error.message;
+    }
+  };
+  return button;
+}
+
+function memoryRow(notes, prompt = "") {
   const list = h("ul", { class: "memory-notes" });
   const details = h(
     "details",
@@ -308,6 +326,7 @@ function memoryRow(notes) {
             : h("span", {}, title),
           note.type ? h("span", { class: "badge" }, note.type) : null,
           note.reason ? h("span", { class: "meta" }, note.reason) : null,
+          note.id && prompt.trim() ? notRelevantButton(note, prompt) : null,
         ),
       );
     }
@@ -359,7 +378,7 @@ function toolRow(event) {
 
 /** One exchange: the user's message and the assistant's answer, filled in as events arrive. */
 function createTurn(message) {
-  const memory = memoryRow([]);
+  const memory = memoryRow([], message);
   const steps = h("div", { class: "steps" });
   const content = h("div", { class: "content md" });
   const footer = h("div", { class: "msg-footer meta" });
