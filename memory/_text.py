@@ -8,6 +8,7 @@ is only used on the query side, to decide which characters form a word.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 import struct
@@ -338,7 +339,8 @@ def skeleton_similarity(a: str, b: str) -> float:
 
 def near_duplicate(a: str, b: str, threshold: float = 0.9) -> bool:
     """Whether `b` says what `a` says: the same skeleton, or (with `threshold` < 1) skeletons
-    whose character pairs overlap at least `threshold`, and no negation or number differs."""
+    whose character pairs overlap at least `threshold` with no English word swapped for
+    another (`_swapped`); and no negation or number differs."""
     if meaning_differs(a, b):
         return False
     left, right = skeleton(a), skeleton(b)
@@ -346,7 +348,19 @@ def near_duplicate(a: str, b: str, threshold: float = 0.9) -> bool:
         return False
     if left == right:
         return True
-    return threshold < 1.0 and skeleton_similarity(left, right) >= threshold
+    return threshold < 1.0 and skeleton_similarity(left, right) >= threshold and not _swapped(a, b)
+
+
+def _swapped(a: str, b: str) -> bool:
+    """Whether a word of one text stands where another word stands in the other: "owned by
+    Alice" / "owned by Bob" is another claim however long the sentence. A word added or
+    dropped is not a swap, nor a spelling fix ("recieve" / "receive")."""
+    only_a, only_b = _latin_words(a) - _latin_words(b), _latin_words(b) - _latin_words(a)
+    return any(difflib.SequenceMatcher(None, x, y).ratio() < 0.75 for x in only_a for y in only_b)
+
+
+def _latin_words(text: str) -> set[str]:
+    return {w for w in _EN_WORD_RE.findall(_fold(text)) if w not in _FILLER_WORDS}
 
 
 def contradicts(old: str, new: str, threshold: float = 0.9) -> bool:

@@ -17,6 +17,10 @@ from memory._text import (
     subject,
 )
 
+OWNED = (
+    "The API gateway terminates TLS, forwards requests to the billing service over mTLS, retries"
+    " twice on a timeout and is owned by {}"
+)
 SAME = [
     # spaces, punctuation, full width
     ("数据库用 PostgreSQL。", "数据库 用 PostgreSQL"),
@@ -41,6 +45,11 @@ SAME = [
         "The API gateway terminates TLS and forwards the requests to the billing service over mTLS",
     ),
     ("用户的时区是北京时间，早上九点开始工作", "用户时区是北京时间，早上九点开始工作"),
+    # a spelling fixed in a long note
+    (
+        "Webhooks from the payment provider are verified before we recieve the event body",
+        "Webhooks from the payment provider are verified before we receive the event body",
+    ),
     # found by users: spaces, punctuation or one 的 changed in a Chinese note
     ("项目使用 uv 管理依赖，不用 pip。", "项目使用uv管理依赖,不用pip"),
     ("接口超时设置为 30 秒", "接口超时设置为30秒。"),
@@ -97,6 +106,7 @@ DIFFERENT = [
     ("张三负责支付模块", "李四负责支付模块"),
     ("Alice owns the billing service", "Bob owns the billing service"),
     ("Ask Wang before changing the schema", "Ask Li before changing the schema"),
+    (OWNED.format("Alice"), OWNED.format("Bob")),
 ]
 
 LONG = (
