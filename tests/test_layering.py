@@ -67,6 +67,8 @@ RULES: dict[str, frozenset[str]] = {
         {"memory." + p for p in _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres", "backend"}}
     ),
     "memory.loop": frozenset({"memory." + p for p in _MEMORY_ABOVE_LOOP | {"sqlite", "postgres"}}),
+    # the input rules both front doors share (MCP tools, HTTP bodies): pydantic only
+    "memory.inputs": frozenset(OURS),
     # what a version is (pure, below the core that records them) and where versions are kept
     # (over the state seam, like the loop)
     "memory.history": frozenset(
