@@ -549,6 +549,10 @@ class Index:
 
 PREFILTER_MAX: Final = 5000
 """Most notes a filter may leave for searches to find them first (`narrowed`)."""
+PREFILTER_SHARE: Final = 4
+"""...and at most this share of the index (1/4): a filter that leaves more (a project and the
+user's notes, 40 % of a 10k home) is cheaper after ranking (FTS5's best matches, then the
+filter) than counted first and walked (25 vs 20 ms a search of a prompt's five words)."""
 
 
 _ORDER: Final[dict[SortKey, str]] = {

@@ -70,6 +70,8 @@ from memory.search.ranking import Scored, rederived
 from memory.search.vectors import doc_key
 from memory.sqlite.index import (
     NOTE_COLUMNS,
+    PREFILTER_MAX,
+    PREFILTER_SHARE,
     SCHEMA_VERSION,
     TEXT_VERSION,
     Entry,
@@ -978,7 +980,8 @@ class _SearchQueries:
         """The few notes that pass the filters (a scope of a few notes: only its matches are
         ranked and only its vectors compared; docs/search.md, "Filters first")."""
         if self._first is None:
-            self._first = (narrowed(self._conn, self._filters),)
+            most = min(PREFILTER_MAX, self._store._note_count() // PREFILTER_SHARE)
+            self._first = (narrowed(self._conn, self._filters, most),)
         return self._first[0]
 
     def keyword_candidates(
