@@ -389,6 +389,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 app.state.container.state,
                 lambda: app.state.container.memory,
                 budget_tokens=settings.context_budget_tokens,
+                native_memory=settings.native_memory,
             ),
             lambda: app.state.hook_secret,
         )

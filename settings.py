@@ -192,6 +192,7 @@ class Settings(BaseSettings):
     # --- Claude Code / Codex hooks (docs/claude-code.md) -------------------------------------
     hook_budget: float | None = _shared(shared.HOOK_BUDGET, gt=0)
     hook_server: bool = _shared(shared.HOOK_SERVER)
+    native_memory: Literal["import", "off"] = _shared(shared.NATIVE_MEMORY)
 
     # --- logs --------------------------------------------------------------------------------
     log_level: LogLevel = Field(

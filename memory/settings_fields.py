@@ -88,6 +88,14 @@ HOOK_SERVER: Final = SharedField(
     "their work when it answers with its proof; false: they always work directly on the home.",
 )
 
+NATIVE_MEMORY: Final = SharedField(
+    "native_memory",
+    "import",
+    "Claude Code's auto memory and Codex's memories at session start: import (copy what "
+    "changed since the last start into the notes; a stat of their files decides) or off.",
+)
+NATIVE_MODES: Final = ("import", "off")
+
 SHARED_FIELDS: Final[tuple[SharedField, ...]] = (
     HOME,
     CONTEXT_BUDGET_TOKENS,
@@ -95,6 +103,7 @@ SHARED_FIELDS: Final[tuple[SharedField, ...]] = (
     DATABASE_URL,
     HOOK_BUDGET,
     HOOK_SERVER,
+    NATIVE_MEMORY,
 )
 
 
@@ -108,6 +117,8 @@ class HookValues(TypedDict):
     dedup_threshold: float | None
     """None when unset: the memory's own default applies."""
     database_url: str | None
+    native_memory: str
+    """`import` or `off` (an unknown value: the default)."""
 
 
 def memory_home(explicit: str | os.PathLike[str] | None, environ: Mapping[str, str]) -> Path:
@@ -133,6 +144,12 @@ def hook_server_enabled(environ: Mapping[str, str]) -> bool:
     return environ.get(HOOK_SERVER.env, "1").lower() not in FALSE_WORDS
 
 
+def native_mode(environ: Mapping[str, str]) -> str:
+    """`CLAUDE_MEMORY_NATIVE_MEMORY`: `import` or `off`."""
+    value = (environ.get(NATIVE_MEMORY.env) or "").strip().lower()
+    return value if value in NATIVE_MODES else str(NATIVE_MEMORY.default)
+
+
 def hook_values(
     event: str, environ: Mapping[str, str], *, home: str | os.PathLike[str] | None = None
 ) -> HookValues:
@@ -150,6 +167,7 @@ def hook_values(
         if dedup
         else None,
         database_url=(environ.get(DATABASE_URL.env) or "").strip() or None,
+        native_memory=native_mode(environ),
     )
 
 

@@ -69,6 +69,7 @@ HOOK_KEY_FIELD = {
     "use_server": "hook_server",
     "dedup_threshold": "dedup_threshold",
     "database_url": "database_url",
+    "native_memory": "native_memory",
 }
 """Each value the hook reads -> the Settings field it is."""
 

@@ -337,7 +337,15 @@ def _dechunk(data: bytes) -> bytes:
 class HookSettings:
     """What the direct path reads from the environment (memory/settings_fields.py)."""
 
-    __slots__ = ("budget", "client", "context_tokens", "database_url", "dedup_threshold", "home")
+    __slots__ = (
+        "budget",
+        "client",
+        "context_tokens",
+        "database_url",
+        "dedup_threshold",
+        "home",
+        "native_memory",
+    )
 
     def __init__(
         self,
@@ -348,6 +356,7 @@ class HookSettings:
         dedup_threshold: float | None = None,
         database_url: str | None = None,
         client: str = "claude-code",
+        native_memory: str = "off",
     ) -> None:
         self.home = home
         self.budget = budget
@@ -355,6 +364,7 @@ class HookSettings:
         self.dedup_threshold = dedup_threshold
         self.database_url = database_url
         self.client = client
+        self.native_memory = native_memory
 
     @classmethod
     def from_env(
@@ -375,6 +385,7 @@ class HookSettings:
             dedup_threshold=values["dedup_threshold"],
             database_url=values["database_url"],
             client=client,
+            native_memory=values["native_memory"],
         )
 
 
@@ -414,7 +425,12 @@ def run_direct(settings: HookSettings, request: HookRequest) -> str:
         return store
 
     try:
-        service = HookService(state, open_store, budget_tokens=settings.context_tokens)
+        service = HookService(
+            state,
+            open_store,
+            budget_tokens=settings.context_tokens,
+            native_memory=settings.native_memory,
+        )
         return answer(service, request)
     finally:
         for store in opened:

@@ -154,12 +154,17 @@ class HookService:
         *,
         budget_tokens: int = 1500,
         clock: Callable[[], float] = time.time,
+        native_memory: str = "off",
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.state = state
         self._store_factory = store
         self._store: MemoryBackend | None = None
         self.budget_tokens = budget_tokens
         self.clock = clock
+        self.native_memory = native_memory
+        """`import`: a session start imports changed native memories (`native.py`)."""
+        self.environ = os.environ if environ is None else environ
 
     # --- lazily built collaborators ---
     @property
@@ -246,6 +251,8 @@ class HookService:
             if stale.key != request.key:  # its terminal closed without a session-end
                 self._close(stale)
         self._episode(request)
+        if self.native_memory == "import" and source in ("startup", "clear"):
+            self._import_native(request)
         if source in ("compact", "clear"):
             clear_window(self.state, request.key)
         # fork: a new session id over an old conversation, so like resume (the model has it)
@@ -382,6 +389,29 @@ class HookService:
             summary = session_summary(episodes.session_messages(episode.key))
         episodes.close(episode.id, summary)  # clears its window too
         log.info("closed episode %s (%s)", episode.id, "summary" if summary else "no summary")
+
+    def _import_native(self, request: HookRequest) -> None:
+        """Claude Code's and Codex's own memories, when their files changed since the last
+        start; a failure costs the import, never the session's start."""
+        from errors import ClaudeMemoryError
+        from memory.clients.native import import_changed
+
+        started = time.monotonic()
+        try:
+            report = import_changed(
+                self.state, lambda: self.store, self.environ, request.project, clock=self.clock
+            )
+        except (ClaudeMemoryError, OSError, ValueError) as exc:
+            log.warning("native memories not imported: %s", exc)
+            return
+        if report is not None:
+            log.info(
+                "native memories: %d added, %d replaced, %d unchanged in %.0f ms",
+                len(report.added),
+                len(report.replaced),
+                len(report.unchanged),
+                (time.monotonic() - started) * 1000,
+            )
 
     def _summarize_now(self, episode_id: str) -> None:
         """A trigger point (`triggers.summary_trigger`): create or overwrite the session's L2

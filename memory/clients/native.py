@@ -14,19 +14,27 @@ Every note records where it came from (`source`: `claude-code:auto-memory:<dir>/
 `codex:memories:<file>`) and the file's time. Saving goes through the store (redaction,
 duplicate detection), so a second import of unchanged files adds nothing; a file that changed
 replaces its earlier note (`supersedes`).
+
+With `CLAUDE_MEMORY_NATIVE_MEMORY=import` (the default) every session start does this for its
+project when the native files changed since the last time (`import_changed`: a stat of each
+file against the fingerprint kept in the state database, so an unchanged start costs a few
+stats); `off` leaves them alone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, Literal
 
-from memory.backend import MemoryBackend
+from memory.backend import MemoryBackend, StateBackend
 from memory.clients.conventions import claude_config_dir, codex_home
 from memory.clients.project import ProjectIdentity
 from memory.model import NoteDraft
@@ -178,21 +186,89 @@ def read_codex_memories(folder: Path) -> list[NativeNote]:
     return notes
 
 
+def native_folders(
+    environ: Mapping[str, str], project: ProjectIdentity, clients: Iterable[NativeClient]
+) -> list[tuple[NativeClient, Path]]:
+    """Where each client keeps its memories for `project`."""
+    return [
+        (
+            client,
+            claude_memory_dir(environ, project)
+            if client == "claude-code"
+            else codex_home(environ) / "memories",
+        )
+        for client in clients
+    ]
+
+
 def find_native(
     environ: Mapping[str, str], project: ProjectIdentity, clients: Iterable[NativeClient]
 ) -> tuple[list[NativeNote], list[str]]:
     """The native memories of `clients` for `project`, and the folders looked in."""
     notes: list[NativeNote] = []
     searched: list[str] = []
-    for client in clients:
+    for client, folder in native_folders(environ, project, clients):
         if client == "claude-code":
-            folder = claude_memory_dir(environ, project)
             notes += read_claude_memory(folder, project)
         else:
-            folder = codex_home(environ) / "memories"
             notes += read_codex_memories(folder)
         searched.append(str(folder))
     return notes, searched
+
+
+# --- at session start: import what changed ------------------------------------------------------
+
+NATIVE_CLIENTS: Final[tuple[NativeClient, ...]] = ("claude-code", "codex")
+
+
+def folders_fingerprint(folders: Iterable[Path]) -> str:
+    """What the memory files of `folders` look like, from a stat of each (`*.md`: name, size,
+    mtime): equal fingerprints, nothing to import. No file is read."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        digest.update(f"{folder}\0".encode("utf-8", "surrogateescape"))
+        try:
+            entries = sorted(
+                (e.name, e.stat()) for e in os.scandir(folder) if e.name.endswith(".md")
+            )
+        except OSError:  # no such folder (yet): its absence is part of the picture
+            entries = []
+        for name, stat in entries:
+            digest.update(
+                f"{name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode("utf-8", "surrogateescape")
+            )
+    return digest.hexdigest()
+
+
+def import_changed(
+    state: StateBackend,
+    store: Callable[[], MemoryBackend],
+    environ: Mapping[str, str],
+    project: ProjectIdentity,
+    *,
+    clients: Iterable[NativeClient] = NATIVE_CLIENTS,
+    clock: Callable[[], float] = time.time,
+) -> ImportReport | None:
+    """`import-native` for a session start (`CLAUDE_MEMORY_NATIVE_MEMORY=import`): only when
+    the native files changed since the last import recorded in the state database (a stat
+    per file decides; the store is opened only then). Returns None when nothing changed.
+    Idempotent: an import of unchanged notes adds nothing (`import_notes`)."""
+    folders = native_folders(environ, project, clients)
+    key = "\n".join(str(folder) for _, folder in folders)
+    fingerprint = folders_fingerprint(folder for _, folder in folders)
+    rows = state.read("SELECT fingerprint FROM mem_native_imports WHERE folders = ?", (key,))
+    if rows and rows[0]["fingerprint"] == fingerprint:
+        return None
+    notes, searched = find_native(environ, project, clients)
+    report = import_notes(store(), notes) if notes else ImportReport()
+    report.searched = searched
+    with state.write() as db:
+        db.execute("DELETE FROM mem_native_imports WHERE folders = ?", (key,))
+        db.execute(
+            "INSERT INTO mem_native_imports(folders, fingerprint, imported) VALUES (?, ?, ?)",
+            (key, fingerprint, clock()),
+        )
+    return report
 
 
 def import_notes(

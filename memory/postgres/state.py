@@ -137,6 +137,14 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX mem_feedback_by_time ON mem_feedback(created)
     """,
+    """
+    -- what the native memories' folders looked like at the last import (memory.clients.native)
+    CREATE TABLE mem_native_imports (
+        folders TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        imported DOUBLE PRECISION NOT NULL
+    )
+    """,
 )
 
 

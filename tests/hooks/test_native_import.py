@@ -13,8 +13,10 @@ import pytest
 
 from memory.clients.native import find_native, import_notes, parse_front_matter
 from memory.clients.project import identify
+from memory.config import MemoryConfig
+from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
-from tests.hooks.conftest import CLAUDE_MEMORY
+from tests.hooks.conftest import CLAUDE_MEMORY, Hook, context_of
 
 TOPICS = {
     "user_role.md": (
@@ -142,3 +144,57 @@ def test_a_changed_memory_file_replaces_its_note_and_dry_run_writes_nothing(
         assert len(active) == 4
         assert any("SQLite" in n.body for n in active)
         assert not any("PostgreSQL 16" in n.body for n in active)
+
+
+# --- at session start (CLAUDE_MEMORY_NATIVE_MEMORY) ---------------------------------------------
+
+
+def _imports(home: Path) -> list[dict[str, object]]:
+    state = StateDB(home / "state.db")
+    try:
+        return [dict(r) for r in state.read("SELECT * FROM mem_native_imports")]
+    finally:
+        state.close()
+
+
+def test_session_start_imports_native_memories_only_when_they_changed(
+    hook: Hook, make_project: Callable[..., Path], mem_home: Path
+) -> None:
+    project = make_project("app")
+    folder = auto_memory_dir(project)
+    write_claude_memory(folder)
+    brief = context_of(hook("session-start", cwd=project, session_id="s1", source="startup"))
+    assert "backend engineer who prefers Go" in brief  # imported before the brief was made
+    with MemoryStore.open(MemoryConfig.for_home(mem_home)) as store:
+        imported = {
+            n.source: n for n in store.iter_notes() if (n.source or "").startswith("claude-code:")
+        }
+    assert len(imported) == 4  # three topics and the index's own line
+    (first,) = _imports(mem_home)
+
+    hook("session-start", cwd=project, session_id="s2", source="startup")
+    assert _imports(mem_home) == [first]  # nothing changed: no import, not even a store read
+
+    (folder / "project_db.md").write_text(
+        "---\nname: db-choice\nmetadata:\n  type: project\n---\nWe use PostgreSQL 17 now.\n"
+    )
+    hook("session-start", cwd=project, session_id="s3", source="startup")
+    with MemoryStore.open(MemoryConfig.for_home(mem_home)) as store:
+        db = [n for n in store.iter_notes() if (n.source or "").endswith("/project_db.md")]
+    assert [n.status for n in sorted(db, key=lambda n: n.created)][-1] == "active"
+    assert any("PostgreSQL 17" in n.body and n.status == "active" for n in db)
+    assert not any("PostgreSQL 16" in n.body and n.status == "active" for n in db)
+
+
+def test_native_memory_off_leaves_them_alone(
+    hook: Hook,
+    make_project: Callable[..., Path],
+    mem_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CLAUDE_MEMORY_NATIVE_MEMORY", "off")
+    project = make_project("app")
+    write_claude_memory(auto_memory_dir(project))
+    brief = context_of(hook("session-start", cwd=project, source="startup"))
+    assert "prefers Go" not in brief
+    assert _imports(mem_home) == []
