@@ -257,9 +257,14 @@ def _add(store: MemoryBackend, args: argparse.Namespace) -> int:
         )
     )
     if args.json:
-        _print_json({"id": result.id, "deduplicated": result.deduplicated, "path": result.path})
+        data = {"id": result.id, "deduplicated": result.deduplicated, "path": result.path}
+        if result.conflicts_with:  # resolve on the web page, over HTTP or MCP (docs/history.md)
+            data |= {"conflicts_with": result.conflicts_with, "pending": result.pending}
+        _print_json(data)
     elif result.deduplicated:
         print(f"duplicate of {result.id} ({result.path}); refreshed it")
+    elif result.conflicts_with:
+        print(result.notice())
     else:
         print(f"saved {result.id} ({result.path})")
     return 0
