@@ -56,6 +56,9 @@ from memory.notes.files import ensure_memory_layout, note_folder, render_note  #
 from memory.sqlite.store import MemoryStore  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "claude-memory"
+INJECTED: dict[str, int] = {}
+"""Hook runs per event whose answer carried context: a prompt that recalls nothing skips the
+assembling, so the table says how many did."""
 TARGETS = {"server": 30.0, "http": 30.0, "direct": 150.0}
 
 
@@ -113,6 +116,8 @@ def run_once(args: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float,
     elapsed = (time.perf_counter() - started) * 1000
     if proc.returncode != 0:
         raise RuntimeError(f"{args} exited {proc.returncode}: {proc.stderr[-500:]!r}")
+    if b"additionalContext" in proc.stdout:
+        INJECTED[args[-1]] = INJECTED.get(args[-1], 0) + 1
     return elapsed, _children_cpu() - cpu_before
 
 
@@ -250,6 +255,7 @@ def main() -> int:
 
     results: dict[str, list[Sample]] = {}
     server_cpu: dict[str, float] = {}
+    injected: dict[str, int] = {}
     try:
         print("python -c pass ...", file=sys.stderr)
         results["pass"] = [
@@ -258,6 +264,7 @@ def main() -> int:
         direct_env = {**env, "CLAUDE_MEMORY_HOOK_SERVER": "0"}
         print("direct mode ...", file=sys.stderr)
         results["direct"] = hook_runs("user-prompt-submit", prompt_payloads, direct_env)
+        injected["direct"] = INJECTED.get("user-prompt-submit", 0)
         results["direct-tool"] = hook_runs("post-tool-use", tool_payloads, direct_env)
 
         port = free_port()
@@ -273,7 +280,9 @@ def main() -> int:
                 ("server-tool", "post-tool-use", tool_payloads),
             ):
                 before = process_cpu(server.pid)
+                INJECTED.clear()
                 results[name] = hook_runs(event, payloads, server_env)
+                injected[name] = INJECTED.get(event, 0)
                 server_cpu[name] = (process_cpu(server.pid) - before) / (len(payloads) + 3)
             served = log.read_text().count("handled by the app") - served_before
             from memory.clients.hook_process import read_run_file
@@ -332,6 +341,10 @@ def main() -> int:
     print(row("post-tool-use, direct", results["direct-tool"], None))
     print()
     print(f"the app answered {served} of {expected} command hook calls while it ran")
+    print(
+        f"prompts answered with context (of {args.runs} + 3 warm-up): direct "
+        f"{injected['direct']}, app command hook {injected['server']}"
+    )
     return 0
 
 
