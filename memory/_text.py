@@ -233,6 +233,9 @@ _NOT_NEGATIONS_RE = re.compile("非常|无论|未来|别人|别的|不仅|不过
 _AUXILIARIES = frozenset(
     {"do", "does", "did", "can", "could", "will", "would", "should", "is", "are", "was", "with"}
 )
+_FILLER_RE = re.compile(r"(?<![a-z0-9'])(?:the|an|a)(?![a-z0-9'])")
+_DROP_PARTICLES = str.maketrans("", "", "".join(_PARTICLES) + "'")
+_NEGATION_CHAR_RE = re.compile(f"[{''.join(sorted(_NEGATION_CHARS))}]")
 _NAMING_WORDS = frozenset(
     {"#", "no", "issue", "pr", "task", "ticket", "bug", "step", "case", "号", "第", "版"}
 )
@@ -255,12 +258,8 @@ def _is_form(token: str) -> bool:
 def skeleton(text: str) -> str:
     """What is left of a text for comparing meaning: NFKC, case-folded, without spaces,
     punctuation, symbols, Chinese particles and filler words ("the", "a")."""
-    out = []
-    for token in _words(text):
-        if _is_form(token) or token in _PARTICLES or token in _FILLER_WORDS:
-            continue
-        out.append(token.replace("'", ""))
-    return "".join(out)
+    folded = _FILLER_RE.sub(" ", _fold(text)).translate(_DROP_PARTICLES)
+    return _NON_WORD_RE.sub("", folded)
 
 
 def subject(text: str) -> str:
@@ -300,8 +299,7 @@ def _polarity(text: str) -> tuple[int, tuple[str, ...]]:
     folded = _fold(text)
     words = _EN_WORD_RE.findall(folded)
     negations = sum(1 for w in words if w in _NEGATION_WORDS or w.endswith("n't"))
-    plain = _NOT_NEGATIONS_RE.sub("", folded)
-    negations += sum(1 for c in plain if c in _NEGATION_CHARS)
+    negations += len(_NEGATION_CHAR_RE.findall(_NOT_NEGATIONS_RE.sub("", folded)))
     return negations, tuple(_NUMBER_RE.findall(folded))
 
 
@@ -337,18 +335,46 @@ def skeleton_similarity(a: str, b: str) -> float:
     return jaccard(_pairs(a), _pairs(b))
 
 
+class Fingerprint:
+    """A text made ready for comparison: its skeleton and its negations and numbers, computed
+    once (the note being saved is compared with up to ten others)."""
+
+    __slots__ = ("_pairs", "polarity", "skeleton", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.skeleton = skeleton(text)
+        self.polarity = _polarity(text)
+        self._pairs: set[str] | None = None
+
+    def pairs(self) -> set[str]:
+        if self._pairs is None:
+            self._pairs = _pairs(self.skeleton)
+        return self._pairs
+
+    def similarity(self, other: Fingerprint) -> float:
+        """`skeleton_similarity` of the two."""
+        if not self.skeleton or not other.skeleton:
+            return 0.0
+        if self.skeleton == other.skeleton:
+            return 1.0
+        return jaccard(self.pairs(), other.pairs())
+
+
+def says_the_same(old: Fingerprint, new: Fingerprint, threshold: float) -> bool:
+    """`near_duplicate` of two fingerprints."""
+    if old.polarity != new.polarity or not old.skeleton or not new.skeleton:
+        return False
+    if old.skeleton == new.skeleton:
+        return True
+    return threshold < 1.0 and old.similarity(new) >= threshold and not _swapped(old.text, new.text)
+
+
 def near_duplicate(a: str, b: str, threshold: float = 0.9) -> bool:
     """Whether `b` says what `a` says: the same skeleton, or (with `threshold` < 1) skeletons
     whose character pairs overlap at least `threshold` with no English word swapped for
     another (`_swapped`); and no negation or number differs."""
-    if meaning_differs(a, b):
-        return False
-    left, right = skeleton(a), skeleton(b)
-    if not left or not right:
-        return False
-    if left == right:
-        return True
-    return threshold < 1.0 and skeleton_similarity(left, right) >= threshold and not _swapped(a, b)
+    return says_the_same(Fingerprint(a), Fingerprint(b), threshold)
 
 
 def _swapped(a: str, b: str) -> bool:
@@ -363,14 +389,19 @@ def _latin_words(text: str) -> set[str]:
     return {w for w in _EN_WORD_RE.findall(_fold(text)) if w not in _FILLER_WORDS}
 
 
+def makes_another_claim(old: Fingerprint, new: Fingerprint, threshold: float) -> bool:
+    """`contradicts` of two fingerprints."""
+    if old.polarity == new.polarity:
+        return False
+    left, right = subject(old.text), subject(new.text)
+    return bool(left) and skeleton_similarity(left, right) >= threshold
+
+
 def contradicts(old: str, new: str, threshold: float = 0.9) -> bool:
     """Whether `new` makes a different claim about what `old` is about: their subjects (the
     skeletons without negations and numbers) are the same or overlap at least `threshold`,
     and a negation or a number differs."""
-    if not meaning_differs(old, new):
-        return False
-    left, right = subject(old), subject(new)
-    return bool(left) and skeleton_similarity(left, right) >= threshold
+    return makes_another_claim(Fingerprint(old), Fingerprint(new), threshold)
 
 
 def _key(kind: str, text: str) -> int:

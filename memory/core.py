@@ -180,14 +180,13 @@ def find_duplicate(
     exact = queries.same_content(content_hash)
     if exact is not None:
         return Duplicate(exact)
-    candidates = queries.sharing_bands(bands) if bands else []
+    new = _text.Fingerprint(body)  # once: compared with up to ten notes
+    rows = queries.sharing_bands(bands) if bands else []
+    candidates = [(row, _text.Fingerprint(row["body"])) for row in rows]
     best, best_sim = None, -1.0
-    new_skeleton = _text.skeleton(body)
-    for row in candidates:
-        if _text.near_duplicate(row["body"], body, threshold):
-            similarity = _text.skeleton_similarity(_text.skeleton(row["body"]), new_skeleton)
-            if similarity > best_sim:
-                best, best_sim = row, similarity
+    for row, old in candidates:
+        if _text.says_the_same(old, new, threshold) and old.similarity(new) > best_sim:
+            best, best_sim = row, old.similarity(new)
     if best is not None:
         return Duplicate(best)
     # by vector: short (one-chunk) notes only, a long note is never folded into another
@@ -196,13 +195,14 @@ def find_duplicate(
         nearest = queries.nearest_vector(embedded.model, embedded.vectors[0])
         if nearest is not None and nearest[1] > threshold:
             row = queries.row(nearest[0])
-            if row is not None and not _text.meaning_differs(row["body"], body):
-                return Duplicate(row)
             if row is not None:
-                candidates = [*candidates, row]
-    for row in candidates:
-        if row["type"] == note_type and _text.contradicts(row["body"], body, threshold):
-            return Conflict(row, _text.how_meaning_differs(row["body"], body))
+                near = _text.Fingerprint(row["body"])
+                if near.polarity == new.polarity:
+                    return Duplicate(row)
+                candidates.append((row, near))
+    for row, old in candidates:
+        if row["type"] == note_type and _text.makes_another_claim(old, new, threshold):
+            return Conflict(row, _text.how_meaning_differs(old.text, body))
     return None
 
 
