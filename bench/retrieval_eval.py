@@ -77,6 +77,18 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "claud
 FIXED_NOW = datetime(2025, 1, 1, tzinfo=UTC)
 DEPTH = 10
 MODES: tuple[SearchMode, ...] = ("keyword", "vector", "hybrid")
+FLOORED = "hybrid, floor"
+"""Hybrid search with the store's relevance floor: what a user gets."""
+SWEEP_DEPTH = 50
+FLOORS = (0.0, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6)
+UNRELATED = ROOT / "tests" / "data" / "unrelated_prompts.json"
+TARGETS = {
+    "false injection, unrelated prompts": ("<=", 0.05),
+    "false injection, held-out prompts": ("<=", 0.05),
+    "bilingual recall@5, same-language": (">=", 0.95),
+    "bilingual recall@5, cross-lingual": (">=", 0.95),
+    "LoCoMo session recall@5": (">=", 0.90),
+}
 
 
 # --- embedding cache -------------------------------------------------------------------------
@@ -162,9 +174,13 @@ class Corpus:
         self.store.close()
 
 
+FLOOR_OVERRIDE: dict[str, float] = {}
+"""`--floor`: the relevance floor the stores use instead of the default."""
+
+
 def build_corpus(folder: Path, docs: Sequence[tuple[str, str]], encoder: Encoder | None) -> Corpus:
     """Save every document as a note (with its vectors when there is an encoder)."""
-    config = MemoryConfig.for_home(folder, fsync=False, dedup_threshold=1.0)
+    config = MemoryConfig.for_home(folder, fsync=False, dedup_threshold=1.0, **FLOOR_OVERRIDE)
     store = MemoryStore.open(config, clock=lambda: FIXED_NOW)
     store.delete("mem_user_profile")  # the empty profile skeleton: the set's notes only
     corpus = Corpus(store)
@@ -177,11 +193,47 @@ def build_corpus(folder: Path, docs: Sequence[tuple[str, str]], encoder: Encoder
     return corpus
 
 
-def rank(corpus: Corpus, query: str, mode: SearchMode, limit: int = DEPTH) -> list[str]:
-    outcome = corpus.store.search_detailed(query, limit=limit, record_access=False, mode=mode)
+def rank(
+    corpus: Corpus, query: str, mode: SearchMode, limit: int = DEPTH, floor: float | None = 0.0
+) -> list[str]:
+    """The documents a search returns, best first. `floor`: 0 every hit (the ranking alone),
+    None the store's relevance floor (what a user gets)."""
+    return [d for d, _ in rank_scored(corpus, query, mode, limit, floor)]
+
+
+def rank_scored(
+    corpus: Corpus, query: str, mode: SearchMode, limit: int = DEPTH, floor: float | None = 0.0
+) -> list[tuple[str, float]]:
+    """(document, calibrated relevance of its note), best first."""
+    outcome = corpus.store.search_detailed(
+        query, limit=limit, record_access=False, mode=mode, floor=floor
+    )
     if mode != "keyword" and outcome.mode != mode:
         raise RuntimeError(f"asked for {mode} search, got {outcome.mode}: {outcome.notice}")
-    return corpus.expand([h.id for h in outcome.hits])
+    return [(d, h.relevance) for h in outcome.hits for d in corpus.ids.get(h.id, [h.id])]
+
+
+def first_turn_injects(corpus: Corpus, state: Path, prompts: Sequence[str]) -> list[bool]:
+    """For each prompt, whether the first turn of a new chat conversation would inject a note:
+    the product's injection path (`MemoryLoop.prompt`, its relevance floor, window and rules)."""
+    from memory.loop.episodes import EpisodeStore
+    from memory.loop.prompt import CHAT, CHAT_TOOLS, MemoryLoop
+    from memory.loop.windows import MemoryWindows
+    from memory.sqlite.state import StateDB
+
+    db = StateDB(state)
+    try:
+        store = corpus.store
+        loop = MemoryLoop(
+            lambda: store, EpisodeStore(db, store), tools=CHAT_TOOLS, windows=MemoryWindows()
+        )
+        out = []
+        for n, prompt in enumerate(prompts):
+            context = loop.prompt(f"bench-{n}", CHAT, prompt)
+            out.append(any(i.reason == "retrieved" for i in context.injected))
+        return out
+    finally:
+        db.close()
 
 
 # --- bilingual set ---------------------------------------------------------------------------
@@ -194,8 +246,23 @@ class BilingualRun:
     ranked: dict[str, list[list[str]]] = field(default_factory=dict)
     """mode -> the ranked document ids of each query."""
 
+    scored: list[list[tuple[str, float]]] = field(default_factory=list)
+    """The hybrid ranking of each query at floor 0 (deep), with each hit's relevance."""
+
     def rerun(self, mode: SearchMode) -> None:
         self.ranked[mode] = [rank(self.corpus, q["query"], mode) for q in self.queries]
+        if mode == "hybrid":
+            self.ranked[FLOORED] = [
+                rank(self.corpus, q["query"], mode, floor=None) for q in self.queries
+            ]
+            self.scored = [
+                rank_scored(self.corpus, q["query"], mode, SWEEP_DEPTH) for q in self.queries
+            ]
+
+    def at_floor(self, floor: float) -> dict[str, dict[str, float]]:
+        """Scores of the hybrid ranking with hits below `floor` left out."""
+        self.ranked["sweep"] = [[d for d, r in hits if r >= floor] for hits in self.scored]
+        return self.scores("sweep")
 
     def scores(self, mode: str) -> dict[str, dict[str, float]]:
         ranks: dict[str, list[int]] = {}
@@ -229,6 +296,41 @@ def run_bilingual(encoder: Encoder, workdir: Path) -> BilingualRun:
     return run
 
 
+@dataclass
+class UnrelatedRun:
+    """Prompts about nothing in the bilingual memory: does a first turn inject a note?"""
+
+    injected: dict[str, list[bool]]
+    """set ("tuning", "held_out") -> for each prompt, a note injected (the product's path)."""
+    best: dict[str, list[float]]
+    """set -> each prompt's best hit relevance at floor 0 (0 without hits)."""
+
+    def rate(self, name: str, floor: float | None = None) -> float:
+        if floor is None:
+            hits = self.injected[name]
+            return sum(hits) / len(hits)
+        best = self.best[name]
+        return sum(b >= floor for b in best) / len(best)
+
+
+def run_unrelated(corpus: Corpus, workdir: Path) -> UnrelatedRun:
+    from memory.loop.recall import is_trivial_prompt
+
+    data = json.loads(UNRELATED.read_text(encoding="utf-8"))
+    injected: dict[str, list[bool]] = {}
+    best: dict[str, list[float]] = {}
+    for name in ("tuning", "held_out"):
+        prompts = [p["text"] for p in data[name]]
+        injected[name] = first_turn_injects(corpus, workdir / f"state-{name}.db", prompts)
+        best[name] = [
+            0.0
+            if is_trivial_prompt(p)
+            else max((r for _, r in rank_scored(corpus, p, "hybrid", DEPTH)), default=0.0)
+            for p in prompts
+        ]
+    return UnrelatedRun(injected, best)
+
+
 # --- LoCoMo ----------------------------------------------------------------------------------
 
 
@@ -257,8 +359,21 @@ class LocomoRun:
     corpora: list[Corpus]
     ranked: dict[str, list[list[str]]] = field(default_factory=dict)
 
+    scored: list[list[tuple[str, float]]] = field(default_factory=list)
+
     def rerun(self, mode: SearchMode) -> None:
         self.ranked[mode] = [rank(self.corpora[c], q, mode) for c, q, _ in self.questions]
+        if mode == "hybrid":
+            self.ranked[FLOORED] = [
+                rank(self.corpora[c], q, mode, floor=None) for c, q, _ in self.questions
+            ]
+            self.scored = [
+                rank_scored(self.corpora[c], q, mode, SWEEP_DEPTH) for c, q, _ in self.questions
+            ]
+
+    def at_floor(self, floor: float) -> dict[str, float]:
+        self.ranked["sweep"] = [[d for d, r in hits if r >= floor] for hits in self.scored]
+        return self.scores("sweep")
 
     def scores(self, mode: str) -> dict[str, float]:
         t5, t10, s5, mrr = [], [], [], []
@@ -456,7 +571,7 @@ def bilingual_table(run: BilingualRun) -> str:
         "| retriever | " + " | ".join(f"{g} R@5" for g in groups) + " | all R@1 | all MRR@10 |",
         "|---" * (len(groups) + 3) + "|",
     ]
-    for mode in MODES:
+    for mode in (*MODES, FLOORED):
         s = run.scores(mode)
         cells = [_fmt(s[g]["r@5"]) for g in groups]
         lines.append(
@@ -469,7 +584,7 @@ def bilingual_table(run: BilingualRun) -> str:
 def locomo_table(run: LocomoRun, reference: dict[str, float] | None) -> str:
     cols = ["turn r@5", "turn r@10", "session r@5", "mrr@10"]
     lines = ["| retriever | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    for mode in MODES:
+    for mode in (*MODES, FLOORED):
         s = run.scores(mode)
         lines.append(f"| {mode} | " + " | ".join(_fmt(s[c]) for c in cols) + " |")
     if reference is not None:
@@ -478,6 +593,64 @@ def locomo_table(run: LocomoRun, reference: dict[str, float] | None) -> str:
             + " | ".join(_fmt(reference[c]) if c in reference else "" for c in cols)
             + " |"
         )
+    return "\n".join(lines)
+
+
+def acceptance_table(
+    bi: BilingualRun | None, lo: LocomoRun | None, un: UnrelatedRun | None
+) -> tuple[str, dict[str, Any]]:
+    """The acceptance numbers, each with its target: measured with the relevance floor (what a
+    user gets) and without it."""
+    rows: dict[str, tuple[float, float | None]] = {}
+    if un is not None:
+        rows["false injection, unrelated prompts"] = (un.rate("tuning"), un.rate("tuning", 0.0))
+        rows["false injection, held-out prompts"] = (un.rate("held_out"), un.rate("held_out", 0.0))
+    if bi is not None:
+        floored, plain = bi.scores(FLOORED), bi.scores("hybrid")
+        for group in ("same-language", "cross-lingual"):
+            rows[f"bilingual recall@5, {group}"] = (floored[group]["r@5"], plain[group]["r@5"])
+    if lo is not None:
+        rows["LoCoMo session recall@5"] = (
+            lo.scores(FLOORED)["session r@5"],
+            lo.scores("hybrid")["session r@5"],
+        )
+    lines = [
+        "| metric (hybrid) | target | with the floor | without | met |",
+        "|---|---|---|---|---|",
+    ]
+    report = {}
+    for name, (value, without) in rows.items():
+        op, target = TARGETS[name]
+        met = value <= target if op == "<=" else value >= target
+        lines.append(
+            f"| {name} | {op} {target:.2f} | {_fmt(value)} | "
+            f"{'' if without is None else _fmt(without)} | {'met' if met else 'NOT'} |"
+        )
+        report[name] = {"value": value, "without_floor": without, "target": target, "met": met}
+    return "\n".join(lines), report
+
+
+def floor_table(bi: BilingualRun | None, lo: LocomoRun | None, un: UnrelatedRun | None) -> str:
+    """Recall@5 and false injection at several floors (the same rankings, hits below the floor
+    left out)."""
+    lines = [
+        "| floor | bilingual same R@5 | cross R@5 | LoCoMo session R@5 | false injection "
+        "(tuning) | (held-out) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for floor in FLOORS:
+        cells = [f"{floor:.2f}"]
+        if bi is not None:
+            s = bi.at_floor(floor)
+            cells += [_fmt(s["same-language"]["r@5"]), _fmt(s["cross-lingual"]["r@5"])]
+        else:
+            cells += ["", ""]
+        cells.append(_fmt(lo.at_floor(floor)["session r@5"]) if lo is not None else "")
+        if un is not None:
+            cells += [_fmt(un.rate("tuning", floor)), _fmt(un.rate("held_out", floor))]
+        else:
+            cells += ["", ""]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -511,7 +684,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency", type=int, default=0, help="notes for the latency run")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     parser.add_argument("--threads", type=int, default=0, help="encoder threads; 0: per core")
+    parser.add_argument("--floor", type=float, help="relevance floor (default: the store's)")
     args = parser.parse_args(argv)
+    if args.floor is not None:
+        FLOOR_OVERRIDE["relevance_floor"] = args.floor
 
     spec = parse_encoder_setting(args.encoder, center=not args.no_center, threads=args.threads)
     if spec is None:
@@ -528,19 +704,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        bi = lo = None
+        bi = lo = un = None
         if "bilingual" in sets:
             bi = run_bilingual(encoder, workdir)
             print(f"\n## Bilingual set ({len(bi.queries)} questions, 80 notes), recall@5\n")
             print(bilingual_table(bi))
-            report["bilingual"] = {m: bi.scores(m) for m in MODES}
+            report["bilingual"] = {m: bi.scores(m) for m in (*MODES, FLOORED)}
+            un = run_unrelated(bi.corpus, workdir)
         if "locomo" in sets:
             lo = run_locomo(encoder, workdir, args.locomo)
             ref = bm25_reference(args.locomo)
             print(f"\n## LoCoMo ({len(lo.questions)} questions with evidence)\n")
             print(locomo_table(lo, ref))
-            report["locomo"] = {m: lo.scores(m) for m in MODES}
+            report["locomo"] = {m: lo.scores(m) for m in (*MODES, FLOORED)}
             report["locomo"]["bm25-reference"] = ref
+        floor = MemoryConfig.for_home(workdir, **FLOOR_OVERRIDE).relevance_floor
+        print(f"\n## Acceptance (relevance floor {floor:g})\n")
+        table, report["acceptance"] = acceptance_table(bi, lo, un)
+        print(table)
+        print("\n## Relevance floors (hybrid)\n")
+        print(floor_table(bi, lo, un))
         if args.sweep:
             print("\n## Fusion settings (hybrid)\n")
             print("| fusion | bilingual cross R@5 | same R@5 | LoCoMo turn r@10 | session r@5 |")

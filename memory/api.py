@@ -134,6 +134,11 @@ class SearchRequest(BaseModel):
         default="auto",
         description="auto: hybrid (keywords + vectors) when the encoder is ready, else keyword.",
     )
+    all: Flag = Field(
+        default=False,
+        description="Also return hits below the relevance floor (CLAUDE_MEMORY_RELEVANCE_FLOOR); "
+        "`?all=true` does the same.",
+    )
 
 
 class ScorePartsOut(BaseModel):
@@ -155,6 +160,10 @@ class SearchHitOut(BaseModel):
     status: str
     updated: datetime
     score: float
+    relevance: float = Field(
+        description="Calibrated relevance 0..1 from the hit's own evidence (docs/retrieval.md); "
+        "hits below the relevance floor are left out unless `all`."
+    )
     score_parts: ScorePartsOut
     snippet: str
 
@@ -225,9 +234,15 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
         return await _run(get_store().stats)
 
     @router.post("/search", response_model=SearchResponse)
-    async def search_memories(body: SearchRequest) -> SearchResponse:
+    async def search_memories(
+        body: SearchRequest,
+        everything: bool = Query(
+            default=False, alias="all", description="Also hits below the relevance floor."
+        ),
+    ) -> SearchResponse:
         """Ranked search (hybrid keyword + vector when the encoder is ready, else keyword,
-        with a `notice`); results carry their score parts."""
+        with a `notice`); results carry their calibrated relevance and score parts. Hits below
+        the relevance floor are left out unless `all` (in the body or `?all=true`)."""
         outcome = await _run(
             get_store().search_detailed,
             body.query,
@@ -237,6 +252,7 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
             tag=body.tag,
             include_inactive=body.include_inactive,
             mode=body.mode,
+            floor=0.0 if everything or body.all else None,
         )
         return SearchResponse(
             results=[SearchHitOut.of(h) for h in outcome.hits],

@@ -166,6 +166,7 @@ class MemoryBackend(Protocol):
         *,
         tag: str | None = None,
         record_access: bool = True,
+        floor: float | None = None,
     ) -> builtins.list[SearchHit]: ...
 
     def search_detailed(
@@ -179,6 +180,7 @@ class MemoryBackend(Protocol):
         tag: str | None = None,
         record_access: bool = True,
         mode: SearchMode = "auto",
+        floor: float | None = None,
     ) -> SearchOutcome: ...
 
     def top_notes(

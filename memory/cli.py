@@ -80,6 +80,7 @@ def register(
     p.add_argument("--scope")
     p.add_argument("--tag")
     p.add_argument("--all", action="store_true", help="include expired/deprecated/superseded")
+    p.add_argument("--weak", action="store_true", help="also hits below the relevance floor")
     _json_flag(p)
     p.set_defaults(memory_handler=_search)
 
@@ -216,6 +217,7 @@ def _search(store: MemoryBackend, args: argparse.Namespace) -> int:
         scope=args.scope,
         tag=args.tag,
         include_inactive=args.all,
+        floor=0.0 if args.weak else None,
     )
     hits = outcome.hits
     if outcome.notice:
@@ -230,7 +232,7 @@ def _search(store: MemoryBackend, args: argparse.Namespace) -> int:
         p = hit.parts
         print(f"{hit.score:.3f}  {hit.id}  [{hit.type}] {hit.title}")
         print(
-            f"       rel {p.relevance:.2f} · type {p.type_weight:.2f} · "
+            f"       relevance {hit.relevance:.2f} · type {p.type_weight:.2f} · "
             f"recency {p.recency:.2f} · importance {p.importance:.2f}  {hit.path}"
         )
         if hit.snippet or hit.summary:

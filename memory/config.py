@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memory.search.relevance import DEFAULT_FLOOR
+
 
 @dataclass(frozen=True, slots=True)
 class RankingWeights:
@@ -34,6 +36,9 @@ class MemoryConfig:
     ranking: RankingWeights = field(default_factory=RankingWeights)
     dedup_threshold: float = 0.92
     """Similarity (0..1) above which a new note counts as a near duplicate of an existing one."""
+    relevance_floor: float = DEFAULT_FLOOR
+    """Search hits whose calibrated relevance (`memory.search.relevance`) is below it are not
+    returned unless asked for (`floor=0`) and never injected into a prompt."""
     rescan_interval: float = 2.0
     """Seconds between full file scans triggered by reads on large stores, stretched to 20x the
     last scan's duration so rescans stay under ~5% of the time (see docs/search.md)."""

@@ -656,6 +656,7 @@ class StoreCore:
         *,
         tag: str | None = None,
         record_access: bool = True,
+        floor: float | None = None,
     ) -> builtins.list[SearchHit]:
         """Ranked search (Chinese, English, mixed, identifiers): hybrid keyword + vector when
         an encoder is attached and notes have vectors, else keyword (`search_detailed` says
@@ -663,10 +664,19 @@ class StoreCore:
 
         `scope="project:x"` also returns `user` notes (they apply to every project). Expired,
         deprecated and superseded notes are left out unless `include_inactive`. Each hit
-        counts as an access of its note unless `record_access=False`.
+        counts as an access of its note unless `record_access=False`. Hits whose calibrated
+        relevance is below `floor` (None: `config.relevance_floor`; 0: every hit) are left
+        out (docs/retrieval.md, "Relevance and the floor").
         """
         return self.search_detailed(
-            query, limit, type, scope, include_inactive, tag=tag, record_access=record_access
+            query,
+            limit,
+            type,
+            scope,
+            include_inactive,
+            tag=tag,
+            record_access=record_access,
+            floor=floor,
         ).hits
 
     def search_detailed(
@@ -680,6 +690,7 @@ class StoreCore:
         tag: str | None = None,
         record_access: bool = True,
         mode: SearchMode = "auto",
+        floor: float | None = None,
     ) -> SearchOutcome:
         """`search` with the mode used (`keyword`, `vector`, `hybrid`) and a `notice` when
         semantic search was wanted but could not run (encoder loading or failed, no vectors
@@ -687,7 +698,14 @@ class StoreCore:
         `mode="vector"` ranks by vectors alone."""
         self._before_read(scope)
         # the query vector first: encoding beside the keyword search was slower (query_vectors)
-        plan = plan_search(query, mode, self._query_vectors, self.encoder, self.vectors.has_vectors)
+        plan = plan_search(
+            query,
+            mode,
+            self._query_vectors,
+            self.encoder,
+            self.vectors.has_vectors,
+            floor=self.config.relevance_floor if floor is None else floor,
+        )
         if plan.empty:
             return SearchOutcome([], "keyword", plan.notice)
         limit = check_limit(limit)

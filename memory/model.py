@@ -411,6 +411,10 @@ class SearchHit:
     score: float
     parts: ScoreParts
     snippet: str = ""
+    relevance: float = 0.0
+    """Calibrated relevance in 0..1 from the hit's own evidence (`memory.search.relevance`):
+    unlike `parts.relevance`, which ranks hits against each other, it means the same in any
+    result list."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -424,6 +428,7 @@ class SearchHit:
             "status": self.status,
             "updated": format_datetime(self.updated),
             "score": round(self.score, 6),
+            "relevance": round(self.relevance, 6),
             "score_parts": {
                 "relevance": round(self.parts.relevance, 6),
                 "type_weight": round(self.parts.type_weight, 6),

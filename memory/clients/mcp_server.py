@@ -275,6 +275,9 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
         all_projects: Annotated[
             bool, Field(description="Search every scope, not just this project and the user.")
         ] = False,
+        weak: Annotated[
+            bool, Field(description="Also weak matches, below the relevance floor.")
+        ] = False,
     ) -> str:
         def work() -> str:
             outcome = res.store.search_detailed(
@@ -282,12 +285,13 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
                 limit=limit,
                 type=type or None,
                 scope=scope_for(scope, all_projects),
+                floor=0.0 if weak else None,
             )
             if not outcome.hits:
                 return f"No memories found.\n{_search_line(outcome)}"
             lines = [
                 f"[{h.id}] {h.type} · {h.title} — {h.summary} ({h.updated:%Y-%m-%d}, "
-                f"score {h.score:.2f})"
+                f"relevance {h.relevance:.2f})"
                 for h in outcome.hits
             ]
             lines += ["Use memory_get with ids for the full text.", _search_line(outcome)]

@@ -75,7 +75,7 @@ def rank(
     """The `limit` best notes for `plan`, scored (docs/search.md, docs/retrieval.md)."""
     parsed = plan.parsed
     if plan.vector_first and plan.vector is not None:
-        return _hybrid(queries, parsed, [], filters, limit, now_ts, plan.vector, weights, fusion)
+        return _hybrid(queries, plan, [], filters, limit, now_ts, plan.vector, weights, fusion)
     pool = max(limit * 5, 50)
     candidates: list[Candidate] = []
     if len(parsed.terms) > 1:
@@ -89,13 +89,21 @@ def rank(
         candidates += [Candidate(r, None) for r in extra if r["id"] not in seen]
     found = plan.semantic()
     if found is not None:
-        return _hybrid(queries, parsed, candidates, filters, limit, now_ts, found, weights, fusion)
-    return keyword_ranking(parsed, candidates, now_ts, weights, limit)
+        return _hybrid(queries, plan, candidates, filters, limit, now_ts, found, weights, fusion)
+    return keyword_ranking(
+        parsed,
+        candidates,
+        now_ts,
+        weights,
+        limit,
+        term_weights=lambda: term_weights(queries, parsed),
+        floor=plan.floor,
+    )
 
 
 def _hybrid(
     queries: SearchQueries,
-    parsed: ParsedQuery,
+    plan: SearchPlan,
     candidates: list[Candidate],
     filters: Filters,
     limit: int,
@@ -106,6 +114,7 @@ def _hybrid(
 ) -> list[Scored]:
     """Keyword candidates and the notes nearest by vector, fused (`memory.search.fusion`),
     then scored like keyword results with the fused relevance."""
+    parsed = plan.parsed
     side = keyword_side(parsed, candidates, lambda: term_weights(queries, parsed))
     rows: dict[str, Any] = dict(side.rows)
     nearest = queries.nearest(semantic, fusion.vector_depth, filters)
@@ -113,14 +122,17 @@ def _hybrid(
     if missing:
         extra = queries.rows_by_id(missing)
         rows.update({r["id"]: r for r in without_excluded(parsed, list(extra.values()))})
-    return fused_ranking(side, rows, nearest, fusion, now_ts, weights, limit)
+    return fused_ranking(side, rows, nearest, fusion, now_ts, weights, limit, floor=plan.floor)
 
 
 def term_weights(queries: SearchQueries, parsed: ParsedQuery) -> list[float]:
     """IDF of each query word in the whole index, whatever the filters (document frequency
-    counted up to `DF_CAP` notes)."""
+    counted up to `DF_CAP` notes). A word no note holds weighs as one held by a single note:
+    in a small memory BM25's IDF would make it weigh several times more, and a prompt's
+    every chatty word would then sink the share of it a note explains (the coverage behind
+    keyword trust and calibrated relevance)."""
     total, found = queries.doc_freqs(parsed)
-    return [idf(min(n, DF_CAP), max(total, 1)) for n in found]
+    return [idf(max(1, min(n, DF_CAP)), max(total, 1)) for n in found]
 
 
 def hit(scored: Scored, parsed: ParsedQuery) -> SearchHit:
@@ -138,6 +150,7 @@ def hit(scored: Scored, parsed: ParsedQuery) -> SearchHit:
         updated=parse_datetime(row["updated"]) or utcnow(),  # ISO text or a timestamptz
         score=scored.score,
         parts=scored.parts,
+        relevance=scored.relevance,
         snippet=snippet(row["body"], parsed),
     )
 

@@ -21,6 +21,7 @@ from typing import Any, Final
 from memory.encoders.models import Encoder, EncoderUnavailableError
 from memory.search.fusion import SearchMode, UsedMode
 from memory.search.keyword import ParsedQuery, parse_query
+from memory.search.relevance import check_floor
 
 CACHE_SIZE: Final = 256
 NO_VECTORS_YET: Final = (
@@ -49,6 +50,8 @@ class SearchPlan:
     notice: str | None
     vector_first: bool
     """Vectors alone rank: `mode="vector"`, or a query without words (emoji, punctuation)."""
+    floor: float = 0.0
+    """Hits whose calibrated relevance (`memory.search.relevance`) is below it are left out."""
 
     @property
     def empty(self) -> bool:
@@ -71,14 +74,16 @@ def plan_search(
     vectors: QueryVectors,
     encoder: Encoder | None,
     has_vectors: Callable[[str], bool],
+    *,
+    floor: float = 0.0,
 ) -> SearchPlan:
     """Parse `query` and get its vector unless `mode="keyword"` (which never touches the
-    encoder)."""
+    encoder). `floor`: the relevance below which hits are left out (0: all of them)."""
     parsed = parse_query(query)
     vector, notice = (
         (None, None) if mode == "keyword" else vectors.resolve(encoder, has_vectors, query)
     )
-    return SearchPlan(parsed, vector, notice, mode == "vector" or parsed.empty)
+    return SearchPlan(parsed, vector, notice, mode == "vector" or parsed.empty, check_floor(floor))
 
 
 def _unavailable(exc: EncoderUnavailableError) -> str:

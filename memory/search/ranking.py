@@ -12,7 +12,7 @@ updated_ts, importance.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Final
@@ -34,6 +34,7 @@ from memory.model import (
 from memory.notes.capture import sanitize
 from memory.search.fusion import FusionWeights, fuse, keyword_coverage, term_patterns
 from memory.search.keyword import Candidate, ParsedQuery, combine, relevance, score_parts
+from memory.search.relevance import Evidence, calibrated
 
 UPDATABLE: Final = frozenset(
     {
@@ -140,19 +141,31 @@ class Scored:
     score: float
     parts: ScoreParts
     row: Any
+    relevance: float = 0.0
+    """Calibrated relevance (`memory.search.relevance`): the hit's own evidence, 0..1."""
 
 
 def rank_rows(
-    rows: Iterable[tuple[Any, float]], now_ts: float, weights: RankingWeights, limit: int
+    rows: Iterable[tuple[Any, float]],
+    now_ts: float,
+    weights: RankingWeights,
+    limit: int,
+    *,
+    evidence: Mapping[str, Evidence] | None = None,
+    floor: float = 0.0,
 ) -> list[Scored]:
     """(row, relevance) pairs scored (relevance, type weight, recency, importance), best
-    first; ties broken by id so the same data always gives the same order."""
+    first; ties broken by id so the same data always gives the same order. With `evidence`
+    (by id) each hit gets its calibrated relevance and those below `floor` are left out."""
     scored = []
     for row, rel in rows:
+        own = calibrated(evidence.get(row["id"], Evidence())) if evidence is not None else rel
+        if own < floor:
+            continue
         parts = score_parts(row, rel, now_ts)
-        scored.append((combine(parts, weights), row["id"], parts, row))
+        scored.append((combine(parts, weights), row["id"], parts, row, own))
     scored.sort(key=lambda item: (-item[0], item[1]))
-    return [Scored(score, parts, row) for score, _id, parts, row in scored[:limit]]
+    return [Scored(score, parts, row, own) for score, _id, parts, row, own in scored[:limit]]
 
 
 def keyword_ranking(
@@ -161,16 +174,26 @@ def keyword_ranking(
     now_ts: float,
     weights: RankingWeights,
     limit: int,
+    *,
+    term_weights: Callable[[], Sequence[float]],
+    floor: float = 0.0,
 ) -> list[Scored]:
-    """Keyword candidates ranked by the multi-factor score (docs/search.md)."""
+    """Keyword candidates ranked by the multi-factor score (docs/search.md); each hit's
+    calibrated relevance from its keyword coverage alone, those below `floor` left out."""
     if not candidates:
         return []
     rels = relevance(parsed, candidates)
+    side = keyword_side(parsed, candidates, term_weights)
     return rank_rows(
         ((cand.row, rel) for cand, rel in zip(candidates, rels, strict=True)),
         now_ts,
         weights,
         limit,
+        evidence={
+            i: Evidence(coverage=c, vectors=False)
+            for i, c in zip(side.ids, side.coverage, strict=True)
+        },
+        floor=floor,
     )
 
 
@@ -225,11 +248,14 @@ def fused_ranking(
     now_ts: float,
     weights: RankingWeights,
     limit: int,
+    *,
+    floor: float = 0.0,
 ) -> list[Scored]:
     """Keyword ids and the nearest notes by vector [(id, cosine)] fused into one relevance
     (`memory.search.fusion.fuse`), then scored like keyword hits. `rows`: every row that may be
     returned (keyword rows and the vector hits that passed the filters); vector hits
-    without a row are dropped."""
+    without a row are dropped. Hits whose calibrated relevance (coverage and cosine) is below
+    `floor` are left out."""
     kept = [(note_id, score) for note_id, score in nearest if note_id in rows]
     fused = fuse(
         side.ids,
@@ -238,7 +264,17 @@ def fused_ranking(
         keyword_coverage=side.coverage,
         vector_scores=[score for _, score in kept],
     )
-    return rank_rows(((rows[note_id], rel) for note_id, rel in fused), now_ts, weights, limit)
+    cosines = dict(kept)
+    coverage = dict(zip(side.ids, side.coverage, strict=True))
+    evidence = {i: Evidence(coverage.get(i), cosines.get(i)) for i, _ in fused}
+    return rank_rows(
+        ((rows[note_id], rel) for note_id, rel in fused),
+        now_ts,
+        weights,
+        limit,
+        evidence=evidence,
+        floor=floor,
+    )
 
 
 def _text_list(tags: Any) -> list[str]:

@@ -43,7 +43,7 @@ def test_add_search_list_show_rm(home: Path, capsys: pytest.CaptureFixture[str])
 
     assert run(home, "search", "连接池") == 0
     out = capsys.readouterr().out
-    assert saved["id"] in out and "rel " in out and "recency" in out
+    assert saved["id"] in out and "relevance " in out and "recency" in out
 
     assert run(home, "list", "--type", "bug") == 0
     assert saved["id"] in capsys.readouterr().out

@@ -76,9 +76,10 @@ def test_exact_title_match_ranks_first(store: MemoryStore, corpus: dict[str, str
 
 
 def test_scope_filter_includes_user_notes(store: MemoryStore, corpus: dict[str, str]) -> None:
-    api = {h.id for h in store.search("JWT 缓存 Docker", scope="project:api", limit=10)}
+    # three topics at once: each note holds one of the words, weak evidence each (floor 0)
+    api = {h.id for h in store.search("JWT 缓存 Docker", scope="project:api", limit=10, floor=0)}
     assert {corpus["jwt"], corpus["deploy"], corpus["cache"]} <= api
-    web = {h.id for h in store.search("JWT 缓存 Docker", scope="project:web", limit=10)}
+    web = {h.id for h in store.search("JWT 缓存 Docker", scope="project:web", limit=10, floor=0)}
     assert corpus["jwt"] not in web and corpus["cache"] in web
 
 

@@ -157,7 +157,13 @@ export async function runSearch() {
           h(
             "span",
             { class: "meta" },
-            [note.scope, ...(note.tags || []).map((t) => `#${t}`), timeAgo(note.updated)].join(" · "),
+            [
+              note.scope,
+              ...(note.tags || []).map((t) => `#${t}`),
+              timeAgo(note.updated),
+              // search hits only: how strongly this note matches, the same scale for any query
+              ...(typeof note.relevance === "number" ? [`relevance ${note.relevance.toFixed(2)}`] : []),
+            ].join(" · "),
           ),
         ),
       ),
