@@ -417,7 +417,14 @@ def test_a_hook_of_another_home_never_reaches_this_app(
         _payload(make_project("app"), source="startup"),
         env={"CLAUDE_MEMORY_HOME": str(other)},
     )
-    assert (run.returncode, run.stdout) == (0, "")
+    assert run.returncode == 0
+    # nothing to inject from an empty home; the notes folder Claude Code should watch is its own
+    assert run.output == {
+        "hookSpecificOutput": {
+            "hookEventName": "SessionStart",
+            "watchPaths": [os.path.realpath(other / "memory")],
+        }
+    }
     assert (other / "state.db").exists()  # done directly, in its own home
     state = StateDB(app.home / "state.db")
     try:
