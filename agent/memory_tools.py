@@ -9,85 +9,80 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 from claude_agent_sdk import SdkMcpTool, create_sdk_mcp_server, tool
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from errors import ClaudeMemoryError
 from memory.backend import MemoryBackend
 from memory.history import ChangeSource, acting_as, conversation_source
+from memory.inputs import SearchText, Text, between, describe
 from memory.model import NoteDraft
 
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "memory"
 BODY_LIMIT = 8000
+A = TypeVar("A", bound=BaseModel)
 
-_SEARCH_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "description": "Keywords or a question, any language."},
-        "limit": {"type": "integer", "description": "How many results (default 8, max 30)."},
-        "type": {"type": "string", "description": "Only this note type."},
-        "scope": {
-            "type": "string",
-            "description": "Only this scope: user, project:<key>, chat:<id>.",
-        },
-    },
-    "required": ["query"],
-}
-_GET_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "ids": {
-            "type": "array",
-            "items": {"type": "string"},
-            "description": "Note ids as shown in [brackets] in listings.",
-        }
-    },
-    "required": ["ids"],
-}
-_SAVE_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "content": {"type": "string", "description": "The fact, self-contained, 1-5 sentences."},
-        "title": {"type": "string"},
-        "summary": {"type": "string", "description": "One line."},
-        "type": {
-            "type": "string",
-            "description": "identity, preference, decision, architecture, project, research, "
-            "code, bug, conversation or general.",
-        },
-        "scope": {"type": "string", "description": "user (default), project:<key> or chat:<id>."},
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "importance": {"type": "number", "description": "0.0-1.0, default 0.5."},
-        "supersedes": {"type": "string", "description": "Id of a note this one replaces."},
-    },
-    "required": ["content"],
-}
-_UPDATE_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"},
-        "content": {"type": "string", "description": "New body (replaces the old one)."},
-        "title": {"type": "string"},
-        "summary": {"type": "string"},
-        "type": {"type": "string"},
-        "scope": {"type": "string"},
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "importance": {"type": "number"},
-    },
-    "required": ["id"],
-}
-_DEPRECATE_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "string"},
-        "reason": {"type": "string"},
-        "superseded_by": {"type": "string", "description": "Id of the note that replaces it."},
-    },
-    "required": ["id"],
-}
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchArgs(_Args):
+    query: SearchText
+    limit: Annotated[int, between(1, 30), Field(description="How many results (1-30).")] = 8
+    type: str | None = Field(default=None, description="Only this note type.")
+    scope: str | None = Field(
+        default=None, description="Only this scope: user, project:<key>, chat:<id>."
+    )
+
+
+class GetArgs(_Args):
+    ids: list[Text] = Field(
+        min_length=1, max_length=10, description="1-10 note ids as shown in [brackets]."
+    )
+
+
+class SaveArgs(_Args):
+    content: Text = Field(description="The fact, self-contained, 1-5 sentences.")
+    title: str | None = None
+    summary: str | None = Field(default=None, description="One line.")
+    type: str = Field(
+        default="general",
+        description="identity, preference, decision, architecture, project, research, "
+        "code, bug, conversation or general.",
+    )
+    scope: str | None = Field(
+        default=None, description="user (default), project:<key> or chat:<id>."
+    )
+    tags: list[str] = Field(default_factory=list)
+    importance: float = Field(default=0.5, ge=0, le=1)
+    supersedes: str | None = Field(default=None, description="Id of a note this one replaces.")
+
+
+class UpdateArgs(_Args):
+    id: Text
+    content: Text | None = Field(default=None, description="New body (replaces the old one).")
+    title: str | None = None
+    summary: str | None = None
+    type: str | None = None
+    scope: str | None = None
+    tags: list[str] | None = None
+    importance: float | None = Field(default=None, ge=0, le=1)
+
+
+class DeprecateArgs(_Args):
+    id: Text
+    reason: str | None = None
+    superseded_by: Text | None = Field(default=None, description="Id of the note that replaces it.")
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The tool's JSON schema, limits included, from the same model that checks the call."""
+    return model.model_json_schema()
 
 
 def _text(value: str, *, error: bool = False) -> dict[str, Any]:
@@ -98,13 +93,17 @@ def _text(value: str, *, error: bool = False) -> dict[str, Any]:
 
 
 def _guarded_errors(
-    fn: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+    model: type[A], fn: Callable[[A], Awaitable[dict[str, Any]]]
 ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
-    """Our errors become readable tool errors the model can act on."""
+    """The arguments checked by the shared rules (memory/inputs.py: a blank query, a limit out
+    of range, no ids are refused before anything runs); our errors and those become readable
+    tool errors the model can act on."""
 
     async def run(args: dict[str, Any]) -> dict[str, Any]:
         try:
-            return await fn(args)
+            return await fn(model.model_validate(args))
+        except ValidationError as exc:
+            return _text(describe(exc), error=True)
         except ClaudeMemoryError as exc:
             return _text(exc.message, error=True)
 
@@ -122,9 +121,9 @@ def build_memory_tools(
     who = conversation_source(conversation_id) if conversation_id else ChangeSource("chat")
 
     def _guarded(
-        fn: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+        model: type[A], fn: Callable[[A], Awaitable[dict[str, Any]]]
     ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
-        inner = _guarded_errors(fn)
+        inner = _guarded_errors(model, fn)
 
         async def run(args: dict[str, Any]) -> dict[str, Any]:
             with acting_as(who):  # asyncio.to_thread carries it to the store call
@@ -132,43 +131,43 @@ def build_memory_tools(
 
         return run
 
-    async def search(args: dict[str, Any]) -> dict[str, Any]:
-        limit = max(1, min(int(args.get("limit") or 8), 30))
+    async def search(args: SearchArgs) -> dict[str, Any]:
         hits = await asyncio.to_thread(
             store.search,
-            str(args["query"]),
-            limit=limit,
-            type=args.get("type") or None,
-            scope=args.get("scope") or None,
+            args.query,
+            limit=args.limit,
+            type=args.type or None,
+            scope=args.scope or None,
         )
         if not hits:
             return _text("No memories found.")
         lines = [f"[{h.id}] {h.type} · {h.title} — {h.summary} (score {h.score:.2f})" for h in hits]
         return _text("\n".join(lines) + "\nUse memory_get with ids for full text.")
 
-    async def get(args: dict[str, Any]) -> dict[str, Any]:
-        ids = [str(i) for i in args.get("ids") or []][:10]
-        parts = []
-        for note_id in ids:
+    async def get(args: GetArgs) -> dict[str, Any]:
+        parts, read = [], []
+        for note_id in args.ids:
             try:
                 note = await asyncio.to_thread(store.get, note_id)
             except ClaudeMemoryError as exc:
                 parts.append(f"[{note_id}] {exc.message}")
                 continue
             parts.append(note.detail_text(BODY_LIMIT))
-        return _text("\n\n---\n\n".join(parts) or "No ids given.")
+            read.append(note.id)
+        await asyncio.to_thread(store.record_access, read)  # a full read is a use of the note
+        return _text("\n\n---\n\n".join(parts))
 
-    async def save(args: dict[str, Any]) -> dict[str, Any]:
+    async def save(args: SaveArgs) -> dict[str, Any]:
         draft = NoteDraft(
-            content=str(args["content"]),
-            title=args.get("title"),
-            summary=args.get("summary"),
-            type=str(args.get("type") or "general"),
-            scope=str(args.get("scope") or default_scope),
-            tags=tuple(args.get("tags") or ()),
-            importance=float(args.get("importance", 0.5)),
+            content=args.content,
+            title=args.title,
+            summary=args.summary,
+            type=args.type or "general",
+            scope=args.scope or default_scope,
+            tags=tuple(args.tags),
+            importance=args.importance,
             source=source,
-            supersedes=args.get("supersedes"),
+            supersedes=args.supersedes,
         )
         result = await asyncio.to_thread(store.save, draft)
         if result.deduplicated:
@@ -177,23 +176,19 @@ def build_memory_tools(
             return _text(result.notice())
         return _text(f"Saved as [{result.id}] ({result.path}).")
 
-    async def update(args: dict[str, Any]) -> dict[str, Any]:
-        changes: dict[str, Any] = {
-            key: args[key]
-            for key in ("title", "summary", "type", "scope", "tags", "importance")
-            if key in args
-        }
-        if "content" in args:
-            changes["body"] = args["content"]
-        note = await asyncio.to_thread(store.update, str(args["id"]), **changes)
+    async def update(args: UpdateArgs) -> dict[str, Any]:
+        # only the fields sent; none at all is refused by the store ("nothing to change")
+        changes = args.model_dump(exclude_unset=True, exclude={"id", "content"})
+        if args.content is not None:
+            changes["body"] = args.content
+        note = await asyncio.to_thread(store.update, args.id, **changes)
         return _text(f"Updated [{note.id}] {note.title}.")
 
-    async def deprecate(args: dict[str, Any]) -> dict[str, Any]:
-        note_id = str(args["id"])
-        if args.get("superseded_by"):
-            note = await asyncio.to_thread(store.supersede, note_id, str(args["superseded_by"]))
-            return _text(f"[{note.id}] is now superseded by [{args['superseded_by']}].")
-        note = await asyncio.to_thread(store.deprecate, note_id, args.get("reason"))
+    async def deprecate(args: DeprecateArgs) -> dict[str, Any]:
+        if args.superseded_by:
+            note = await asyncio.to_thread(store.supersede, args.id, args.superseded_by)
+            return _text(f"[{note.id}] is now superseded by [{args.superseded_by}].")
+        note = await asyncio.to_thread(store.deprecate, args.id, args.reason)
         return _text(f"[{note.id}] is deprecated; search leaves it out from now on.")
 
     return [
@@ -201,22 +196,26 @@ def build_memory_tools(
             "memory_search",
             "Search long-term memory (Chinese or English). Returns ids, titles and one-line "
             "summaries; fetch full text with memory_get.",
-            _SEARCH_SCHEMA,
-        )(_guarded(search)),
-        tool("memory_get", "Read memories in full by id.", _GET_SCHEMA)(_guarded(get)),
+            _schema(SearchArgs),
+        )(_guarded(SearchArgs, search)),
+        tool("memory_get", "Read memories in full by id.", _schema(GetArgs))(
+            _guarded(GetArgs, get)
+        ),
         tool(
             "memory_save",
             "Save a lasting fact, preference, decision or lesson. Duplicates are detected.",
-            _SAVE_SCHEMA,
-        )(_guarded(save)),
-        tool("memory_update", "Change a memory's text or fields, keeping its id.", _UPDATE_SCHEMA)(
-            _guarded(update)
-        ),
+            _schema(SaveArgs),
+        )(_guarded(SaveArgs, save)),
+        tool(
+            "memory_update",
+            "Change a memory's text or fields, keeping its id.",
+            _schema(UpdateArgs),
+        )(_guarded(UpdateArgs, update)),
         tool(
             "memory_deprecate",
             "Retire an outdated memory (optionally superseded by a newer note).",
-            _DEPRECATE_SCHEMA,
-        )(_guarded(deprecate)),
+            _schema(DeprecateArgs),
+        )(_guarded(DeprecateArgs, deprecate)),
     ]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from annotated_types import Interval
-from pydantic import Field, Strict, StringConstraints
+from pydantic import Field, Strict, StringConstraints, ValidationError
 
 SearchText = Annotated[
     str,
@@ -44,3 +44,12 @@ def between(low: int, high: int) -> Interval:
 def positive() -> Interval:
     """An id or a count that starts at 1."""
     return Interval(ge=1)
+
+
+def describe(error: ValidationError) -> str:
+    """A refusal in one line a model or a person can act on: `limit: Input should be less
+    than or equal to 30; query: String should have at least 1 character`."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in e['loc']) or 'arguments'}: {e['msg']}"
+        for e in error.errors()
+    )
