@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import anyio.to_thread
 from mcp.server.fastmcp import FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from errors import ClaudeMemoryError, InvalidInputError
 from memory.backend import MemoryBackend, StateBackend
@@ -55,7 +55,7 @@ from memory.conflicts import ConflictStore, keep_choice
 from memory.conflicts import status_filter as conflict_status
 from memory.history import ChangeSource, acting_as
 from memory.history_store import HistoryStore
-from memory.inputs import Confirmation, SearchText, Text, between, positive
+from memory.inputs import Confirmation, SearchText, Text, between, describe, positive
 from memory.loop.entities import PendingStore, confirm_pending, pending_filter
 from memory.loop.episodes import Episode, EpisodeStatus, EpisodeStore, Role, should_summarize
 from memory.model import ENTITY_TYPE_MAP, NoteDraft, normalize_type
@@ -211,10 +211,24 @@ def _search_line(outcome: SearchOutcome) -> str:
     return f"(search: {how}" + (f"; {outcome.notice})" if outcome.notice else ")")
 
 
+class _Server(FastMCP):
+    """FastMCP whose refusals of bad arguments read as the other doors' do (`inputs.describe`:
+    "memory_search: limit: Input should be less than or equal to 30"), not as a pydantic
+    dump with a link."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(f"{name}: {describe(exc.__cause__)}") from None
+            raise
+
+
 def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP, MemoryResources]:
     """The FastMCP app with every memory tool, and the resources it will close on exit."""
     res = MemoryResources(config, cwd=cwd)
-    server = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+    server = _Server(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
 
     async def run(fn: Callable[[], T]) -> T:
         """Blocking work in a thread; our errors become tool errors the model can act on."""

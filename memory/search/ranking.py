@@ -72,9 +72,7 @@ def check_offset(offset: int) -> int:
 
 def check_updatable(changes: dict[str, Any]) -> None:
     if not changes:  # an update that changes nothing is a caller's mistake, not "Updated"
-        raise InvalidInputError(
-            f"nothing to change: give at least one of {', '.join(sorted(UPDATABLE))}"
-        )
+        raise InvalidInputError("nothing to change: send at least one field to change")
     unknown = set(changes) - UPDATABLE
     if unknown:
         raise InvalidInputError(
