@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -73,11 +74,32 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any] | None, int, str]] = [
     ("POST", "/api/memories/<note>/not-relevant", {"prompt": "？！"}, 422, "no word to compare"),
     ("POST", "/api/memories/<note>/not-relevant", {}, 422, "prompt"),
     ("POST", "/api/memories/mem_nope/not-relevant", {"prompt": "pool size"}, 404, "not found"),
+    ("GET", "/api/memories/mem_nope", None, 404, "not found"),
+    ("GET", "/api/memories/mem_nope/history", None, 404, "not found"),
+    ("GET", "/api/conversations/c-nope", None, 404, "not found"),
+    ("DELETE", "/api/conversations/c-nope", None, 404, "not found"),
+    ("POST", "/api/conversations/c-nope/interrupt", None, 404, "not found"),
+    ("POST", "/api/chat/stream", {"message": " "}, 422, "message is empty"),
     ("POST", "/api/chat", {"message": ""}, 422, "message is empty"),
     ("POST", "/api/chat", {"message": "   "}, 422, "message is empty"),
     ("POST", "/api/chat", {"message": "hi", "new_conversation": "yes"}, 422, "boolean"),
     ("POST", "/api/embed", {"texts": []}, 422, "at least 1 item"),
 ]
+
+
+NOTHING_TO_REFUSE = {"GET /health", "GET /api/conversations", "GET /api/memories/stats"}
+"""Endpoints that take no input, so no input of theirs can be wrong."""
+
+
+def template_of(method: str, path: str, templates: list[str]) -> str:
+    """The route a row's request goes to: the most literal path template it matches."""
+    matching = [
+        t
+        for t in templates
+        if t.startswith(method + " ")
+        and re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", t.split(" ", 1)[1]), path)
+    ]
+    return min(matching, key=lambda t: t.count("{"))
 
 
 def fingerprint(home: Path) -> dict[str, Any]:
@@ -130,6 +152,14 @@ async def test_every_endpoint_refuses_bad_input_with_a_clear_error_and_changes_n
             "rejected": drop.id,
             "obs": str(obs),
         }
+        routes = [
+            f"{method.upper()} {path}"
+            for path, operations in client.app.openapi()["paths"].items()  # type: ignore[attr-defined]
+            for method in operations
+        ]
+        covered = {template_of(m, p, routes) for m, p, *_ in BAD_REQUESTS}
+        assert set(routes) - NOTHING_TO_REFUSE == covered, "every endpoint with input has rows"
+
         before = fingerprint(settings.home)
         wrong = []
         for method, path, data, status, expected in BAD_REQUESTS:
