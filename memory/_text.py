@@ -14,6 +14,7 @@ import re
 import struct
 import unicodedata
 import zlib
+from collections import Counter
 from collections.abc import Iterable
 
 # Han (incl. extensions and compatibility ideographs), kana, CJK punctuation is left alone.
@@ -291,7 +292,38 @@ def subject(text: str) -> str:
 
 
 def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
+    """NFKC, case-folded, and Chinese numerals that count or date something written in
+    digits ("三点" -> "3点", "周五" -> "周5", "二十个" -> "20个"), so "三点" and "五点" differ
+    as numbers do and "三点" and "3点" are one note."""
+    return _CN_NUMBER_RE.sub(_arabic, unicodedata.normalize("NFKC", text).casefold())
+
+
+_CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5,
+              "六": 6, "七": 7, "八": 8, "九": 9}  # fmt: skip
+_CN_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10_000}
+# A numeral counts something only beside a unit or after 周/星期/礼拜/第: "一起", "统一", "万一"
+# and "三明治" stay words.
+_CN_NUMERAL = "[零〇一二两三四五六七八九十百千万]+"
+_CN_NUMBER_RE = re.compile(
+    f"(?<=周|第)({_CN_NUMERAL})|(?<=星期|礼拜)({_CN_NUMERAL})"
+    f"|({_CN_NUMERAL})(?=点|个|天|次|号|月|年|岁|元|块|人|小时|分钟|分|秒|倍|页|条|位|台|遍|周|公里|米|斤)"
+)
+
+
+def _arabic(match: re.Match[str]) -> str:
+    """A Chinese numeral's value in digits (up to the ten thousands; 日/天 are not numerals)."""
+    numeral = next(g for g in match.groups() if g)
+    total = section = digit = 0
+    for char in numeral:
+        if char in _CN_DIGITS:
+            digit = digit * 10 + _CN_DIGITS[char] if char in "零〇" or digit else _CN_DIGITS[char]
+        elif char == "万":
+            total += (section + digit) * 10_000
+            section = digit = 0
+        else:  # 十 百 千: "十五" is 15
+            section += (digit or 1) * _CN_UNITS[char]
+            digit = 0
+    return str(total + section + digit)
 
 
 def _polarity(text: str) -> tuple[int, tuple[str, ...]]:
@@ -315,10 +347,24 @@ def how_meaning_differs(old: str, new: str) -> str:
     if neg_old != neg_new:
         reasons.append("one says the opposite (a negation differs)")
     if num_old != num_new:
+        # only the numbers that changed: "周一上午 10 点" -> "周一上午 11 点" is "10 -> 11"
+        was, now = _only_in(num_old, num_new), _only_in(num_new, num_old)
         reasons.append(
-            f"a number changed ({', '.join(num_old) or 'none'} -> {', '.join(num_new) or 'none'})"
+            f"a number changed ({', '.join(was) or 'none'} -> {', '.join(now) or 'none'})"
         )
     return "; ".join(reasons)
+
+
+def _only_in(numbers: tuple[str, ...], other: tuple[str, ...]) -> list[str]:
+    """`numbers` without those `other` also has (each occurrence once), in order."""
+    spare = Counter(other)
+    out = []
+    for n in numbers:
+        if spare[n]:
+            spare[n] -= 1
+        else:
+            out.append(n)
+    return out
 
 
 def _pairs(text: str) -> set[str]:

@@ -92,7 +92,7 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[str, int, int], None]
 
 COMPONENT: Final = "memory-notes"
-TEXT_VERSION: Final = 3
+TEXT_VERSION: Final = 4
 """Bump when the derived columns change (tokens, segmentation): `open` recomputes them.
 3: dedup keys (`_text.dedup_bands`: skeleton, subject, MinHash of the skeleton)."""
 TS_CONFIG: Final = "memory_text"

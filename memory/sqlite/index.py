@@ -45,9 +45,10 @@ from memory.sqlite.vectors import VECTOR_TABLES
 
 log = logging.getLogger(__name__)
 
-TEXT_VERSION: Final = "3"
+TEXT_VERSION: Final = "4"
 """Bump when indexed text changes (segmentation, sanitising, dedup keys): the FTS tables are
-rebuilt. 3: dedup keys (`_text.dedup_bands`: skeleton, subject, MinHash of the skeleton)."""
+rebuilt. 3: dedup keys (`_text.dedup_bands`: skeleton, subject, MinHash of the skeleton).
+4: Chinese numerals that count or date something folded to digits in those keys."""
 
 _MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
     (

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from memory import _text
 from memory._text import (
     contradicts,
     dedup_bands,
@@ -205,3 +206,53 @@ def test_true_pairs_share_their_first_dedup_key(a: str, b: str) -> None:
 def test_conflicting_pairs_share_their_subject_key(old: str, new: str, why: str) -> None:
     assert subject(old) == subject(new)
     assert set(dedup_bands(old)) & set(dedup_bands(new))
+
+
+@pytest.mark.parametrize(
+    ("text", "folded"),
+    [
+        ("下午三点交", "下午3点交"),
+        ("每周五", "每周5"),
+        ("星期三", "星期3"),
+        ("二十个", "20个"),
+        ("一百零五人", "105人"),
+        ("一万二千个", "12000个"),
+        ("两点", "2点"),
+        ("第三章", "第3章"),
+        ("一起吃饭", "一起吃饭"),  # words, not numbers
+        ("统一", "统一"),
+        ("万一", "万一"),
+        ("三明治", "三明治"),
+    ],
+)
+def test_chinese_numerals_that_count_or_date_read_as_numbers(text: str, folded: str) -> None:
+    assert _text._fold(text) == folded
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "merged", "conflict"),
+    [
+        ("周报每周五下午三点交", "周报每周五下午3点交", True, False),
+        ("周报每周五下午三点交", "周报每周五下午五点交", False, True),
+        ("周会在周三", "周会在周四", False, True),
+        ("我们一起吃饭", "我们一起吃饭了", True, False),
+    ],
+)
+def test_a_changed_chinese_numeral_is_a_changed_claim(
+    old: str, new: str, merged: bool, conflict: bool
+) -> None:
+    assert (_text.skeleton(old) == _text.skeleton(new)) is merged
+    assert _text.contradicts(old, new) is conflict
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        ("周会在周一上午 10 点", "周会在周一上午 11 点", "a number changed (10 -> 11)"),
+        ("Keep logs for 14 days", "Keep logs for 30 days", "a number changed (14 -> 30)"),
+        ("retry 3 times, wait 3 s", "retry 5 times, wait 3 s", "a number changed (3 -> 5)"),
+        ("部署前跑迁移", "部署前不跑迁移", "one says the opposite (a negation differs)"),
+    ],
+)
+def test_the_reason_names_only_what_changed(old: str, new: str, reason: str) -> None:
+    assert _text.how_meaning_differs(old, new) == reason
