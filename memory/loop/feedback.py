@@ -16,7 +16,6 @@ load no encoder, and the rule is the same on both databases.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Final
@@ -28,7 +27,7 @@ from memory.loop.episodes import observation_terms
 
 SIMILAR: Final = 0.5
 """Dice coefficient of two prompts' words from which they count as the same question."""
-KEEP: Final = 2000
+KEEP: Final = 500
 """The most recent marks that are compared with a prompt (older ones are forgotten)."""
 PROMPT_CHARS: Final = 500
 
@@ -65,7 +64,7 @@ class FeedbackStore:
                 (
                     note_id,
                     shorten(prompt, PROMPT_CHARS),
-                    json.dumps(sorted(words), ensure_ascii=False),
+                    " ".join(sorted(words)),  # words hold no space: split() reads them back
                     self.clock(),
                 ),
             )
@@ -81,7 +80,7 @@ class FeedbackStore:
         return frozenset(
             row["note_id"]
             for row in rows
-            if similarity(words, frozenset(json.loads(row["words"]))) >= SIMILAR
+            if similarity(words, frozenset(row["words"].split(" "))) >= SIMILAR
         )
 
     def marks(self, note_id: str) -> list[str]:
