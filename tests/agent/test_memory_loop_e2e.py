@@ -154,3 +154,42 @@ async def test_user_notes_and_skill_descriptions_reach_a_new_conversation(
     everything = first.all_text()
     assert "Save a lasting fact, preference, decision or lesson" in everything
     assert "mcp__memory__memory_save" in first.tool_names
+
+
+WORK_NOTES = (
+    ("Atlas deploy target", NOTE),
+    (
+        "Connection pool leak",
+        "订单服务的数据库连接池泄漏：事务异常时连接没有归还，已在 finally 中释放。",
+    ),
+    ("Rate limiting", "We chose a token bucket of 100 requests per minute per API key in nginx."),
+    ("Code review rule", "Every pull request needs one approval and green CI before merge."),
+    ("Feature flags", "Feature flags live in Unleash; remove a flag two weeks after full rollout."),
+)
+
+
+UNRELATED = ("今天天气怎么样？", "tell me a joke about penguins and how they merge on the ice")
+
+
+async def test_a_new_conversations_unrelated_first_message_injects_no_note(
+    make_settings: Callable[..., Settings], fake_model: FakeMessagesAPI
+) -> None:
+    async with running_app(make_settings()) as client:
+        ids = [await save_note(client, content, title=title) for title, content in WORK_NOTES]
+        for n, message in enumerate(UNRELATED):
+            await client.post("/api/chat", json={"message": message, "conversation_id": f"new-{n}"})
+        # a common word is shared: the search sees a weak hit, the floor keeps it out
+        weak = await client.post("/api/memories/search?all=true", json={"query": UNRELATED[1]})
+        found = weak.json()["results"]
+        assert ids[3] in [r["id"] for r in found] and all(r["relevance"] < 0.4 for r in found)
+        # the same memory still answers a question about it, in a new conversation too
+        await client.post(
+            "/api/chat",
+            json={"message": "数据库连接池泄漏是怎么修的？", "conversation_id": "new-2"},
+        )
+    for message in UNRELATED:
+        injected = reminder_text(fake_model.requests_for(message)[0])
+        assert not any(note_id in injected for note_id in ids), injected
+    related = reminder_text(fake_model.requests_for("数据库连接池泄漏是怎么修的？")[0])
+    assert ids[1] in related
+    assert not any(note_id in related for note_id in ids[2:])

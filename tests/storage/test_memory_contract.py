@@ -654,3 +654,45 @@ def test_each_backend_answers_the_vector_side_within_the_filters(store: MemoryBa
         assert cosines == sorted(cosines, reverse=True) and -1.0 <= cosines[-1] <= 1.0
     with _queries(store, only_a) as queries:
         assert [note_id for note_id, _ in queries.nearest(vector, 5, only_a)] == [near]
+
+
+# --- relevance and the floor (docs/retrieval.md, "Relevance and the floor") ------------------
+
+UNRELATED = ("zzzqqq nonsense", "今天天气怎么样？", "what's the weather like today?", "讲个笑话吧")
+
+
+@pytest.mark.parametrize("with_vectors", [False, True], ids=["keyword", "hybrid"])
+def test_a_query_about_nothing_in_the_memory_returns_nothing(
+    store: MemoryBackend, with_vectors: bool
+) -> None:
+    corpus = load_corpus(store)
+    if with_vectors:
+        pytest.importorskip("numpy")
+        encoder = HashingEncoder()
+        store.attach_encoder(encoder)
+        embed_pending(store, encoder)
+    mode = "hybrid" if with_vectors else "keyword"
+    for query in UNRELATED:
+        outcome = store.search_detailed(query, mode=mode)
+        assert outcome.mode == mode
+        assert outcome.hits == [], (query, [(h.title, h.relevance) for h in outcome.hits])
+    # the right note still comes back, with a relevance that says so
+    (first, *_) = store.search_detailed("连接池泄漏怎么修复的？", mode=mode).hits
+    assert first.id == corpus["pool_leak"] and first.relevance >= store.config.relevance_floor
+    (first, *_) = store.search_detailed("how is the API deployed with Docker?", mode=mode).hits
+    assert first.id == corpus["deploy"]
+    # below the floor, asked for: the ranking alone, relevance low
+    weak = store.search_detailed("what's the weather like today?", mode=mode, floor=0).hits
+    assert all(h.relevance < store.config.relevance_floor for h in weak)
+
+
+def test_relevance_means_the_same_whatever_else_was_found(store: MemoryBackend) -> None:
+    corpus = load_corpus(store)
+    alone = store.search("JWT", floor=0)
+    among = store.search("JWT zzzqqq yyyxxx wwwvvv", floor=0)
+    # not divided by the best hit: unknown words lower the only hit's evidence, and it stays
+    # below the floor although nothing else was found
+    assert alone[0].id == among[0].id == corpus["jwt"]
+    assert alone[0].relevance == pytest.approx(1.0)
+    assert among[0].relevance < store.config.relevance_floor
+    assert store.search("JWT zzzqqq yyyxxx wwwvvv") == []

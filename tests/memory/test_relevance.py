@@ -1,0 +1,87 @@
+"""Calibrated relevance and the floor (memory/search/relevance.py): pure, table-driven."""
+
+from __future__ import annotations
+
+import pytest
+
+from errors import InvalidInputError
+from memory.search.relevance import (
+    DEFAULT_FLOOR,
+    Calibration,
+    Evidence,
+    calibrated,
+    check_floor,
+)
+
+
+@pytest.mark.parametrize(
+    ("evidence", "expected"),
+    [
+        # no evidence at all: nothing
+        (Evidence(), 0.0),
+        # the vector side alone: a ramp from cosine 0.10 (an unrelated prompt's usual best)
+        # to 0.50
+        (Evidence(cosine=0.05), 0.0),
+        (Evidence(cosine=0.10), 0.0),
+        (Evidence(cosine=0.30), 0.5),
+        (Evidence(cosine=0.50), 1.0),
+        (Evidence(cosine=0.90), 1.0),
+        (Evidence(cosine=-0.2), 0.0),
+        # the keyword side beside vectors: a ramp from 0.25 to 0.75 of the query's IDF
+        (Evidence(coverage=0.25), 0.0),
+        (Evidence(coverage=0.50), 0.5),
+        (Evidence(coverage=1.00), 1.0),
+        # keyword search alone is judged on a lower ramp (0.15 to 0.55)
+        (Evidence(coverage=0.35, vectors=False), 0.5),
+        (Evidence(coverage=0.55, vectors=False), 1.0),
+        (Evidence(coverage=0.10, vectors=False), 0.0),
+        # both sides: a noisy OR, more than either alone
+        (Evidence(coverage=0.50, cosine=0.30), 0.75),
+        (Evidence(coverage=1.00, cosine=0.05), 1.0),
+    ],
+)
+def test_calibrated_relevance_from_a_hits_own_evidence(evidence: Evidence, expected: float) -> None:
+    assert calibrated(evidence) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("evidence", "passes"),
+    [
+        # an unrelated prompt's nearest note (cosine 0.17 is the median on the unrelated set)
+        (Evidence(cosine=0.17), False),
+        # a common word shared with a chatty prompt, and a vector that says nothing
+        (Evidence(coverage=0.30, cosine=0.12), False),
+        # a paraphrase with no shared word, found by its meaning (median target cosine 0.37)
+        (Evidence(cosine=0.37), True),
+        # the note holds the rare words of the question
+        (Evidence(coverage=0.80), True),
+        (Evidence(coverage=0.80, vectors=False), True),
+    ],
+)
+def test_the_default_floor_keeps_evidence_and_drops_coincidence(
+    evidence: Evidence, passes: bool
+) -> None:
+    assert (calibrated(evidence) >= DEFAULT_FLOOR) is passes
+
+
+def test_relevance_does_not_depend_on_the_other_hits() -> None:
+    # the same evidence gives the same number whatever else a search found: a single weak
+    # hit is not promoted to 1.0 because it is the best one
+    assert calibrated(Evidence(cosine=0.2)) == calibrated(Evidence(cosine=0.2))
+    assert calibrated(Evidence(cosine=0.2)) < 0.3
+
+
+@pytest.mark.parametrize(
+    ("floor", "ok"), [(0.0, True), (0.4, True), (1.0, True), (-0.1, False), (1.5, False)]
+)
+def test_a_floor_is_a_relevance(floor: float, ok: bool) -> None:
+    if ok:
+        assert check_floor(floor) == floor
+    else:
+        with pytest.raises(InvalidInputError):
+            check_floor(floor)
+
+
+def test_a_calibration_ramp_must_rise() -> None:
+    with pytest.raises(ValueError, match="rise"):
+        Calibration(cosine_zero=0.5, cosine_full=0.5)
