@@ -1,8 +1,9 @@
 """When a client session's L2 summary (`sessions/<session id>.md`) is written now.
 
 Issue #19's trigger points, decided in one place (`summary_trigger`, pure, table-tested in
-tests/hooks/test_triggers.py): the user asks to remember something (the capture rules of
-`memory.loop.entities` found a decision or preference in the prompt), a `git commit` ran
+tests/hooks/test_summary_triggers.py): the user asks to remember something (says so in so many
+words, "记住：…", "remember that …", or the capture rules of `memory.loop.entities` found a
+decision or preference in the prompt), a `git commit` ran
 through the Bash tool, the context is about to be compacted or was just compacted, the session
 ends (for any reason: `/clear` ends the old session with `reason=clear` before the new one
 starts, which is how a cleared session gets its summary: the new session's start does not say
@@ -24,6 +25,20 @@ _GIT_COMMIT: Final = re.compile(
     # `git -c user.name=x commit`), at the start of the command or after a shell separator
     r"(?:^|[;&|(]\s*|\bthen\s+|\bdo\s+)git(?:\s+-[Cc]\s+\S+|\s+--?[\w-]+(?:=\S+)?)*\s+commit(?![\w-])"
 )
+
+
+# A sentence that starts by asking to keep something ("我记不住", "I can't remember the flag"
+# and "记住了" do not ask).
+_ASKS_TO_REMEMBER: Final = re.compile(
+    r"(?:^|[。！？!?.\n]\s*)(?:请你?|帮我|麻烦你?|你)?(?:记住|记一下|记下来?|别忘了|不要忘了)(?![了吗没])"
+    r"|(?:^|[.!?\n]\s*)(?:please\s+)?(?:remember|don'?t\s+forget)\b(?!\s+(?:when|if|how|what)\b)",
+    re.IGNORECASE,
+)
+
+
+def asks_to_remember(prompt: str) -> bool:
+    """The user asks, in so many words, that something be remembered."""
+    return bool(_ASKS_TO_REMEMBER.search(prompt.strip()))
 
 
 def is_git_commit(command: str) -> bool:
@@ -53,7 +68,9 @@ def summary_trigger(
     something worth keeping in this prompt (user-prompt-submit only)."""
     match event:
         case "user-prompt-submit":
-            return "remember" if captured else None
+            prompt = payload.get("prompt")
+            asked = isinstance(prompt, str) and asks_to_remember(prompt)
+            return "remember" if captured or asked else None
         case "post-tool-use":
             tool_input = payload.get("tool_input")
             if payload.get("tool_name") != "Bash" or not isinstance(tool_input, Mapping):

@@ -29,6 +29,19 @@ REMINDER = "The conversation was just compacted"
     [
         ("user-prompt-submit", {"prompt": "我们决定用 PostgreSQL"}, True, "remember"),
         ("user-prompt-submit", {"prompt": "how does login work?"}, False, None),
+        ("user-prompt-submit", {"prompt": "记住：测试库端口是 5433"}, False, "remember"),
+        ("user-prompt-submit", {"prompt": "好的。帮我记一下周会改到周三"}, False, "remember"),
+        (
+            "user-prompt-submit",
+            {"prompt": "Remember that staging deploys on Fridays"},
+            False,
+            "remember",
+        ),
+        ("user-prompt-submit", {"prompt": "ok. Don't forget the changelog"}, False, "remember"),
+        ("user-prompt-submit", {"prompt": "我记不住这个命令"}, False, None),
+        ("user-prompt-submit", {"prompt": "记住了，下次注意"}, False, None),
+        ("user-prompt-submit", {"prompt": "I can't remember the flag"}, False, None),
+        ("user-prompt-submit", {"prompt": "remember when we fixed that?"}, False, None),
         (
             "post-tool-use",
             {"tool_name": "Bash", "tool_input": {"command": "git commit -m 'fix login'"}},
