@@ -41,6 +41,7 @@ def test_a_note_marked_not_relevant_is_left_out_of_similar_prompts(
 
     page.get_by_role("button", name="+ New conversation").click()
     send(page, "atlas 用 docker compose 吗")  # another question: it is recalled
-    used = last_reply(page).locator(".memory-used")
-    expect(used.locator(".count")).to_have_text("1")
+    reply = last_reply(page)
+    expect(reply.locator(".content")).to_have_text("echo: atlas 用 docker compose 吗")
+    expect(reply.locator(".memory-used .count")).to_have_text("1")
     assert "fra-2" in served.fake.requests_for("atlas 用 docker compose 吗")[-1].all_text()
