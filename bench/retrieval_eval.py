@@ -14,6 +14,15 @@ Sets:
   evidence turns in the top k), session recall@5 (share of evidence sessions among the
   sessions of the top 5 turns), MRR of the first evidence turn.
 
+- unrelated: `tests/data/unrelated_prompts.json` (120 everyday and generic coding prompts, 40
+  held-out ones on other topics) against the bilingual memory: the share of prompts whose first
+  turn in a new chat conversation injects a note (`MemoryLoop.prompt`, the product's path).
+
+The acceptance table gives each number with its target, measured with the relevance floor (what
+a user gets) and without it; the floor table gives recall@5 and false injection at several
+floors (the same hybrid rankings, hits below the floor left out). `--floor` sets the stores'
+floor.
+
 Every retriever runs through the product's code: notes are saved with `MemoryStore.save`,
 keyword results come from `MemoryStore.search`, vectors from `memory.sqlite.vectors`, fusion from
 `memory.search.fusion`. Embeddings are cached in ~/.cache/claude-memory-bench (by model and text),

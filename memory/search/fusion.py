@@ -18,7 +18,9 @@ Plain RRF trusts every rank the same, which fails both ways on our data:
   list, common on conversational text where the encoder is weak, adds little.
 
 The fused values are divided by the largest one, giving a relevance in 0..1 that takes the
-place of keyword relevance in the multi-factor score (docs/search.md). With no keyword hits
+place of keyword relevance in the multi-factor score (docs/search.md). It orders hits against
+each other only: whether a hit is relevant at all is its calibrated relevance
+(`memory.search.relevance`), which the floor is applied to. With no keyword hits
 (vector mode, or a question no note shares a word with) relevance is the cosine spread
 between the lowest and the highest candidate.
 """
