@@ -439,7 +439,11 @@ def run_direct(settings: HookSettings, request: HookRequest) -> str:
             if isinstance(store, MemoryStore):
                 # `MemoryStore.close` rewrites `_index.json` in any new process (0.4 s at
                 # 10k notes) even when nothing changed; the store rewrote it after our saves.
-                store.flush_access_counts()
+                if request.event != "user-prompt-submit":
+                    # A prompt's injected notes count as used: the counts stay in the index
+                    # (pending) until the session's start or end writes them into the notes'
+                    # files; rewriting those files (YAML, fsync) on every prompt cost ~65 ms.
+                    store.flush_access_counts()
                 store.index.close()
             else:
                 store.close()

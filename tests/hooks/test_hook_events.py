@@ -635,3 +635,28 @@ def test_a_decision_captured_by_a_direct_hook_has_its_history(
     (version,) = HistoryStore(state).versions(decision.id)
     assert version.kind == "create"
     assert (version.source.door, version.source.session) == ("claude-code", "s-42")
+
+
+def test_a_prompt_counts_its_injected_notes_without_rewriting_their_files(
+    hook: Hook, make_project: Callable[..., Path], store: MemoryStore
+) -> None:
+    """Rewriting an injected note's file on every prompt cost a direct hook ~65 ms; the
+    count waits in the index and reaches the file at the session's next start or end."""
+    project = make_project("app")
+    saved = store.save(
+        NoteDraft(
+            content="The login rate limit is 5 attempts per minute per IP, set in gateway.yaml.",
+            title="login rate limit",
+            type="project",
+        )
+    )
+    path = store.abspath(saved.path)
+    before = path.read_bytes()
+    recalled = context_of(
+        hook("user-prompt-submit", cwd=project, prompt="how is the login rate limit configured?")
+    )
+    assert saved.id in recalled
+    assert path.read_bytes() == before
+    assert store.get(saved.id).access_count == 1  # counted, in the index
+    hook("session-start", cwd=project, session_id="next", source="startup")
+    assert b"access_count: 1" in path.read_bytes()
