@@ -102,7 +102,8 @@ def _migrate(home: Path, url: str, **env: str) -> subprocess.CompletedProcess[st
 
 
 def _top5(store: MemoryStore | PostgresMemoryStore, query: str) -> list[str]:
-    return [h.id for h in store.search(query, limit=5, record_access=False)]
+    # The whole ranking (no relevance floor): what is compared is the two stores' order.
+    return [h.id for h in store.search(query, limit=5, record_access=False, floor=0)]
 
 
 async def test_a_sqlite_home_moves_to_postgresql_and_goes_on_there(
