@@ -78,6 +78,7 @@ def test_wal_mode_and_recorded_migrations(tmp_path: Path) -> None:
         (2,),
         (3,),
         (4,),
+        (5,),
     ]
     conn.close()
 
