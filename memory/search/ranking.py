@@ -181,7 +181,7 @@ def keyword_ranking(
     if not candidates:
         return []
     rels = relevance(parsed, candidates)
-    side = keyword_side(parsed, candidates, term_weights)
+    side = keyword_side(parsed, candidates, term_weights, rels=rels)
     return rank_rows(
         ((cand.row, rel) for cand, rel in zip(candidates, rels, strict=True)),
         now_ts,
@@ -209,13 +209,16 @@ def keyword_side(
     parsed: ParsedQuery,
     candidates: Sequence[Candidate],
     term_weights: Callable[[], Sequence[float]],
+    *,
+    rels: Sequence[float] | None = None,
 ) -> KeywordSide:
     """`term_weights()` (each query word's IDF, a database query) runs only when there are
-    candidates."""
+    candidates. `rels`: the candidates' `relevance`, when the caller has it already."""
     side = KeywordSide()
     if not candidates:
         return side
-    rels = relevance(parsed, candidates)
+    if rels is None:
+        rels = relevance(parsed, candidates)
     weights = term_weights()
     patterns = term_patterns(parsed)
     order = sorted(range(len(candidates)), key=lambda i: (-rels[i], candidates[i].row["id"]))
