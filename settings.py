@@ -15,7 +15,6 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from memory import settings_fields as shared
-from memory.search.relevance import DEFAULT_FLOOR
 from memory.settings_fields import SharedField
 
 if TYPE_CHECKING:
@@ -189,14 +188,7 @@ class Settings(BaseSettings):
     # --- memory ------------------------------------------------------------------------------
     context_budget_tokens: int = _shared(shared.CONTEXT_BUDGET_TOKENS)
     dedup_threshold: float = _shared(shared.DEDUP_THRESHOLD)
-    relevance_floor: float = Field(
-        default=DEFAULT_FLOOR,
-        ge=0,
-        le=1,
-        description="Search hits whose calibrated relevance (0..1) is below this are not "
-        "returned unless asked for (all=true) and never injected into a prompt "
-        "(docs/retrieval.md). Hooks working without the app use the default.",
-    )
+    relevance_floor: float = _shared(shared.RELEVANCE_FLOOR, ge=0, le=1)
 
     # --- Claude Code / Codex hooks (docs/claude-code.md) -------------------------------------
     hook_budget: float | None = _shared(shared.HOOK_BUDGET, gt=0)

@@ -75,6 +75,12 @@ HOOK_BUDGETS: Final[Mapping[str, float]] = {
 }
 """Seconds of internal budget per hook event; the installed CLI timeouts are longer (10 s,
 30 s)."""
+RELEVANCE_FLOOR: Final = SharedField(
+    "relevance_floor",
+    0.40,
+    "Search hits whose calibrated relevance (0..1) is below this are not returned unless asked "
+    "for (all=true) and never injected into a prompt (docs/retrieval.md).",
+)
 HOOK_BUDGET: Final = SharedField(
     "hook_budget",
     None,
@@ -101,6 +107,7 @@ SHARED_FIELDS: Final[tuple[SharedField, ...]] = (
     CONTEXT_BUDGET_TOKENS,
     DEDUP_THRESHOLD,
     DATABASE_URL,
+    RELEVANCE_FLOOR,
     HOOK_BUDGET,
     HOOK_SERVER,
     NATIVE_MEMORY,
@@ -117,6 +124,8 @@ class HookValues(TypedDict):
     dedup_threshold: float | None
     """None when unset: the memory's own default applies."""
     database_url: str | None
+    relevance_floor: float | None
+    """None when unset or unusable: the memory's own default applies."""
     native_memory: str
     """`import` or `off` (an unknown value: the default)."""
 
@@ -167,8 +176,18 @@ def hook_values(
         if dedup
         else None,
         database_url=(environ.get(DATABASE_URL.env) or "").strip() or None,
+        relevance_floor=_fraction(environ, RELEVANCE_FLOOR.env),
         native_memory=native_mode(environ),
     )
+
+
+def _fraction(environ: Mapping[str, str], name: str) -> float | None:
+    """A value in 0..1 from `environ`, or None (unset or unusable)."""
+    try:
+        value = float(environ.get(name, ""))
+    except ValueError:
+        return None
+    return value if 0 <= value <= 1 else None
 
 
 def _number(field: SharedField) -> float:

@@ -15,6 +15,7 @@ from memory.settings_fields import (
     CONTEXT_BUDGET_TOKENS,
     DEDUP_THRESHOLD,
     HOOK_BUDGETS,
+    RELEVANCE_FLOOR,
     SHARED_FIELDS,
     HookValues,
     hook_values,
@@ -70,6 +71,7 @@ HOOK_KEY_FIELD = {
     "dedup_threshold": "dedup_threshold",
     "database_url": "database_url",
     "native_memory": "native_memory",
+    "relevance_floor": "relevance_floor",
 }
 """Each value the hook reads -> the Settings field it is."""
 
@@ -106,6 +108,7 @@ def test_every_value_the_hook_reads_comes_from_the_table() -> None:
             "CLAUDE_MEMORY_HOOK_SERVER": "false",
             "CLAUDE_MEMORY_DEDUP_THRESHOLD": "0.8",
             "CLAUDE_MEMORY_DATABASE_URL": "postgresql://u@db/x",
+            "CLAUDE_MEMORY_RELEVANCE_FLOOR": "0.25",
         },
         {"CLAUDE_MEMORY_HOOK_SERVER": "off"},
         {"CLAUDE_MEMORY_HOOK_SERVER": "yes"},
@@ -127,13 +130,18 @@ def test_the_hook_reads_what_settings_reads(
     assert hook["use_server"] is settings.hook_server
     assert (hook["dedup_threshold"] or DEDUP_THRESHOLD.default) == settings.dedup_threshold
     assert hook["database_url"] == _plain(settings.database_url)
+    assert (hook["relevance_floor"] or RELEVANCE_FLOOR.default) == settings.relevance_floor
 
 
 def test_the_hook_falls_back_to_defaults_where_settings_refuses(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # the app stops with one line naming the variable; a hook must never fail
-    bad = {"CLAUDE_MEMORY_CONTEXT_BUDGET_TOKENS": "lots", "CLAUDE_MEMORY_HOOK_BUDGET": "-1"}
+    bad = {
+        "CLAUDE_MEMORY_CONTEXT_BUDGET_TOKENS": "lots",
+        "CLAUDE_MEMORY_HOOK_BUDGET": "-1",
+        "CLAUDE_MEMORY_RELEVANCE_FLOOR": "2",
+    }
     for name, value in bad.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(ConfigurationError, match="CLAUDE_MEMORY_CONTEXT_BUDGET_TOKENS"):
@@ -141,6 +149,7 @@ def test_the_hook_falls_back_to_defaults_where_settings_refuses(
     hook = hook_values("stop", bad)
     assert hook["context_tokens"] == CONTEXT_BUDGET_TOKENS.default
     assert hook["budget"] == HOOK_BUDGETS["stop"]
+    assert hook["relevance_floor"] is None  # the memory's default floor
 
 
 def test_every_variable_named_in_the_code_is_a_setting() -> None:

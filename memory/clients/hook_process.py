@@ -345,6 +345,7 @@ class HookSettings:
         "dedup_threshold",
         "home",
         "native_memory",
+        "relevance_floor",
     )
 
     def __init__(
@@ -357,6 +358,7 @@ class HookSettings:
         database_url: str | None = None,
         client: str = "claude-code",
         native_memory: str = "off",
+        relevance_floor: float | None = None,
     ) -> None:
         self.home = home
         self.budget = budget
@@ -365,6 +367,7 @@ class HookSettings:
         self.database_url = database_url
         self.client = client
         self.native_memory = native_memory
+        self.relevance_floor = relevance_floor
 
     @classmethod
     def from_env(
@@ -386,6 +389,7 @@ class HookSettings:
             database_url=values["database_url"],
             client=client,
             native_memory=values["native_memory"],
+            relevance_floor=values["relevance_floor"],
         )
 
 
@@ -409,6 +413,8 @@ def run_direct(settings: HookSettings, request: HookRequest) -> str:
         overrides: dict[str, object] = {}
         if settings.dedup_threshold is not None:
             overrides["dedup_threshold"] = settings.dedup_threshold
+        if settings.relevance_floor is not None:
+            overrides["relevance_floor"] = settings.relevance_floor
         # Prompts use the index as it is (the files of returned notes are still checked): a
         # full scan costs ~0.15 s at 10k notes. Session start and end pick up hand edits.
         store = open_memory(

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from errors import InvalidInputError
+from memory.settings_fields import RELEVANCE_FLOOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +73,7 @@ class Calibration:
 
 
 DEFAULT_CALIBRATION: Final = Calibration()
-DEFAULT_FLOOR: Final = 0.40
+DEFAULT_FLOOR: Final = float(RELEVANCE_FLOOR.default)  # type: ignore[arg-type]
 """Relevance below which a hit is left out (measured trade-off in docs/retrieval.md)."""
 
 
