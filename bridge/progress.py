@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,10 +76,29 @@ _REFUSED_CONTENT = frozenset({230099, 230025, 230001, 11310, 200570, 200621})
 
 
 @dataclass(slots=True)
-class _Step:
+class Step:
+    """One tool step of a turn as a card shows it."""
+
     name: str
     summary: str
     status: str
+
+
+def final_tail(
+    seen: Iterable[Step],
+    steps: tuple[dict[str, str], ...] | None,
+    footer: dict[str, Any] | None,
+    locale: Locale,
+) -> list[dict[str, Any]]:
+    """What ends a turn's final card: the tool trace (`steps`, default: the steps the reply
+    `seen`) and the footer. A step's detail is the policy's or the tool's text: no server
+    paths in a card."""
+    if steps is None:
+        steps = tuple({"name": s.name, "summary": s.summary, "status": s.status} for s in seen)
+    trace = trace_panel(
+        [{**s, "detail": without_paths(s.get("detail", ""))} for s in steps], locale
+    )
+    return [e for e in (trace, footer) if e is not None]
 
 
 class TurnReply:
@@ -110,7 +129,7 @@ class TurnReply:
         self._open_delay = open_delay
         self._locale = locale
         self._title = title or t("progress_title", locale)
-        self._steps: dict[str, _Step] = {}
+        self._steps: dict[str, Step] = {}
         self._writing = False
         self._retry: Retrying | None = None  # the model request being retried, if any
         self._started = time.monotonic()
@@ -156,7 +175,7 @@ class TurnReply:
                 known = self._steps.get(tid)
                 if known is not None and not summary:
                     summary = known.summary
-                self._steps[tid] = _Step(name, summary, status)
+                self._steps[tid] = Step(name, summary, status)
                 self._changed.set()
             case Retrying():
                 self._retry = event
@@ -298,7 +317,7 @@ class TurnReply:
         status = status or ("failed" if is_error else "completed")
         if status != "completed":
             markdown = without_paths(markdown)  # the bridge's own error texts: no server paths
-        tail = [e for e in (self._trace(steps), footer) if e is not None]
+        tail = final_tail(self._steps.values(), steps, footer, self._locale)
         title, template = header_for(status, self._locale)
         self.final = [
             c.card
@@ -307,17 +326,6 @@ class TurnReply:
             )
         ]
         await self._deliver(markdown, status, tail)
-
-    def _trace(self, steps: tuple[dict[str, str], ...] | None) -> dict[str, Any] | None:
-        if steps is None:
-            steps = tuple(
-                {"name": s.name, "summary": s.summary, "status": s.status}
-                for s in self._steps.values()
-            )
-        # A step's detail is the policy's or the tool's text: no server paths in a card.
-        return trace_panel(
-            [{**s, "detail": without_paths(s.get("detail", ""))} for s in steps], self._locale
-        )
 
     async def _deliver(self, markdown: str, status: str, tail: list[dict[str, Any]]) -> None:
         """Cards within the documented limits; after a refusal, the rest within stricter ones,

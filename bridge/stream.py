@@ -29,12 +29,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent.events import TextDelta, ToolStep, TurnEvent
 from agent.replies import without_paths
-from bridge.progress import TurnReply, header_for
+from bridge.progress import Step, TurnReply, final_tail, header_for
 from bridge.render import (
     STEP_ICONS,
     answer_cards,
@@ -44,7 +43,6 @@ from bridge.render import (
     images_as_links,
     step_label,
     stop_button,
-    trace_panel,
 )
 from bridge.sender import FeishuAPIError, Sender, send_uuid
 from bridge.strings import Locale, t
@@ -61,13 +59,6 @@ STREAM_TEXT_BYTES = 20_000  # shown while streaming; the card entity holds 30 KB
 STREAM_STEPS_SHOWN = 8
 REOPEN_AFTER_SECONDS = 540.0  # streaming closes 10 min after it was switched on: reopen before
 _STREAM_CLOSED = frozenset({200850, 200510, 300309})  # "Card streaming timeout" / "closed"
-
-
-@dataclass(slots=True)
-class _Step:
-    name: str
-    summary: str
-    status: str
 
 
 class StreamReply:
@@ -99,7 +90,7 @@ class StreamReply:
         self._clock = clock
         self._started = clock()
         self._text = ""
-        self._steps: dict[str, _Step] = {}
+        self._steps: dict[str, Step] = {}
         self._changed = asyncio.Event()
         self._closing = False
         self._painter: asyncio.Task[None] | None = None
@@ -180,7 +171,7 @@ class StreamReply:
                 known = self._steps.get(tid)
                 if known is not None and not summary:
                     summary = known.summary
-                self._steps[tid] = _Step(name, summary, status)
+                self._steps[tid] = Step(name, summary, status)
                 self._changed.set()
             case TextDelta(text=piece):
                 self._text += piece
@@ -398,15 +389,7 @@ class StreamReply:
         status = status or ("failed" if is_error else "completed")
         if status != "completed":
             markdown = without_paths(markdown)
-        if steps is None:
-            steps = tuple(
-                {"name": s.name, "summary": s.summary, "status": s.status}
-                for s in self._steps.values()
-            )
-        trace = trace_panel(
-            [{**s, "detail": without_paths(s.get("detail", ""))} for s in steps], self._locale
-        )
-        tail = [e for e in (trace, footer) if e is not None]
+        tail = final_tail(self._steps.values(), steps, footer, self._locale)
         title, template = header_for(status, self._locale)
         cards = [
             c.card
