@@ -181,7 +181,8 @@ def test_session_start_imports_native_memories_only_when_they_changed(
     hook("session-start", cwd=project, session_id="s3", source="startup")
     with MemoryStore.open(MemoryConfig.for_home(mem_home)) as store:
         db = [n for n in store.iter_notes() if (n.source or "").endswith("/project_db.md")]
-    assert [n.status for n in sorted(db, key=lambda n: n.created)][-1] == "active"
+    # ids are time-ordered to the millisecond; `created` only to the second
+    assert [n.status for n in sorted(db, key=lambda n: n.id)][-1] == "active"
     assert any("PostgreSQL 17" in n.body and n.status == "active" for n in db)
     assert not any("PostgreSQL 16" in n.body and n.status == "active" for n in db)
 
