@@ -91,3 +91,27 @@ def assert_private_tree(root: Path) -> None:
                 wrong.append(f"{oct(mode)} {path}")
         dirs[:] = [d for d in dirs if not (base / d).is_symlink()]
     assert not wrong, f"{len(wrong)} entries are not private:\n" + "\n".join(wrong[:20])
+
+
+def home_fingerprint(home: Path) -> dict[str, Any]:
+    """What a user could notice changing in a home: every note file and every row of every
+    state table (a refused request must leave both as they were)."""
+    import hashlib
+
+    from memory.sqlite.state import StateDB
+
+    notes = {
+        str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((home / "memory").rglob("*.md"))
+    }
+    state = StateDB(home / "state.db")
+    try:
+        tables = [
+            r["name"]
+            for r in state.read("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not r["name"].startswith("sqlite_")
+        ]
+        rows = {t: [tuple(r) for r in state.read(f"SELECT * FROM {t} ORDER BY 1")] for t in tables}
+    finally:
+        state.close()
+    return {"notes": notes, "state": rows}

@@ -4,7 +4,6 @@ taken silently). Driven through the official MCP client against a real `claude-m
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 from memory.loop.entities import EntityCandidate, PendingStore
 from memory.sqlite.state import StateDB
+from tests.helpers import home_fingerprint
 from tests.hooks.conftest import run_hook_process
 from tests.hooks.test_mcp_server import call, ids_in, mcp_session
 
@@ -93,25 +93,6 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-def fingerprint(home: Path) -> dict[str, Any]:
-    """What a user could notice changing: every note file and every state table's rows."""
-    notes = {
-        str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted((home / "memory").rglob("*.md"))
-    }
-    state = StateDB(home / "state.db")
-    try:
-        tables = [
-            r["name"]
-            for r in state.read("SELECT name FROM sqlite_master WHERE type = 'table'")
-            if not r["name"].startswith("sqlite_")
-        ]
-        rows = {t: [tuple(r) for r in state.read(f"SELECT * FROM {t} ORDER BY 1")] for t in tables}
-    finally:
-        state.close()
-    return {"notes": notes, "state": rows}
-
-
 def fill(arguments: dict[str, Any], known: dict[str, Any]) -> dict[str, Any]:
     return {
         k: known[v[1:-1]] if isinstance(v, str) and v.startswith("<") and v.endswith(">") else v
@@ -160,7 +141,7 @@ async def test_every_tool_refuses_bad_input_with_a_clear_error_and_changes_nothi
         covered = {tool for tool, _, _ in BAD_INPUTS}
         assert tools - NO_ARGUMENTS == covered, "every tool with arguments has rows"
 
-        before = fingerprint(mem_home)
+        before = home_fingerprint(mem_home)
         wrong = []
         for tool, arguments, expected in BAD_INPUTS:
             result = await session.call_tool(tool, fill(arguments, known))
@@ -168,7 +149,7 @@ async def test_every_tool_refuses_bad_input_with_a_clear_error_and_changes_nothi
             if not result.isError or expected.lower() not in text.lower():
                 wrong.append(f"{tool}({arguments}) -> error={result.isError}: {text[:300]}")
         assert not wrong, "\n".join(wrong)
-        assert fingerprint(mem_home) == before
+        assert home_fingerprint(mem_home) == before
 
         # the same tools still work when asked properly
         assert "Cleared" in await call(session, "memory_clear_cache", confirm=True)

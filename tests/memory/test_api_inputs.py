@@ -3,17 +3,16 @@ changes nothing (issue #19). The real app with its lifespan; each row is one bad
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from memory.loop.entities import EntityCandidate, PendingStore
 from memory.loop.episodes import EpisodeStore
 from settings import Settings
 from tests.conftest import running_app
+from tests.helpers import home_fingerprint
 
 # (method, path, JSON body or query parameters, status, a piece of the detail). Names in
 # <angle brackets> are filled in from the memory the test sets up.
@@ -102,27 +101,6 @@ def template_of(method: str, path: str, templates: list[str]) -> str:
     return min(matching, key=lambda t: t.count("{"))
 
 
-def fingerprint(home: Path) -> dict[str, Any]:
-    """What a user could notice changing: every note file and every state table's rows."""
-    from memory.sqlite.state import StateDB
-
-    notes = {
-        str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted((home / "memory").rglob("*.md"))
-    }
-    state = StateDB(home / "state.db")
-    try:
-        tables = [
-            r["name"]
-            for r in state.read("SELECT name FROM sqlite_master WHERE type = 'table'")
-            if not r["name"].startswith("sqlite_")
-        ]
-        rows = {t: [tuple(r) for r in state.read(f"SELECT * FROM {t} ORDER BY 1")] for t in tables}
-    finally:
-        state.close()
-    return {"notes": notes, "state": rows}
-
-
 def fill(text: str, known: dict[str, str]) -> str:
     for name, value in known.items():
         text = text.replace(f"<{name}>", value)
@@ -160,7 +138,7 @@ async def test_every_endpoint_refuses_bad_input_with_a_clear_error_and_changes_n
         covered = {template_of(m, p, routes) for m, p, *_ in BAD_REQUESTS}
         assert set(routes) - NOTHING_TO_REFUSE == covered, "every endpoint with input has rows"
 
-        before = fingerprint(settings.home)
+        before = home_fingerprint(settings.home)
         wrong = []
         for method, path, data, status, expected in BAD_REQUESTS:
             url = fill(path, known)
@@ -172,4 +150,4 @@ async def test_every_endpoint_refuses_bad_input_with_a_clear_error_and_changes_n
             if response.status_code != status or expected.lower() not in detail.lower():
                 wrong.append(f"{method} {path} {data} -> {response.status_code}: {detail[:300]}")
         assert not wrong, "\n".join(wrong)
-        assert fingerprint(settings.home) == before
+        assert home_fingerprint(settings.home) == before
