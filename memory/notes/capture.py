@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from memory._patterns import lazy_pattern
+
 Accept = Callable[[re.Match[str]], bool]
 
 
@@ -24,7 +26,8 @@ class _Rule:
     triggers: tuple[str, ...]
     """Lower-case literals one of which every match starts with (contains, if not `anchored`):
     the pattern is only tried where one of them occurs, so a big text costs a few `find`s."""
-    pattern: re.Pattern[str]
+    pattern: Callable[[], re.Pattern[str]]
+    """Compiled on first use (`lazy_pattern`): most texts fail the pre-check and need none."""
     accept: Accept | None = None
     """Whether a match is a secret (code and placeholders are not); None: every match is.
     The secret is the group named `s`, `sq` or `su` that took part (the whole match if none)."""
@@ -78,22 +81,22 @@ _PLACEHOLDERS: Final = frozenset(
         "this",
     ]
 )
-_IDENTIFIER_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
-_KEYWORD_IN_NAME_RE = re.compile(r"(?i)pass|pwd|secret|token|key|cred")
-_MASK_RE = re.compile(r"\*+|[x•.#?]{3,}", re.IGNORECASE)
-_TEMPLATE_RE = re.compile(r"\$\{|\$[A-Za-z_]\w*$|%[(\w]|\{")
+_IDENTIFIER_RE = lazy_pattern(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_KEYWORD_IN_NAME_RE = lazy_pattern(r"(?i)pass|pwd|secret|token|key|cred")
+_MASK_RE = lazy_pattern(r"\*+|[x•.#?]{3,}", re.IGNORECASE)
+_TEMPLATE_RE = lazy_pattern(r"\$\{|\$[A-Za-z_]\w*$|%[(\w]|\{")
 
 
 def _bare_value_is_code(match: re.Match[str]) -> bool:
     value = match.group("su")
     rest = match.string[match.end() : match.end() + 1]
-    if rest in ("(", "[", "{") or value.lower() in _PLACEHOLDERS or _TEMPLATE_RE.match(value):
+    if rest in ("(", "[", "{") or value.lower() in _PLACEHOLDERS or _TEMPLATE_RE().match(value):
         return True  # a call, a subscript, a type, a keyword, `${VAR}`, `%s`, `{name}`
-    if _MASK_RE.fullmatch(value):
+    if _MASK_RE().fullmatch(value):
         return True  # `****`, `xxx`: already masked
-    if _IDENTIFIER_RE.fullmatch(value) and not any(c.isdigit() for c in value):
+    if _IDENTIFIER_RE().fullmatch(value) and not any(c.isdigit() for c in value):
         # `password=password`, `pwd=self.pwd`, `password=args.db` are variables, not values
-        return bool(_KEYWORD_IN_NAME_RE.search(value)) or "." in value
+        return bool(_KEYWORD_IN_NAME_RE().search(value)) or "." in value
     return False
 
 
@@ -101,7 +104,7 @@ def _accept_password(match: re.Match[str]) -> bool:
     """Any length (short passwords are passwords), unless it is code or a placeholder."""
     if match.group("sq") is not None:
         value = match.group("sq")
-        return not (_TEMPLATE_RE.match(value) or _MASK_RE.fullmatch(value))
+        return not (_TEMPLATE_RE().match(value) or _MASK_RE().fullmatch(value))
     return not _bare_value_is_code(match)
 
 
@@ -110,7 +113,7 @@ def _accept_secret(match: re.Match[str]) -> bool:
     never all digits (`token: 4096` is a count)."""
     if match.group("sq") is not None:
         value = match.group("sq")
-        return len(value) >= 6 and not value.isdigit() and not _MASK_RE.fullmatch(value)
+        return len(value) >= 6 and not value.isdigit() and not _MASK_RE().fullmatch(value)
     if _bare_value_is_code(match):
         return False
     value = match.group("su")
@@ -122,7 +125,7 @@ def _accept_secret(match: re.Match[str]) -> bool:
 def _accept_chinese(match: re.Match[str]) -> bool:
     if match.group("sq") is not None:
         return True
-    return not _MASK_RE.fullmatch(match.group("su"))
+    return not _MASK_RE().fullmatch(match.group("su"))
 
 
 # Order matters: specific forms first, so they get their own label.
@@ -130,26 +133,28 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "private_key",
         ("-----begin",),
-        re.compile(
+        lazy_pattern(
             r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
             r"(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*\Z)"
         ),
     ),
-    _Rule("anthropic_key", ("sk-ant-",), re.compile(_TOKEN_START + r"sk-ant-[A-Za-z0-9_\-]{20,}")),
+    _Rule(
+        "anthropic_key", ("sk-ant-",), lazy_pattern(_TOKEN_START + r"sk-ant-[A-Za-z0-9_\-]{20,}")
+    ),
     _Rule(
         "openai_key",
         ("sk-",),
-        re.compile(_TOKEN_START + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
+        lazy_pattern(_TOKEN_START + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
     ),
     _Rule(
         "aws_access_key",
         ("akia", "asia", "abia", "acca"),
-        re.compile(_TOKEN_START + r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+        lazy_pattern(_TOKEN_START + r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
     ),
     _Rule(
         "aws_secret_key",
         ("aws",),
-        re.compile(
+        lazy_pattern(
             r"(?i)aws_?secret_?(?:access_?)?key[\"']?\s*[:=]\s*[\"']?"
             + _NOT_REDACTED
             + r"(?P<s>[A-Za-z0-9/+=]{40})"
@@ -158,50 +163,50 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "github_token",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-        re.compile(_TOKEN_START + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,})"),
+        lazy_pattern(_TOKEN_START + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,})"),
     ),
     _Rule(
         "gitlab_token",
         ("glpat-", "gldt-", "glrt-", "glptt-", "gloas-", "glsoat-", "glcbt-", "glimt-", "glft-"),
-        re.compile(_TOKEN_START + r"gl(?:pat|dt|rt|ptt|oas|soat|cbt|imt|ft)-[A-Za-z0-9_\-]{20,}"),
+        lazy_pattern(_TOKEN_START + r"gl(?:pat|dt|rt|ptt|oas|soat|cbt|imt|ft)-[A-Za-z0-9_\-]{20,}"),
     ),
-    _Rule("google_api_key", ("aiza",), re.compile(_TOKEN_START + r"AIza[0-9A-Za-z_\-]{35}")),
+    _Rule("google_api_key", ("aiza",), lazy_pattern(_TOKEN_START + r"AIza[0-9A-Za-z_\-]{35}")),
     _Rule(
         "google_oauth",
         ("gocspx-", "ya29."),
-        re.compile(_TOKEN_START + r"(?:GOCSPX-[0-9A-Za-z_\-]{20,}|ya29\.[0-9A-Za-z_\-]{20,})"),
+        lazy_pattern(_TOKEN_START + r"(?:GOCSPX-[0-9A-Za-z_\-]{20,}|ya29\.[0-9A-Za-z_\-]{20,})"),
     ),
     _Rule(
         "azure_client_secret",
         ("q~",),
-        re.compile(r"(?<![\w~.\-])[\w\-.]{3}\dQ~[\w\-.~]{31,34}(?![\w~])"),
+        lazy_pattern(r"(?<![\w~.\-])[\w\-.]{3}\dQ~[\w\-.~]{31,34}(?![\w~])"),
         anchored=False,
     ),
     _Rule(
         "azure_sas",
         ("sig=",),
-        re.compile(r"(?i)(?<=[?&;])sig=" + _NOT_REDACTED + r"(?P<s>[A-Za-z0-9%+/=]{16,})"),
+        lazy_pattern(r"(?i)(?<=[?&;])sig=" + _NOT_REDACTED + r"(?P<s>[A-Za-z0-9%+/=]{16,})"),
     ),
     _Rule(
         "slack_token",
         ("xox", "xapp-"),
-        re.compile(_TOKEN_START + r"(?:xox[abposr]|xapp)-[A-Za-z0-9\-]{10,}"),
+        lazy_pattern(_TOKEN_START + r"(?:xox[abposr]|xapp)-[A-Za-z0-9\-]{10,}"),
     ),
     _Rule(
         "slack_webhook",
         ("https://hooks.slack.com",),
-        re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"),
+        lazy_pattern(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"),
     ),
     _Rule(
         "stripe_key",
         ("sk_live_", "rk_live_", "sk_test_", "rk_test_"),
-        re.compile(_TOKEN_START + r"[sr]k_(?:live|test)_[0-9A-Za-z]{20,}"),
+        lazy_pattern(_TOKEN_START + r"[sr]k_(?:live|test)_[0-9A-Za-z]{20,}"),
     ),
-    _Rule("huggingface_token", ("hf_",), re.compile(_TOKEN_START + r"hf_[A-Za-z0-9]{30,}")),
+    _Rule("huggingface_token", ("hf_",), lazy_pattern(_TOKEN_START + r"hf_[A-Za-z0-9]{30,}")),
     _Rule(
         "jwt",
         ("eyj",),
-        re.compile(
+        lazy_pattern(
             _TOKEN_START + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
         ),
     ),
@@ -209,7 +214,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         "url_password",
         ("://",),
         # the password runs to the last `@` of the authority: `p@ss` in `u:p@ss@host`
-        re.compile(
+        lazy_pattern(
             r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@?#]*:" + _NOT_REDACTED + r"(?P<s>[^\s/?#]+)@"
         ),
         anchored=False,
@@ -217,7 +222,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "authorization",
         ("authorization",),
-        re.compile(
+        lazy_pattern(
             r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?>(?:(?:bearer|basic|token|digest)\s+)?)"
             + _NOT_REDACTED
             + r"(?P<s>[^\s\"',;]+)"
@@ -226,14 +231,14 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "authorization",
         ("bearer",),
-        re.compile(
+        lazy_pattern(
             r"(?i)\bbearer\s+" + _NOT_REDACTED + r"(?P<s>(?=[\w.~+/\-]*\d)[\w.~+/\-]{16,}=*)"
         ),
     ),
     _Rule(
         "feishu_app_secret",
         ("feishu_app_secret", "lark_app_secret", "app"),
-        re.compile(
+        lazy_pattern(
             r"(?i)(?<![A-Za-z0-9])(?:feishu_app_secret|lark_app_secret|app_?secret)[\"']?\s*[:=]\s*[\"']?"
             + _NOT_REDACTED
             + r"(?P<s>[A-Za-z0-9]{16,})"
@@ -243,7 +248,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
         "password",
         ("mysql", "mariadb"),
         # `mysql -pPASS`, `-p'pa ss'`; `-p PASS` with a space is the prompt and a database name
-        re.compile(
+        lazy_pattern(
             r"\b(?:mysql\w*|mariadb[\w-]*)\b[^\n|;&]*?[ \t]-p"
             + _NOT_REDACTED
             + r"""(?:(?P<q>["'])(?!\[REDACTED)(?P<sq>[^"'\n]+)["']|(?P<su>[^\s"'|;&]+))"""
@@ -252,7 +257,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "password",
         ("sshpass", "redis-cli", "curl"),
-        re.compile(
+        lazy_pattern(
             r"\b(?:sshpass\b[^\n|;&]*?[ \t]-p[ \t]*|redis-cli\b[^\n|;&]*?[ \t]-a[ \t]+"
             r"|curl\b[^\n|;&]*?[ \t](?:-u|--user)[ \t]*[\"']?[^\s:\"']+:)"
             + _NOT_REDACTED
@@ -263,20 +268,20 @@ _RULES: Final[tuple[_Rule, ...]] = (
         "password",
         ("--pass", "-pass"),
         # `--password x`, `-pass x` (the `=` form is the assignment rule below)
-        re.compile(r"(?i)(?<![\w-])--?pass(?:word|wd)?[ \t]+(?!-)" + _VALUE),
+        lazy_pattern(r"(?i)(?<![\w-])--?pass(?:word|wd)?[ \t]+(?!-)" + _VALUE),
         _accept_password,
     ),
     _Rule(
         "password",
         ("pw", "pass"),
-        re.compile(r"(?i)" + _KEY_START + r"(?:" + _PASSWORD_WORDS + r")" + _SEPARATOR + _VALUE),
+        lazy_pattern(r"(?i)" + _KEY_START + r"(?:" + _PASSWORD_WORDS + r")" + _SEPARATOR + _VALUE),
         _accept_password,
     ),
     _Rule(
         "password",
         ("密码", "口令", "密钥", "秘钥"),
         # `密码：abc`, `密码是 abc`, `口令为"a b"`; `密码是什么`, `密码学` are prose (CJK value)
-        re.compile(
+        lazy_pattern(
             r"(?:密码|口令|密钥|秘钥)(?:[ \t]*(?:是|为|[:：=＝])){1,2}[ \t]*"
             + _NOT_REDACTED
             + r"""(?:(?P<q>["'“「‘`])(?!\[REDACTED)(?P<sq>[^"'”」’`\n]{1,200})"""
@@ -299,7 +304,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
             "master",
             "credential",
         ),
-        re.compile(r"(?i)" + _KEY_START + r"(?:" + _SECRET_WORDS + r")" + _SEPARATOR + _VALUE),
+        lazy_pattern(r"(?i)" + _KEY_START + r"(?:" + _SECRET_WORDS + r")" + _SEPARATOR + _VALUE),
         _accept_secret,
     ),
 )
@@ -310,27 +315,28 @@ _TRIGGERS: Final = tuple(dict.fromkeys(t for rule in _RULES for t in rule.trigge
 _PRECHECK: Final = tuple(t for t in _TRIGGERS if not any(u != t and u in t for u in _TRIGGERS))
 _PRECHECK_ASCII: Final = tuple(t for t in _PRECHECK if t.isascii())
 
-_SECRET_GROUPS: Final = tuple(
-    tuple(g for g in ("s", "sq", "su") if g in rule.pattern.groupindex) for rule in _RULES
-)
-_PRIVATE_RE = re.compile(r"<private>[\s\S]*?(?:</private>|\Z)", re.IGNORECASE)
-_STRAY_CLOSE_RE = re.compile(r"</private>", re.IGNORECASE)
-_FENCE_RE = re.compile(r"(?ms)^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)")
-_INLINE_CODE_RE = re.compile(r"`[^`\n]+`")
-_BLANK_LINES_RE = re.compile(r"\n{3,}")
+_PRIVATE_RE = lazy_pattern(r"<private>[\s\S]*?(?:</private>|\Z)", re.IGNORECASE)
+_STRAY_CLOSE_RE = lazy_pattern(r"</private>", re.IGNORECASE)
+_FENCE_RE = lazy_pattern(r"(?ms)^[ \t]*(```|~~~)[^\n]*\n.*?(?:^[ \t]*\1[ \t]*$|\Z)")
+_INLINE_CODE_RE = lazy_pattern(r"`[^`\n]+`")
+_BLANK_LINES_RE = lazy_pattern(r"\n{3,}")
 
 CODE_BLOCK_PLACEHOLDER: Final = "[代码块已省略]"
 INLINE_CODE_PLACEHOLDER: Final = "[代码]"
 
 
-def _replacer(rule: _Rule, groups: tuple[str, ...]) -> Callable[[re.Match[str]], str]:
+_SECRET_GROUPS: Final = ("s", "sq", "su")
+
+
+def _replacer(rule: _Rule) -> Callable[[re.Match[str]], str]:
     label = f"[REDACTED:{rule.kind}]"
 
     def replace(match: re.Match[str]) -> str:
         if rule.accept is not None and not rule.accept(match):
             return match.group(0)
-        for group in groups:
-            if match.group(group) is not None:
+        groups = match.re.groupindex
+        for group in _SECRET_GROUPS:
+            if group in groups and match.group(group) is not None:
                 start, end = match.span(group)
                 whole = match.group(0)
                 offset = match.start()
@@ -340,15 +346,13 @@ def _replacer(rule: _Rule, groups: tuple[str, ...]) -> Callable[[re.Match[str]],
     return replace
 
 
-_REPLACERS: Final = tuple(
-    _replacer(rule, groups) for rule, groups in zip(_RULES, _SECRET_GROUPS, strict=True)
-)
+_REPLACERS: Final = tuple(_replacer(rule) for rule in _RULES)
 
 
 def _matches(rule: _Rule, text: str, lower: str) -> list[re.Match[str]]:
     if not rule.anchored or len(lower) != len(text):  # `lower()` may change lengths
         if any(t in lower for t in rule.triggers):
-            return list(rule.pattern.finditer(text))
+            return list(rule.pattern().finditer(text))
         return []
     starts: set[int] = set()
     for trigger in rule.triggers:
@@ -359,7 +363,7 @@ def _matches(rule: _Rule, text: str, lower: str) -> list[re.Match[str]]:
     found: list[re.Match[str]] = []
     end = 0
     for start in sorted(starts):
-        if start >= end and (match := rule.pattern.match(text, start)) is not None:
+        if start >= end and (match := rule.pattern().match(text, start)) is not None:
             found.append(match)
             end = max(match.end(), start + 1)
     return found
@@ -392,7 +396,7 @@ def strip_private(text: str) -> str:
     """Remove `<private>...</private>` spans; an unclosed `<private>` runs to the end."""
     if "private>" not in text.lower():
         return text
-    return _STRAY_CLOSE_RE.sub("", _PRIVATE_RE.sub("", text))
+    return _STRAY_CLOSE_RE().sub("", _PRIVATE_RE().sub("", text))
 
 
 def sanitize(text: str) -> str:
@@ -415,10 +419,10 @@ def clean_message(text: str, limit: int = 2000) -> str:
     """A chat message made fit for memory: private spans gone, secrets redacted,
     code blocks and inline code replaced by short placeholders, at most `limit` characters."""
     text = strip_private(text)
-    text = _FENCE_RE.sub(CODE_BLOCK_PLACEHOLDER, text)
-    text = _INLINE_CODE_RE.sub(INLINE_CODE_PLACEHOLDER, text)
+    text = _FENCE_RE().sub(CODE_BLOCK_PLACEHOLDER, text)
+    text = _INLINE_CODE_RE().sub(INLINE_CODE_PLACEHOLDER, text)
     text = redact(text)
-    text = _BLANK_LINES_RE.sub("\n\n", text).strip()
+    text = _BLANK_LINES_RE().sub("\n\n", text).strip()
     if len(text) > limit:
         text = text[: max(limit - 1, 0)].rstrip() + "…"
     return text
