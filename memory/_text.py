@@ -8,14 +8,14 @@ is only used on the query side, to decide which characters form a word.
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import re
 import struct
 import unicodedata
 import zlib
 from collections import Counter
 from collections.abc import Iterable
+
+from memory._patterns import lazy_pattern
 
 # Han (incl. extensions and compatibility ideographs), kana, CJK punctuation is left alone.
 CJK_CHAR = (
@@ -29,7 +29,7 @@ _CJK_RUN_RE = re.compile(f"[{CJK_CHAR}]+")
 HAS_CJK_RE = re.compile(f"[{CJK_CHAR}]")
 _WS_RE = re.compile(r"\s+")
 _NON_WORD_RE = re.compile(r"[\W_]+")
-_LATIN_TOKEN_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-$]*[A-Za-z0-9_]|[A-Za-z0-9_]")
+_LATIN_TOKEN_RE = lazy_pattern(r"[A-Za-z0-9_][A-Za-z0-9_.\-$]*[A-Za-z0-9_]|[A-Za-z0-9_]")
 
 SHINGLE_SIZE = 3
 SIMILARITY_CHARS = 20_000
@@ -47,7 +47,7 @@ def space_cjk(text: str) -> str:
     return _CJK_RUN_RE.sub(_space_run, text)
 
 
-_CODE_LIKE_RE = re.compile(r"[_\d.$\-]|[a-z][A-Z]|[A-Z]{2}[a-z]")
+_CODE_LIKE_RE = lazy_pattern(r"[_\d.$\-]|[a-z][A-Z]|[A-Z]{2}[a-z]")
 
 
 def latin_tokens(text: str) -> str:
@@ -55,9 +55,9 @@ def latin_tokens(text: str) -> str:
     the substring (trigram) index. Plain words are left to the word index: a substring of a
     plain word is rarely what a user means (`PR` in `prefers`)."""
     seen: dict[str, None] = {}
-    for match in _LATIN_TOKEN_RE.finditer(text):
+    for match in _LATIN_TOKEN_RE().finditer(text):
         token = match.group(0)
-        if len(token) >= 3 and _CODE_LIKE_RE.search(token):
+        if len(token) >= 3 and _CODE_LIKE_RE().search(token):
             seen.setdefault(token.lower(), None)
     return " ".join(seen)
 
@@ -68,10 +68,14 @@ def normalize_content(text: str) -> str:
 
 
 def content_hash(text: str) -> str:
+    import hashlib  # here: its OpenSSL load is ~2 ms of a hook that hashes nothing
+
     return hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()
 
 
 def file_hash(data: bytes) -> str:
+    import hashlib
+
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
@@ -105,6 +109,8 @@ def minhash_bands(grams: Iterable[str]) -> list[int]:
     unrelated texts almost never do. Bands with an empty bucket are skipped (short texts rely
     on the exact hash).
     """
+    import hashlib
+
     mins = [0xFFFFFFFF] * MINHASH_BUCKETS
     missing = MINHASH_BUCKETS
     # smallest hashes first: each bucket's minimum is the first hash seen for it
@@ -132,18 +138,18 @@ def estimate_tokens(text: str) -> int:
     return cjk + (other + 3) // 4
 
 
-_HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
-_MD_NOISE_RE = re.compile(r"^[\s>#*+\-]+|[*`]+|\[(?=[^\]]*\]\()|\]\([^)]*\)")
+_HEADING_RE = lazy_pattern(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_MD_NOISE_RE = lazy_pattern(r"^[\s>#*+\-]+|[*`]+|\[(?=[^\]]*\]\()|\]\([^)]*\)")
 
 
 def derive_title(body: str, fallback: str = "Untitled", limit: int = 80) -> str:
     """The first heading, else the first non-empty line, shortened."""
     for line in body.splitlines():
-        match = _HEADING_RE.match(line)
+        match = _HEADING_RE().match(line)
         if match and match.group(1).strip():
             return shorten(match.group(1), limit)
     for line in body.splitlines():
-        clean = _MD_NOISE_RE.sub("", line).strip(" -\t")
+        clean = _MD_NOISE_RE().sub("", line).strip(" -\t")
         if clean:
             return shorten(clean, limit)
     return fallback
@@ -152,9 +158,9 @@ def derive_title(body: str, fallback: str = "Untitled", limit: int = 80) -> str:
 def derive_summary(body: str, limit: int = 160) -> str:
     """The first non-heading paragraph line, shortened to one line."""
     for line in body.splitlines():
-        if _HEADING_RE.match(line):
+        if _HEADING_RE().match(line):
             continue
-        clean = _MD_NOISE_RE.sub("", line).strip(" -\t")
+        clean = _MD_NOISE_RE().sub("", line).strip(" -\t")
         if clean:
             return shorten(clean, limit)
     return ""
@@ -183,18 +189,18 @@ def one_line(text: str, limit: int) -> str:
 # "app.py" and "e.g.x" stay whole), at a line break, and at a list bullet. English
 # abbreviations that end in a period before a space ("e.g. ", "i.e. ", "etc. ", "vs. ") are
 # re-joined after the split.
-_SENTENCE_END_RE = re.compile(r"(?<=[。！？；])|(?<=[.!?;])(?=\s)")
-_BULLET_RE = re.compile(r"^\s*(?:[-*•·]|\d+[.)、])\s+")
+_SENTENCE_END_RE = lazy_pattern(r"(?<=[。！？；])|(?<=[.!?;])(?=\s)")
+_BULLET_RE = lazy_pattern(r"^\s*(?:[-*•·]|\d+[.)、])\s+")
 _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "Mr.", "Ms.", "Dr.", "No.")
-_FENCE_RE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+_FENCE_RE = lazy_pattern(r"```.*?(?:```|$)", re.DOTALL)
 
 
 def sentences(text: str) -> list[str]:
     """The sentences of a Chinese, English or mixed text, code blocks left out, each stripped
     of list bullets and surrounding space; empty ones dropped."""
     out: list[str] = []
-    for line in _FENCE_RE.sub("\n", text).splitlines():
-        for piece in _SENTENCE_END_RE.split(_BULLET_RE.sub("", line)):
+    for line in _FENCE_RE().sub("\n", text).splitlines():
+        for piece in _SENTENCE_END_RE().split(_BULLET_RE().sub("", line)):
             piece = piece.strip()
             if not piece:
                 continue
@@ -228,27 +234,27 @@ _NEGATION_WORDS = frozenset(
 )
 _NEGATION_CHARS = frozenset("不没别非无未勿莫禁")
 # Words holding a negation character that negate nothing: "非常" (very), "未来" (future).
-_NOT_NEGATIONS_RE = re.compile("非常|无论|未来|别人|别的|不仅|不过|不但|不断|无锡")
+_NOT_NEGATIONS_RE = lazy_pattern("非常|无论|未来|别人|别的|不仅|不过|不但|不断|无锡")
 # What a claim is about, for finding the note a new one contradicts: negations, numbers and
 # the words that carry them ("does" in "doesn't like", "有" in "没有") are left out.
 _AUXILIARIES = frozenset(
     {"do", "does", "did", "can", "could", "will", "would", "should", "is", "are", "was", "with"}
 )
-_FILLER_RE = re.compile(r"(?<![a-z0-9'])(?:the|an|a)(?![a-z0-9'])")
+_FILLER_RE = lazy_pattern(r"(?<![a-z0-9'])(?:the|an|a)(?![a-z0-9'])")
 _DROP_PARTICLES = str.maketrans("", "", "".join(_PARTICLES) + "'")
-_NEGATION_CHAR_RE = re.compile(f"[{''.join(sorted(_NEGATION_CHARS))}]")
+_NEGATION_CHAR_RE = lazy_pattern(f"[{''.join(sorted(_NEGATION_CHARS))}]")
 _NAMING_WORDS = frozenset(
     {"#", "no", "issue", "pr", "task", "ticket", "bug", "step", "case", "号", "第", "版"}
 )
-_NUMBER_RE = re.compile(r"\d+(?:[.,:]\d+)*")
-_EN_WORD_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
-_WORD_OR_CHAR_RE = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|\S")
+_NUMBER_RE = lazy_pattern(r"\d+(?:[.,:]\d+)*")
+_EN_WORD_RE = lazy_pattern(r"[a-z]+(?:'[a-z]+)?")
+_WORD_OR_CHAR_RE = lazy_pattern(r"[a-z0-9]+(?:'[a-z]+)?|\S")
 
 
 def _words(text: str) -> list[str]:
     """Latin words (with their apostrophe) and every other character but spaces, NFKC and
     case-folded."""
-    return _WORD_OR_CHAR_RE.findall(unicodedata.normalize("NFKC", text).casefold())
+    return _WORD_OR_CHAR_RE().findall(unicodedata.normalize("NFKC", text).casefold())
 
 
 def _is_form(token: str) -> bool:
@@ -259,7 +265,7 @@ def _is_form(token: str) -> bool:
 def skeleton(text: str) -> str:
     """What is left of a text for comparing meaning: NFKC, case-folded, without spaces,
     punctuation, symbols, Chinese particles and filler words ("the", "a")."""
-    folded = _FILLER_RE.sub(" ", _fold(text)).translate(_DROP_PARTICLES)
+    folded = _FILLER_RE().sub(" ", _fold(text)).translate(_DROP_PARTICLES)
     return _NON_WORD_RE.sub("", folded)
 
 
@@ -269,8 +275,8 @@ def subject(text: str) -> str:
     and "部署前不跑迁移", "the user likes dark mode" and "the user doesn't like dark mode")."""
     out = []
     # "非常" and the like are words, not negations: kept whole
-    for piece in re.split(f"({_NOT_NEGATIONS_RE.pattern})", _fold(text)):
-        if _NOT_NEGATIONS_RE.fullmatch(piece):
+    for piece in re.split(f"({_NOT_NEGATIONS_RE().pattern})", _fold(text)):
+        if _NOT_NEGATIONS_RE().fullmatch(piece):
             out.append(piece)
             continue
         previous = ""
@@ -295,7 +301,7 @@ def _fold(text: str) -> str:
     """NFKC, case-folded, and Chinese numerals that count or date something written in
     digits ("三点" -> "3点", "周五" -> "周5", "二十个" -> "20个"), so "三点" and "五点" differ
     as numbers do and "三点" and "3点" are one note."""
-    return _CN_NUMBER_RE.sub(_arabic, unicodedata.normalize("NFKC", text).casefold())
+    return _CN_NUMBER_RE().sub(_arabic, unicodedata.normalize("NFKC", text).casefold())
 
 
 _CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5,
@@ -304,7 +310,7 @@ _CN_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10_000}
 # A numeral counts something only beside a unit or after 周/星期/礼拜/第: "一起", "统一", "万一"
 # and "三明治" stay words.
 _CN_NUMERAL = "[零〇一二两三四五六七八九十百千万]+"
-_CN_NUMBER_RE = re.compile(
+_CN_NUMBER_RE = lazy_pattern(
     f"(?<=周|第)({_CN_NUMERAL})|(?<=星期|礼拜)({_CN_NUMERAL})"
     f"|({_CN_NUMERAL})(?=点|个|天|次|号|月|年|岁|元|块|人|小时|分钟|分|秒|倍|页|条|位|台|遍|周|公里|米|斤)"
 )
@@ -329,10 +335,10 @@ def _arabic(match: re.Match[str]) -> str:
 def _polarity(text: str) -> tuple[int, tuple[str, ...]]:
     """How many negations a text holds, and its numbers in order."""
     folded = _fold(text)
-    words = _EN_WORD_RE.findall(folded)
+    words = _EN_WORD_RE().findall(folded)
     negations = sum(1 for w in words if w in _NEGATION_WORDS or w.endswith("n't"))
-    negations += len(_NEGATION_CHAR_RE.findall(_NOT_NEGATIONS_RE.sub("", folded)))
-    return negations, tuple(_NUMBER_RE.findall(folded))
+    negations += len(_NEGATION_CHAR_RE().findall(_NOT_NEGATIONS_RE().sub("", folded)))
+    return negations, tuple(_NUMBER_RE().findall(folded))
 
 
 def meaning_differs(a: str, b: str) -> bool:
@@ -427,12 +433,14 @@ def _swapped(a: str, b: str) -> bool:
     """Whether a word of one text stands where another word stands in the other: "owned by
     Alice" / "owned by Bob" is another claim however long the sentence. A word added or
     dropped is not a swap, nor a spelling fix ("recieve" / "receive")."""
+    import difflib  # only comparing two notes needs it
+
     only_a, only_b = _latin_words(a) - _latin_words(b), _latin_words(b) - _latin_words(a)
     return any(difflib.SequenceMatcher(None, x, y).ratio() < 0.75 for x in only_a for y in only_b)
 
 
 def _latin_words(text: str) -> set[str]:
-    return {w for w in _EN_WORD_RE.findall(_fold(text)) if w not in _FILLER_WORDS}
+    return {w for w in _EN_WORD_RE().findall(_fold(text)) if w not in _FILLER_WORDS}
 
 
 def makes_another_claim(old: Fingerprint, new: Fingerprint, threshold: float) -> bool:
@@ -451,6 +459,8 @@ def contradicts(old: str, new: str, threshold: float = 0.9) -> bool:
 
 
 def _key(kind: str, text: str) -> int:
+    import hashlib
+
     digest = hashlib.blake2b(f"{kind}\x00{text}".encode(), digest_size=8).digest()
     return int(struct.unpack("<q", digest)[0])
 
