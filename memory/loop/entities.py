@@ -8,8 +8,8 @@ Only user messages are scanned: the assistant's words are never the user's decis
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -191,7 +191,7 @@ class PendingStore:
         self, candidate: EntityCandidate, *, scope: str = "user", source: str = ""
     ) -> PendingEntity:
         entity = PendingEntity(
-            id=f"pend_{secrets.token_hex(6)}",
+            id=f"pend_{os.urandom(6).hex()}",  # `secrets.token_hex` without importing `secrets`
             type=candidate.type,
             title=candidate.title,
             content=candidate.content,

@@ -10,8 +10,8 @@ stays in the episode record).
 from __future__ import annotations
 
 import builtins
+import os
 import re
-import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from errors import InvalidInputError, NotFoundError
 from memory import _text
+from memory._patterns import lazy_pattern
 from memory.loop.windows import StateWindows, WindowStore
 from memory.model import NoteDraft
 from memory.notes.capture import clean_message, sanitize
@@ -101,17 +102,17 @@ def should_summarize(episode: Episode) -> bool:
     return episode.turns >= MIN_TURNS_FOR_SUMMARY or episode.file_changes > 0
 
 
-_DECISION = re.compile(
+_DECISION = lazy_pattern(
     r"决定|选定|选择了|采用|改用|确定|定为|decid|chose|choos|agreed|settled on|going with"
     r"|we will|we'll|switch(?:ed)? to|instead of",
     re.IGNORECASE,
 )
-_OPEN = re.compile(
+_OPEN = lazy_pattern(
     r"待办|下一步|还需要|还要|尚未|未完成|没完成|以后再|稍后|TODO|next step|remaining|follow[- ]?up"
     r"|still need|not yet|later|open question|left to do",
     re.IGNORECASE,
 )
-_ACKNOWLEDGEMENT = re.compile(
+_ACKNOWLEDGEMENT = lazy_pattern(
     r"(?:谢谢|多谢|好的?|嗯+|收到|可以|行|ok(?:ay)?|thanks?(?: you)?|great|cool|got it|nice|yes|no)"
     r"[\s。！!.,，~～]*",
     re.IGNORECASE,
@@ -143,7 +144,7 @@ def rule_based_summary(messages: Sequence[EpisodeMessage], limit: int = SUMMARY_
         for m in messages
         if m.role == "user"
         and (first := _text.sentences(m.content))
-        and not _ACKNOWLEDGEMENT.fullmatch(first[0])
+        and not _ACKNOWLEDGEMENT().fullmatch(first[0])
     ]
     # a compaction's summary (Claude Code's PostCompact) stands for the turns it replaced
     said = [
@@ -158,8 +159,8 @@ def rule_based_summary(messages: Sequence[EpisodeMessage], limit: int = SUMMARY_
         done = _text.shorten(requests[0], 90)
     else:
         done = f"{_text.shorten(requests[0], 60)}{joiner}{_text.shorten(requests[-1], 60)}"
-    decisions = _unique(s for s in said if _DECISION.search(s))[:2]
-    open_items = _unique(s for s in said if _OPEN.search(s) and not _DECISION.search(s))[:2]
+    decisions = _unique(s for s in said if _DECISION().search(s))[:2]
+    open_items = _unique(s for s in said if _OPEN().search(s) and not _DECISION().search(s))[:2]
     parts = [done_label + done]
     if decisions:
         parts.append(decided_label + joiner.join(_text.shorten(s, 70) for s in decisions))
@@ -648,7 +649,9 @@ def _like_escape(term: str) -> str:
 
 
 def _new_id(now: float) -> str:
-    return f"ep_{int(now * 1000):x}{secrets.token_hex(3)}"
+    # `os.urandom(n).hex()` is what `secrets.token_hex` does; `secrets` imports `random` and
+    # `hmac`, milliseconds of every hook process
+    return f"ep_{int(now * 1000):x}{os.urandom(3).hex()}"
 
 
 def _message(row: Any) -> EpisodeMessage:
