@@ -7,8 +7,6 @@ hand-edited files) passes through the `normalize_*` helpers here, which raise
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import re
 import threading
@@ -256,6 +254,9 @@ def new_note_id(now: float | None = None) -> str:
 
 def path_note_id(relpath: str) -> str:
     """The id of a hand-written note without one: derived from its path, so stable per path."""
+    import base64
+    import hashlib  # here: its OpenSSL load costs every hook process ~2 ms
+
     digest = hashlib.blake2b(relpath.encode("utf-8"), digest_size=10).digest()
     return "mem_f" + base64.b32encode(digest).decode("ascii").lower().rstrip("=")[:15]
 

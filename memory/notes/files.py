@@ -11,7 +11,6 @@ import contextlib
 import logging
 import os
 import re
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -366,7 +365,8 @@ def read_note(root: Path, relpath: str) -> ParsedFile:
 def write_temp(folder: Path, text: str, *, fsync: bool = True) -> Path:
     """Write `text` to a uniquely named hidden temp file in `folder` (skipped by scans)."""
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(6)}{NOTE_SUFFIX}"
+    # `os.urandom(n).hex()` is `secrets.token_hex` without importing `secrets` (random, hmac)
+    tmp = folder / f"{TEMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}{NOTE_SUFFIX}"
     try:
         with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
