@@ -19,7 +19,7 @@ supersession as it is, another one raises `ConflictError` (HTTP 409).
 
 from __future__ import annotations
 
-import secrets
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,7 +103,7 @@ class ConflictStore:
             ).fetchone()
             if found is not None:
                 return _supersession(found)
-            sup_id = f"sup_{secrets.token_hex(6)}"
+            sup_id = f"sup_{os.urandom(6).hex()}"  # `secrets.token_hex`, without `secrets`
             tx.execute(
                 "INSERT INTO mem_supersessions (id, new_id, old_id, reason, status, created)"
                 " VALUES (?, ?, ?, ?, 'pending', ?)",

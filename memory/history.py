@@ -18,7 +18,6 @@ When no door said, the note's own `source` field names where it came from (`infe
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Final, Literal, Protocol, get_args
 
+from memory._digest import sha256
 from memory.model import Note
 from memory.notes.capture import sanitize
 
@@ -146,7 +146,7 @@ class Snapshot:
         fields = asdict(self)
         fields.pop("path")
         data = json.dumps(fields, ensure_ascii=False, sort_keys=True)
-        return hashlib.sha256(data.encode("utf-8")).hexdigest()
+        return str(sha256(data.encode("utf-8")).hexdigest())
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)

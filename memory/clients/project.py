@@ -11,12 +11,13 @@ Pure standard library and no subprocess: the hooks call this on every event, so 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from memory._digest import sha256
 
 KEY_LIMIT: Final = 100
 """Scope keys allow at most 100 characters of `[A-Za-z0-9_.-]` (see memory.model)."""
@@ -163,7 +164,7 @@ def read_git_remote(root: Path) -> str | None:
 
 
 def path_key(path: str) -> str:
-    return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return str(sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:16])
 
 
 def remote_key(remote: str) -> str:
