@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from memory.clients.conventions import EVENT_NAMES, EVENTS, last_assistant_reply, resolve_session_id
-from memory.clients.observations import observe_tool
 from memory.clients.project import ProjectIdentity, identify
 from memory.clients.triggers import summary_trigger
 
@@ -286,6 +285,7 @@ class HookService:
                     self._summarize_now(episode_id)
 
     def post_tool_use(self, request: HookRequest) -> None:
+        from memory.clients.observations import observe_tool  # only this event: not on a prompt
         from memory.notes.capture import sanitize_data
 
         payload = request.payload
