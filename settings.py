@@ -189,6 +189,7 @@ class Settings(BaseSettings):
     context_budget_tokens: int = _shared(shared.CONTEXT_BUDGET_TOKENS)
     dedup_threshold: float = _shared(shared.DEDUP_THRESHOLD)
     relevance_floor: float = _shared(shared.RELEVANCE_FLOOR, ge=0, le=1)
+    inject_floor: float = _shared(shared.INJECT_FLOOR, ge=0, le=1)
 
     # --- Claude Code / Codex hooks (docs/claude-code.md) -------------------------------------
     hook_budget: float | None = _shared(shared.HOOK_BUDGET, gt=0)
@@ -384,6 +385,7 @@ class Settings(BaseSettings):
             self.home_dir,
             dedup_threshold=self.dedup_threshold,
             relevance_floor=self.relevance_floor,
+            inject_floor=self.inject_floor,
             database_url=url,
         )
 

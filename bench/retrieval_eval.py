@@ -18,10 +18,12 @@ Sets:
   held-out ones on other topics) against the bilingual memory: the share of prompts whose first
   turn in a new chat conversation injects a note (`MemoryLoop.prompt`, the product's path).
 
-The acceptance table gives each number with its target, measured with the relevance floor (what
-a user gets) and without it; the floor table gives recall@5 and false injection at several
-floors (the same hybrid rankings, hits below the floor left out). `--floor` sets the stores'
-floor.
+The acceptance table gives each number with its target, measured with the floors (what a user
+gets: recall@5 of a search at the search floor, false injection at the inject floor) and without
+them; the floor table gives, at several floors, recall@5 of a search with that floor, and false
+injection and "the question's note injected" with that inject floor (the same hybrid rankings,
+hits below the floor left out; injected = among the first turn's 10). `--floor` and
+`--inject-floor` set the stores' floors.
 
 Every retriever runs through the product's code: notes are saved with `MemoryStore.save`,
 keyword results come from `MemoryStore.search`, vectors from `memory.sqlite.vectors`, fusion from
@@ -89,7 +91,7 @@ MODES: tuple[SearchMode, ...] = ("keyword", "vector", "hybrid")
 FLOORED = "hybrid, floor"
 """Hybrid search with the store's relevance floor: what a user gets."""
 SWEEP_DEPTH = 50
-FLOORS = (0.0, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6)
+FLOORS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6)
 UNRELATED = ROOT / "tests" / "data" / "unrelated_prompts.json"
 TARGETS = {
     "false injection, unrelated prompts": ("<=", 0.05),
@@ -272,6 +274,17 @@ class BilingualRun:
         """Scores of the hybrid ranking with hits below `floor` left out."""
         self.ranked["sweep"] = [[d for d, r in hits if r >= floor] for hits in self.scored]
         return self.scores("sweep")
+
+    def injected_at(self, floor: float) -> float:
+        """Share of the questions whose note a first turn would inject at inject floor `floor`
+        (among the first turn's `FIRST_TURN_LIMIT` hits at or above it)."""
+        from memory.loop.recall import FIRST_TURN_LIMIT
+
+        found = [
+            q["target"] in [d for d, r in hits if r >= floor][:FIRST_TURN_LIMIT]
+            for q, hits in zip(self.queries, self.scored, strict=True)
+        ]
+        return sum(found) / len(found)
 
     def scores(self, mode: str) -> dict[str, dict[str, float]]:
         ranks: dict[str, list[int]] = {}
@@ -618,17 +631,28 @@ def acceptance_table(
         floored, plain = bi.scores(FLOORED), bi.scores("hybrid")
         for group in ("same-language", "cross-lingual"):
             rows[f"bilingual recall@5, {group}"] = (floored[group]["r@5"], plain[group]["r@5"])
+        inject = MemoryConfig.for_home(Path("."), **FLOOR_OVERRIDE).injection_floor
+        rows["bilingual: the question's note injected"] = (
+            bi.injected_at(inject),
+            bi.injected_at(0),
+        )
     if lo is not None:
         rows["LoCoMo session recall@5"] = (
             lo.scores(FLOORED)["session r@5"],
             lo.scores("hybrid")["session r@5"],
         )
     lines = [
-        "| metric (hybrid) | target | with the floor | without | met |",
+        "| metric (hybrid) | target | with the floors | without | met |",
         "|---|---|---|---|---|",
     ]
     report = {}
     for name, (value, without) in rows.items():
+        if name not in TARGETS:  # measured, no target: the price of the inject floor
+            lines.append(
+                f"| {name} | | {_fmt(value)} | {'' if without is None else _fmt(without)} | |"
+            )
+            report[name] = {"value": value, "without_floor": without}
+            continue
         op, target = TARGETS[name]
         met = value <= target if op == "<=" else value >= target
         lines.append(
@@ -640,12 +664,13 @@ def acceptance_table(
 
 
 def floor_table(bi: BilingualRun | None, lo: LocomoRun | None, un: UnrelatedRun | None) -> str:
-    """Recall@5 and false injection at several floors (the same rankings, hits below the floor
+    """At several floors: recall@5 of a search with that floor; false injection and the
+    questions' notes injected with that inject floor (the same rankings, hits below the floor
     left out)."""
     lines = [
-        "| floor | bilingual same R@5 | cross R@5 | LoCoMo session R@5 | false injection "
-        "(tuning) | (held-out) |",
-        "|---|---|---|---|---|---|",
+        "| floor | search: bilingual same R@5 | cross R@5 | LoCoMo session R@5 | injection: "
+        "false (tuning) | (held-out) | question's note injected |",
+        "|---|---|---|---|---|---|---|",
     ]
     for floor in FLOORS:
         cells = [f"{floor:.2f}"]
@@ -659,6 +684,7 @@ def floor_table(bi: BilingualRun | None, lo: LocomoRun | None, un: UnrelatedRun 
             cells += [_fmt(un.rate("tuning", floor)), _fmt(un.rate("held_out", floor))]
         else:
             cells += ["", ""]
+        cells.append(_fmt(bi.injected_at(floor)) if bi is not None else "")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -693,10 +719,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency", type=int, default=0, help="notes for the latency run")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     parser.add_argument("--threads", type=int, default=0, help="encoder threads; 0: per core")
-    parser.add_argument("--floor", type=float, help="relevance floor (default: the store's)")
+    parser.add_argument("--floor", type=float, help="search floor (default: the store's)")
+    parser.add_argument("--inject-floor", type=float, help="inject floor (default: the store's)")
     args = parser.parse_args(argv)
     if args.floor is not None:
         FLOOR_OVERRIDE["relevance_floor"] = args.floor
+    if args.inject_floor is not None:
+        FLOOR_OVERRIDE["inject_floor"] = args.inject_floor
 
     spec = parse_encoder_setting(args.encoder, center=not args.no_center, threads=args.threads)
     if spec is None:
@@ -727,8 +756,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(locomo_table(lo, ref))
             report["locomo"] = {m: lo.scores(m) for m in (*MODES, FLOORED)}
             report["locomo"]["bm25-reference"] = ref
-        floor = MemoryConfig.for_home(workdir, **FLOOR_OVERRIDE).relevance_floor
-        print(f"\n## Acceptance (relevance floor {floor:g})\n")
+        config = MemoryConfig.for_home(workdir, **FLOOR_OVERRIDE)
+        print(
+            f"\n## Acceptance (search floor {config.relevance_floor:g}, "
+            f"inject floor {config.injection_floor:g})\n"
+        )
         table, report["acceptance"] = acceptance_table(bi, lo, un)
         print(table)
         print("\n## Relevance floors (hybrid)\n")

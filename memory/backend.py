@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
+from memory.config import MemoryConfig
 from memory.encoders.models import Encoder
 from memory.history import HistoryRecorder
 from memory.model import Note, NoteDraft, SaveResult, SearchHit, SyncReport
@@ -69,6 +70,11 @@ class NoteVectors(Protocol):
 @runtime_checkable
 class MemoryBackend(Protocol):
     """The memory store as the app uses it. Synchronous: call it from a worker thread."""
+
+    @property
+    def config(self) -> MemoryConfig:
+        """Where it lives and how it behaves (the relevance floors among it)."""
+        ...
 
     @property
     def encoder(self) -> Encoder | None:

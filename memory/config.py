@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory.search.relevance import DEFAULT_FLOOR
+from memory.search.relevance import DEFAULT_FLOOR, DEFAULT_INJECT_FLOOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,10 @@ class MemoryConfig:
     """Similarity (0..1) above which a new note counts as a near duplicate of an existing one."""
     relevance_floor: float = DEFAULT_FLOOR
     """Search hits whose calibrated relevance (`memory.search.relevance`) is below it are not
-    returned unless asked for (`floor=0`) and never injected into a prompt."""
+    returned unless asked for (`floor=0`)."""
+    inject_floor: float = DEFAULT_INJECT_FLOOR
+    """The relevance a hit needs to be injected into a prompt (per-prompt recall of the chat
+    agent and the hooks); never below `relevance_floor`."""
     rescan_interval: float = 2.0
     """Seconds between full file scans triggered by reads on large stores, stretched to 20x the
     last scan's duration so rescans stay under ~5% of the time (see docs/search.md)."""
@@ -66,6 +69,12 @@ class MemoryConfig:
     database_url: str | None = field(default=None, repr=False)
     """The shared PostgreSQL database (CLAUDE_MEMORY_DATABASE_URL): the notes live there
     instead of in `root` (memory.opening chooses). None: files and SQLite in the home."""
+
+    @property
+    def injection_floor(self) -> float:
+        """What per-prompt recall injects at: the inject floor, never below the search floor
+        (a hit a search leaves out is never injected)."""
+        return max(self.inject_floor, self.relevance_floor)
 
     @classmethod
     def for_home(cls, home: Path, **overrides: Any) -> MemoryConfig:

@@ -77,9 +77,15 @@ HOOK_BUDGETS: Final[Mapping[str, float]] = {
 30 s)."""
 RELEVANCE_FLOOR: Final = SharedField(
     "relevance_floor",
-    0.40,
+    0.10,
     "Search hits whose calibrated relevance (0..1) is below this are not returned unless asked "
-    "for (all=true) and never injected into a prompt (docs/retrieval.md).",
+    "for (all=true) (docs/retrieval.md).",
+)
+INJECT_FLOOR: Final = SharedField(
+    "inject_floor",
+    0.50,
+    "Calibrated relevance (0..1) a note needs to be injected into a prompt unasked: stricter "
+    "than a search the user asks for (docs/retrieval.md).",
 )
 HOOK_BUDGET: Final = SharedField(
     "hook_budget",
@@ -108,6 +114,7 @@ SHARED_FIELDS: Final[tuple[SharedField, ...]] = (
     DEDUP_THRESHOLD,
     DATABASE_URL,
     RELEVANCE_FLOOR,
+    INJECT_FLOOR,
     HOOK_BUDGET,
     HOOK_SERVER,
     NATIVE_MEMORY,
@@ -126,6 +133,8 @@ class HookValues(TypedDict):
     database_url: str | None
     relevance_floor: float | None
     """None when unset or unusable: the memory's own default applies."""
+    inject_floor: float | None
+    """The same, for what is injected into a prompt."""
     native_memory: str
     """`import` or `off` (an unknown value: the default)."""
 
@@ -177,6 +186,7 @@ def hook_values(
         else None,
         database_url=(environ.get(DATABASE_URL.env) or "").strip() or None,
         relevance_floor=_fraction(environ, RELEVANCE_FLOOR.env),
+        inject_floor=_fraction(environ, INJECT_FLOOR.env),
         native_memory=native_mode(environ),
     )
 

@@ -15,6 +15,7 @@ from memory.settings_fields import (
     CONTEXT_BUDGET_TOKENS,
     DEDUP_THRESHOLD,
     HOOK_BUDGETS,
+    INJECT_FLOOR,
     RELEVANCE_FLOOR,
     SHARED_FIELDS,
     HookValues,
@@ -72,6 +73,7 @@ HOOK_KEY_FIELD = {
     "database_url": "database_url",
     "native_memory": "native_memory",
     "relevance_floor": "relevance_floor",
+    "inject_floor": "inject_floor",
 }
 """Each value the hook reads -> the Settings field it is."""
 
@@ -109,6 +111,7 @@ def test_every_value_the_hook_reads_comes_from_the_table() -> None:
             "CLAUDE_MEMORY_DEDUP_THRESHOLD": "0.8",
             "CLAUDE_MEMORY_DATABASE_URL": "postgresql://u@db/x",
             "CLAUDE_MEMORY_RELEVANCE_FLOOR": "0.25",
+            "CLAUDE_MEMORY_INJECT_FLOOR": "0.6",
         },
         {"CLAUDE_MEMORY_HOOK_SERVER": "off"},
         {"CLAUDE_MEMORY_HOOK_SERVER": "yes"},
@@ -131,6 +134,7 @@ def test_the_hook_reads_what_settings_reads(
     assert (hook["dedup_threshold"] or DEDUP_THRESHOLD.default) == settings.dedup_threshold
     assert hook["database_url"] == _plain(settings.database_url)
     assert (hook["relevance_floor"] or RELEVANCE_FLOOR.default) == settings.relevance_floor
+    assert (hook["inject_floor"] or INJECT_FLOOR.default) == settings.inject_floor
 
 
 def test_the_hook_falls_back_to_defaults_where_settings_refuses(
@@ -141,6 +145,7 @@ def test_the_hook_falls_back_to_defaults_where_settings_refuses(
         "CLAUDE_MEMORY_CONTEXT_BUDGET_TOKENS": "lots",
         "CLAUDE_MEMORY_HOOK_BUDGET": "-1",
         "CLAUDE_MEMORY_RELEVANCE_FLOOR": "2",
+        "CLAUDE_MEMORY_INJECT_FLOOR": "-0.5",
     }
     for name, value in bad.items():
         monkeypatch.setenv(name, value)
@@ -150,6 +155,7 @@ def test_the_hook_falls_back_to_defaults_where_settings_refuses(
     assert hook["context_tokens"] == CONTEXT_BUDGET_TOKENS.default
     assert hook["budget"] == HOOK_BUDGETS["stop"]
     assert hook["relevance_floor"] is None  # the memory's default floor
+    assert hook["inject_floor"] is None
 
 
 def test_every_variable_named_in_the_code_is_a_setting() -> None:

@@ -344,6 +344,7 @@ class HookSettings:
         "database_url",
         "dedup_threshold",
         "home",
+        "inject_floor",
         "native_memory",
         "relevance_floor",
     )
@@ -359,6 +360,7 @@ class HookSettings:
         client: str = "claude-code",
         native_memory: str = "off",
         relevance_floor: float | None = None,
+        inject_floor: float | None = None,
     ) -> None:
         self.home = home
         self.budget = budget
@@ -368,6 +370,7 @@ class HookSettings:
         self.client = client
         self.native_memory = native_memory
         self.relevance_floor = relevance_floor
+        self.inject_floor = inject_floor
 
     @classmethod
     def from_env(
@@ -390,6 +393,7 @@ class HookSettings:
             client=client,
             native_memory=values["native_memory"],
             relevance_floor=values["relevance_floor"],
+            inject_floor=values["inject_floor"],
         )
 
 
@@ -415,6 +419,8 @@ def run_direct(settings: HookSettings, request: HookRequest) -> str:
             overrides["dedup_threshold"] = settings.dedup_threshold
         if settings.relevance_floor is not None:
             overrides["relevance_floor"] = settings.relevance_floor
+        if settings.inject_floor is not None:
+            overrides["inject_floor"] = settings.inject_floor
         # Prompts use the index as it is (the files of returned notes are still checked): a
         # full scan costs ~0.15 s at 10k notes. Session start and end pick up hand edits.
         store = open_memory(

@@ -50,16 +50,18 @@ def select_context_entries(
     exclude_ids: Collection[str] = (),
     scope: str | None = None,
     limit: int = 30,
+    floor: float | None = None,
 ) -> list[ContextEntry]:
     """The notes' lines, most relevant first, within `budget_tokens` (a line and its newline
-    count). `exclude_ids` lets a caller skip notes injected in recent turns."""
+    count). `exclude_ids` lets a caller skip notes injected in recent turns; `floor` is the
+    relevance a hit needs (None: the search's own floor)."""
     budget = budget_tokens
     if budget <= 0:
         return []
     if query and query.strip():
         found = [
             (h.id, h.type, h.title, h.summary, h.tags, h.score)
-            for h in store.search(query, limit=limit, scope=scope, record_access=False)
+            for h in store.search(query, limit=limit, scope=scope, record_access=False, floor=floor)
         ]
     else:
         found = [

@@ -377,6 +377,8 @@ class MemoryLoop:
             exclude_ids=recent | unwanted,
             scope=place.scope,
             limit=RECALL_CANDIDATES,
+            # unasked, so stricter than a search (docs/retrieval.md, "Two floors")
+            floor=self.store.config.injection_floor,
         )
         recall = assemble_recall(
             entries,

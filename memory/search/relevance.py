@@ -18,7 +18,7 @@ Each side is a linear ramp from "no evidence" to "full evidence", and the two co
 noisy OR (either side can carry a hit, both together count more):
 
     vec = clip((cosine - 0.10) / 0.40, 0, 1)
-    kw  = clip((coverage - 0.25) / 0.50, 0, 1)     keyword search alone: (coverage - 0.15) / 0.40
+    kw  = clip((coverage - 0.25) / 0.50, 0, 1)     keyword search alone: (coverage - 0.25) / 0.35
     relevance = 1 - (1 - vec) * (1 - kw)
 
 Keyword search alone (no encoder, or no vectors yet: the hooks working directly) has only the
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from errors import InvalidInputError
-from memory.settings_fields import RELEVANCE_FLOOR
+from memory.settings_fields import INJECT_FLOOR, RELEVANCE_FLOOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +59,10 @@ class Calibration:
     """Cosine at which it is full evidence."""
     coverage_zero: float = 0.25
     coverage_full: float = 0.75
-    alone_zero: float = 0.15
-    """The keyword ramp of a search without vectors."""
-    alone_full: float = 0.55
+    alone_zero: float = 0.25
+    """The keyword ramp of a search without vectors: one word of four in common is coincidence
+    there too ("what's the weather like today?" and a profile saying what the user likes)."""
+    alone_full: float = 0.60
 
     def __post_init__(self) -> None:
         if (
@@ -74,7 +75,11 @@ class Calibration:
 
 DEFAULT_CALIBRATION: Final = Calibration()
 DEFAULT_FLOOR: Final = float(RELEVANCE_FLOOR.default)  # type: ignore[arg-type]
-"""Relevance below which a hit is left out (measured trade-off in docs/retrieval.md)."""
+"""Relevance below which a search hit is left out (measured trade-off in docs/retrieval.md)."""
+DEFAULT_INJECT_FLOOR: Final = float(INJECT_FLOOR.default)  # type: ignore[arg-type]
+"""Relevance a hit needs to be injected into a prompt nobody asked to search: a search the user
+asks for shows weak hits with their relevance, an injection puts them in the model's context
+unasked, so it needs stronger evidence (docs/retrieval.md, "Two floors")."""
 
 
 def calibrated(evidence: Evidence, calibration: Calibration = DEFAULT_CALIBRATION) -> float:

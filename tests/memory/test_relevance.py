@@ -7,6 +7,7 @@ import pytest
 from errors import InvalidInputError
 from memory.search.relevance import (
     DEFAULT_FLOOR,
+    DEFAULT_INJECT_FLOOR,
     Calibration,
     Evidence,
     calibrated,
@@ -31,10 +32,10 @@ from memory.search.relevance import (
         (Evidence(coverage=0.25), 0.0),
         (Evidence(coverage=0.50), 0.5),
         (Evidence(coverage=1.00), 1.0),
-        # keyword search alone is judged on a lower ramp (0.15 to 0.55)
-        (Evidence(coverage=0.35, vectors=False), 0.5),
-        (Evidence(coverage=0.55, vectors=False), 1.0),
-        (Evidence(coverage=0.10, vectors=False), 0.0),
+        # keyword search alone rises faster (0.25 to 0.60): its keywords must carry a hit alone
+        (Evidence(coverage=0.425, vectors=False), 0.5),
+        (Evidence(coverage=0.60, vectors=False), 1.0),
+        (Evidence(coverage=0.25, vectors=False), 0.0),
         # both sides: a noisy OR, more than either alone
         (Evidence(coverage=0.50, cosine=0.30), 0.75),
         (Evidence(coverage=1.00, cosine=0.05), 1.0),
@@ -45,23 +46,32 @@ def test_calibrated_relevance_from_a_hits_own_evidence(evidence: Evidence, expec
 
 
 @pytest.mark.parametrize(
-    ("evidence", "passes"),
+    ("evidence", "returned", "injected"),
     [
-        # an unrelated prompt's nearest note (cosine 0.17 is the median on the unrelated set)
-        (Evidence(cosine=0.17), False),
+        # nonsense: nothing shared, the nearest note far off
+        (Evidence(), False, False),
+        (Evidence(cosine=0.12), False, False),
+        (Evidence(coverage=0.25, vectors=False), False, False),
+        # an unrelated prompt's nearest note (cosine 0.17 is the median on the unrelated set):
+        # a search the user asks for shows it, low; nothing injects it unasked
+        (Evidence(cosine=0.17), True, False),
         # a common word shared with a chatty prompt, and a vector that says nothing
-        (Evidence(coverage=0.30, cosine=0.12), False),
+        (Evidence(coverage=0.30, cosine=0.12), True, False),
+        # a weak paraphrase: found by a search, too weak to inject
+        (Evidence(cosine=0.28), True, False),
         # a paraphrase with no shared word, found by its meaning (median target cosine 0.37)
-        (Evidence(cosine=0.37), True),
+        (Evidence(cosine=0.37), True, True),
         # the note holds the rare words of the question
-        (Evidence(coverage=0.80), True),
-        (Evidence(coverage=0.80, vectors=False), True),
+        (Evidence(coverage=0.80), True, True),
+        (Evidence(coverage=0.80, vectors=False), True, True),
     ],
 )
-def test_the_default_floor_keeps_evidence_and_drops_coincidence(
-    evidence: Evidence, passes: bool
+def test_the_default_floors_search_wide_and_inject_only_strong_evidence(
+    evidence: Evidence, returned: bool, injected: bool
 ) -> None:
-    assert (calibrated(evidence) >= DEFAULT_FLOOR) is passes
+    relevance = calibrated(evidence)
+    assert (relevance >= DEFAULT_FLOOR) is returned
+    assert (relevance >= DEFAULT_INJECT_FLOOR) is injected
 
 
 def test_relevance_does_not_depend_on_the_other_hits() -> None:
