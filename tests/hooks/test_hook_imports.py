@@ -1,0 +1,121 @@
+"""What a prompt hook loads when no app runs (issue #20).
+
+Without the app, every prompt starts `claude-memory hook user-prompt-submit`, and most of its
+time is imports (docs/claude-code.md, "Latency"). This states that without a clock: the
+installed entry runs with `-X importtime` (`PYTHONPROFILEIMPORTTIME`, the hook's command line
+unchanged) and the modules it loaded are checked against what the direct path must not load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from memory.config import MemoryConfig
+from memory.model import NoteDraft
+from memory.sqlite.store import MemoryStore
+from tests.hooks.conftest import CLAUDE_MEMORY
+
+NOT_ON_THE_DIRECT_PROMPT_PATH = (
+    # the app, its frameworks and the layers above memory: nothing is served here
+    "fastapi",
+    "starlette",
+    "pydantic",
+    "pydantic_settings",
+    "anyio",
+    "httpx",
+    "uvicorn",
+    "mcp",
+    "claude_agent_sdk",
+    "lark_oapi",
+    "settings",
+    "app",
+    "agent",
+    "bridge",
+    "web",
+    # what other events and paths need: note files in YAML, the dictionary segmenter, vectors
+    "yaml",
+    "rjieba",
+    "numpy",
+    "memory.clients.observations",
+    "memory.clients.installer",
+    "memory.clients.mcp_server",
+    # the standard library's costly corners: OpenSSL (`hashlib`), `secrets` (`random`, `hmac`),
+    # `difflib`, and what a hook process never needs
+    "_hashlib",
+    "hashlib",
+    "secrets",
+    "random",
+    "hmac",
+    "difflib",
+    "importlib.util",
+    "argparse",
+    "tempfile",
+    "logging.handlers",
+    "socket",
+    "http.client",
+    "urllib.request",
+    "email",
+)
+
+
+def imported_modules(stderr: str) -> set[str]:
+    """The module names of `-X importtime`'s report."""
+    names = set()
+    for line in stderr.splitlines():
+        if line.startswith("import time:") and "self [us]" not in line:
+            names.add(line.rsplit("|", 1)[1].strip())
+    return names
+
+
+@pytest.fixture
+def recalled(mem_home: Path) -> Path:
+    with MemoryStore.open(MemoryConfig.for_home(mem_home)) as store:
+        store.save(
+            NoteDraft(
+                content="The login rate limit is 5 attempts per minute per IP, set in "
+                "gateway.yaml.",
+                title="login rate limit",
+                type="architecture",
+                scope="user",
+            )
+        )
+    return mem_home
+
+
+@pytest.mark.parametrize(
+    "prompt", ["how is the login rate limit configured?", "login rate limit 怎么配置的？"]
+)
+def test_a_direct_prompt_hook_loads_nothing_it_does_not_use(
+    recalled: Path, make_project: Callable[..., Path], prompt: str
+) -> None:
+    payload = {
+        "session_id": "s",
+        "cwd": str(make_project("app")),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": prompt,
+    }
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    proc = subprocess.run(
+        [str(CLAUDE_MEMORY), "hook", "user-prompt-submit"],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+    # the whole direct path ran: no app, the index searched, the note injected
+    assert proc.returncode == 0
+    assert "hook_process" in (recalled / "logs" / "hooks.log").read_text(encoding="utf-8")
+    context = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "login rate limit" in context
+    loaded = imported_modules(proc.stderr.decode())
+    assert "memory.sqlite.store" in loaded  # the report is read right
+    assert sorted(loaded & set(NOT_ON_THE_DIRECT_PROMPT_PATH)) == []
