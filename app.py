@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Request
@@ -37,6 +38,8 @@ from memory.api import (
 from memory.backend import MemoryBackend, StateBackend
 from memory.clients.hook_process import announce_app
 from memory.clients.hooks import HookService, create_hooks_router
+from memory.clients.notes_watch import NoteFiles
+from memory.clients.rescans import RescanPolicy, Rescans
 from memory.conflicts import ConflictStore
 from memory.encoders.client import EncoderClient, EncoderReady, ThreadEncoder
 from memory.history_store import HistoryStore
@@ -141,8 +144,10 @@ def _open_shared_state(settings: Settings) -> _SharedState:
         raise
 
 
-def build_container(settings: Settings) -> Container:
-    """Blocking (opens databases, syncs the memory index): run it in a thread."""
+def build_container(settings: Settings, *, rescans_in_background: bool = False) -> Container:
+    """Blocking (opens databases, syncs the memory index): run it in a thread.
+    `rescans_in_background`: no read rescans the note files on a timer; the caller runs
+    `Rescans` (the web app: memory/clients/rescans.py)."""
     home = settings.home_dir
     home.mkdir(parents=True, exist_ok=True)
     prepare_workspace(settings.workspace_dir)
@@ -151,7 +156,10 @@ def build_container(settings: Settings) -> Container:
     # The database first: a wrong URL fails before the (possibly long) memory index sync.
     shared = _open_shared_state(settings) if settings.database_url is not None else None
     database = shared.database if shared else None
-    memory = open_memory(settings.memory_config(), database=database)
+    config = settings.memory_config()
+    if rescans_in_background:
+        config = replace(config, rescan_interval=math.inf)
+    memory = open_memory(config, database=database)
     conversations = shared.conversations if shared else ConversationStore(settings.state_path)
     state = open_state(settings.state_path, database=database)
     memory.attach_history(HistoryStore(state))  # every change of a note kept, with its source
@@ -234,6 +242,17 @@ def _vector_sync(container: Container) -> contextlib.AbstractAsyncContextManager
     )
 
 
+def _rescans(
+    app: FastAPI, settings: Settings, container: Container
+) -> contextlib.AbstractAsyncContextManager[Any]:
+    """Rescans the note files in the background, never in a request (nothing on PostgreSQL)."""
+    if not isinstance(container.memory, NoteFiles):
+        return contextlib.nullcontext()
+    policy = RescanPolicy(interval=settings.memory_config().rescan_interval)
+    app.state.rescans = Rescans(container.memory, policy)
+    return app.state.rescans
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_settings()  # a bad env value: one ConfigurationError line
 
@@ -248,7 +267,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log_path=settings.logs_dir / "encoder.log",
             request_timeout=settings.encoder_timeout_seconds,
         )
-        container = await asyncio.to_thread(build_container, settings)
+        container = await asyncio.to_thread(build_container, settings, rescans_in_background=True)
         container.encoder = encoder
         app.state.container = container
         app.state.feishu = None
@@ -258,7 +277,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # ready searches answer with keywords (and say so).
             # The model endpoint is probed in the background: /health says "checking" until
             # the answer comes (agent/endpoint.py).
-            async with encoder, _vector_sync(container), container.sessions.endpoint:
+            async with (
+                encoder,
+                _vector_sync(container),
+                _rescans(app, settings, container),
+                container.sessions.endpoint,
+            ):
                 if encoder.spec is not None:
                     container.memory.attach_encoder(ThreadEncoder(encoder))
                 async with _feishu(app, settings, container):
@@ -383,6 +407,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         dependencies=[Depends(require_token)],
     )
     app.state.hook_secret = None
+    app.state.rescans = None
     app.include_router(  # `claude-memory hook` asks here; the run file's secret, not the token
         create_hooks_router(
             lambda: HookService(
@@ -392,6 +417,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 native_memory=settings.native_memory,
             ),
             lambda: app.state.hook_secret,
+            lambda: app.state.rescans.serving() if app.state.rescans else contextlib.nullcontext(),
         )
     )
     mount_page(app)

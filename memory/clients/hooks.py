@@ -25,6 +25,8 @@ from memory.clients.project import ProjectIdentity, identify
 from memory.clients.triggers import summary_trigger
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from memory.backend import MemoryBackend, StateBackend
     from memory.loop.entities import PendingStore
     from memory.loop.episodes import Episode, EpisodeMessage, EpisodeStore
@@ -533,16 +535,20 @@ MAX_BODY: Final = 8_000_000
 
 
 def create_hooks_router(
-    get_service: Callable[[], HookService], secret: Callable[[], str | None]
+    get_service: Callable[[], HookService],
+    secret: Callable[[], str | None],
+    serving: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> Any:
     """`POST /api/hooks/{event}?client=claude-code|codex`: a hook's stdin as it came from the
-    CLI, answered with what the hook prints (`{}` for nothing).
+    CLI, answered with what the hook prints (`{}` for nothing). `serving()` is entered around
+    each request's work (the app's background rescans wait for a quiet moment: `rescans.py`).
 
     Only a caller holding this instance's secret (`<home>/run/serve`, header
     `X-Claude-Memory-Secret`) is served; anyone else gets 403, whether an API token is set or
     not. A request with `X-Claude-Memory-Nonce` gets `X-Claude-Memory-Proof` on the answer,
     so the hook knows it was this app that answered (`hook_process.answer_proof`)."""
     import asyncio
+    from contextlib import nullcontext
 
     from fastapi import APIRouter, Request, Response
 
@@ -585,15 +591,16 @@ def create_hooks_router(
             cwd = ""
         service = get_service()
         try:
-            text = await asyncio.to_thread(
-                run_hook,
-                event,
-                raw,
-                service,
-                client=client,
-                cwd=cwd or os.getcwd(),
-                environ=os.environ,
-            )
+            with serving() if serving is not None else nullcontext():
+                text = await asyncio.to_thread(
+                    run_hook,
+                    event,
+                    raw,
+                    service,
+                    client=client,
+                    cwd=cwd or os.getcwd(),
+                    environ=os.environ,
+                )
         except ValueError as exc:
             log.info("hook %s: bad input (%s)", event, exc)
             return answer(422, b'{"detail":"bad hook input"}', key, nonce)

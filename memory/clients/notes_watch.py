@@ -9,6 +9,9 @@ on the index as it is (it skips the opening scan to stay fast) finds the edited 
 
 Only a store whose notes are files has something to watch (`NoteFiles`: the SQLite store);
 on PostgreSQL the notes live in the database and nothing is watched.
+
+The app also rescans the notes folder itself, in a background task (`rescans.py`): a note
+edited in place is found without Claude Code's help, and no request waits for the scan.
 """
 
 from __future__ import annotations

@@ -1,0 +1,138 @@
+"""The app's full rescans of the notes folder, in a background task instead of a request.
+
+A store read checks the folders (new, deleted, renamed notes) and the files of the notes it
+returns; only a full scan finds a note edited in place that the read did not return. The
+store's own rule rescans on a read once `rescan_interval` has passed since the last scan:
+~120 ms of CPU at 10k notes, and since prompts come seconds apart, every prompt paid it. The
+app opens its store with `rescan_interval=inf` and runs the scans here (`Rescans`): after hook
+requests, when none is in flight, and every `idle_interval` when nobody asks. A hook process or
+the MCP server keeps the store's own rule (they have no background to run it in).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Self
+
+from errors import ClaudeMemoryError
+from memory.clients.notes_watch import NoteFiles
+
+log = logging.getLogger("memory.clients.rescans")
+
+
+@dataclass(frozen=True, slots=True)
+class RescanPolicy:
+    """When the app rescans every note file (`rescan_due`). Seconds."""
+
+    interval: float = 2.0
+    """At least this long between two rescans while the app is asked (stretched to 20x the last
+    scan's duration, so rescans take at most ~5 % of the time)."""
+    idle_interval: float = 30.0
+    """An app nobody asks rescans this often anyway: a note edited in place while it idles is
+    found by a search within this delay (Claude Code's `file-changed` hook is sooner)."""
+    quiet: float = 0.25
+    """No hook request for this long before a rescan: a prompt arriving during a scan would wait
+    for the store's sync lock."""
+    max_wait: float = 10.0
+    """A rescan postponed by a burst of requests runs after this long anyway."""
+
+
+def rescan_due(
+    policy: RescanPolicy,
+    *,
+    now: float,
+    last_scan: float,
+    scan_cost: float,
+    last_request: float,
+    in_flight: int,
+) -> bool:
+    """Whether the app should rescan every note file now (monotonic seconds; `scan_cost`: the
+    last scan's duration; `last_request`: when the last hook request ended or began)."""
+    since = now - last_scan
+    spacing = max(policy.interval, 20 * scan_cost)
+    if since < spacing:
+        return False
+    asked = in_flight > 0 or last_request > last_scan
+    if not asked and since < policy.idle_interval:
+        return False
+    quiet = in_flight == 0 and now - last_request >= policy.quiet
+    return quiet or since >= spacing + policy.max_wait
+
+
+class Rescans:
+    """Rescans `store` when `rescan_due` says so, checked every `tick` seconds. Owned by the
+    app's lifespan (`async with`); the hook route wraps each request in `serving()`."""
+
+    def __init__(
+        self,
+        store: NoteFiles,
+        policy: RescanPolicy | None = None,
+        *,
+        tick: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.policy = policy or RescanPolicy()
+        self.tick = tick
+        self.clock = clock
+        self.scans = 0
+        self._last_scan = clock()  # the store synced when it was opened
+        self._scan_cost = 0.0
+        self._last_request = float("-inf")
+        self._in_flight = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Around a hook request (on the event loop): no rescan starts while it runs."""
+        self._in_flight += 1
+        self._last_request = self.clock()
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            self._last_request = self.clock()
+
+    def due(self) -> bool:
+        return rescan_due(
+            self.policy,
+            now=self.clock(),
+            last_scan=self._last_scan,
+            scan_cost=self._scan_cost,
+            last_request=self._last_request,
+            in_flight=self._in_flight,
+        )
+
+    async def rescan(self) -> None:
+        """One full scan in a worker thread (a failure is logged; the next one retries)."""
+        started = time.perf_counter()
+        try:
+            await asyncio.to_thread(self.store.sync)
+        except (OSError, ClaudeMemoryError, sqlite3.Error) as exc:
+            log.warning("notes rescan failed (retried later): %s", exc)
+        self._scan_cost = time.perf_counter() - started
+        self._last_scan = self.clock()
+        self.scans += 1
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick)
+            if self.due():
+                await self.rescan()
+
+    async def __aenter__(self) -> Self:
+        self._task = asyncio.create_task(self._run(), name="notes-rescan")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
