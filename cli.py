@@ -609,9 +609,11 @@ def run(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     hook_argv = _hook_argv(args)
     if hook_argv is not None:  # first: the hook's served path imports almost nothing
+        from memory.clients.hook_process import exit_process
         from memory.clients.hook_process import main as hook_main
 
-        sys.exit(hook_main(hook_argv))
+        # ends without closing SQLite: a last connection's close is a checkpoint (`_LEFT_OPEN`)
+        exit_process(hook_main(hook_argv, leave_open=True))
     from storage.private import private_process, tighten_home
 
     private_process()

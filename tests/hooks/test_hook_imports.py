@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -119,3 +120,38 @@ def test_a_direct_prompt_hook_loads_nothing_it_does_not_use(
     loaded = imported_modules(proc.stderr.decode())
     assert "memory.sqlite.store" in loaded  # the report is read right
     assert sorted(loaded & set(NOT_ON_THE_DIRECT_PROMPT_PATH)) == []
+
+
+def test_prompt_hooks_that_end_without_closing_sqlite_lose_nothing(
+    recalled: Path, make_project: Callable[..., Path]
+) -> None:
+    """The installed hook ends without closing its SQLite handles (closing the last connection
+    is a checkpoint: milliseconds a prompt). What each prompt wrote is there for the next."""
+    project = make_project("app")
+    for n in range(3):
+        payload = {
+            "session_id": f"s{n}",  # a session injects a note once
+            "cwd": str(project),
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": f"prompt {n}: how is the login rate limit configured?",
+        }
+        proc = subprocess.run(
+            [str(CLAUDE_MEMORY), "hook", "user-prompt-submit"],
+            input=json.dumps(payload).encode(),
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 0
+        assert (
+            "login rate limit" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+        )
+    # no checkpoint at exit: the index's last writes are still in its WAL
+    assert (recalled / "index.db-wal").stat().st_size > 0
+
+    with sqlite3.connect(recalled / "state.db") as state:
+        said = [r[0] for r in state.execute("SELECT content FROM mem_episode_messages ORDER BY id")]
+    assert [s.split(":")[0] for s in said] == ["prompt 0", "prompt 1", "prompt 2"]
+    with sqlite3.connect(recalled / "index.db") as index:
+        (pending,) = index.execute("SELECT sum(access_pending) FROM notes").fetchone()
+    assert pending == 3  # the injected note counted once per prompt, none lost
