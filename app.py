@@ -415,6 +415,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 lambda: app.state.container.memory,
                 budget_tokens=settings.context_budget_tokens,
                 native_memory=settings.native_memory,
+                after_answer=True,
             ),
             lambda: app.state.hook_secret,
             lambda: app.state.rescans.serving() if app.state.rescans else contextlib.nullcontext(),

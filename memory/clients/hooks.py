@@ -157,7 +157,11 @@ class HookService:
         clock: Callable[[], float] = time.time,
         native_memory: str = "off",
         environ: Mapping[str, str] | None = None,
+        after_answer: bool = False,
     ) -> None:
+        """`after_answer`: what an answer does not need (a prompt's message in the episode,
+        capture, the injected notes' use counts) waits for `finish()`, which the app's route
+        runs once the answer is sent; otherwise (a hook process) it runs at once."""
         self.state = state
         self._store_factory = store
         self._store: MemoryBackend | None = None
@@ -166,6 +170,7 @@ class HookService:
         self.native_memory = native_memory
         """`import`: a session start imports changed native memories (`native.py`)."""
         self.environ = os.environ if environ is None else environ
+        self._later: list[Callable[[], object]] | None = [] if after_answer else None
 
     # --- lazily built collaborators ---
     @property
@@ -186,7 +191,11 @@ class HookService:
         from memory.loop.prompt import CLI_TOOLS, MemoryLoop
 
         return MemoryLoop(
-            lambda: self.store, self.episodes, budget_tokens=self.budget_tokens, tools=CLI_TOOLS
+            lambda: self.store,
+            self.episodes,
+            budget_tokens=self.budget_tokens,
+            tools=CLI_TOOLS,
+            after_answer=None if self._later is None else self._later.append,
         )
 
     @property
@@ -194,6 +203,28 @@ class HookService:
         from memory.loop.entities import PendingStore
 
         return PendingStore(self.state)
+
+    # --- after the answer ---
+    def _after_answer(self, work: Callable[[], object]) -> None:
+        if self._later is None:
+            work()
+        else:
+            self._later.append(work)
+
+    @property
+    def has_later(self) -> bool:
+        """Work is waiting for `finish()`."""
+        return bool(self._later)
+
+    def finish(self) -> None:
+        """Run the work left for after the answer, in order (blocking). A failure is logged and
+        the rest still runs: the answer is already out, no one else would hear of it."""
+        while self._later:
+            work = self._later.pop(0)
+            try:
+                work()
+            except Exception:
+                log.exception("hook work after the answer failed")
 
     # --- dispatch ---
     def handle(self, request: HookRequest) -> str:
@@ -275,16 +306,19 @@ class HookService:
 
         prompt = str(request.payload.get("prompt") or "")
         episode_id = self._episode(request)
-        if prompt.strip():
-            self.episodes.record(episode_id, "user", prompt, turn=True)
+        if prompt.strip():  # the recall does not read it: after the answer in the app
+            self._after_answer(lambda: self.episodes.record(episode_id, "user", prompt, turn=True))
         try:
             return self.loop.prompt(request.key, _place(request.project), prompt).text
         finally:
             # After recall: what the user states now is not echoed back to them this turn.
             if not is_trivial_prompt(prompt):
-                captured = self._capture(prompt, request)
-                if summary_trigger(request.event, request.payload, captured=captured):
-                    self._summarize_now(episode_id)
+                self._after_answer(lambda: self._capture_and_summarize(prompt, request, episode_id))
+
+    def _capture_and_summarize(self, prompt: str, request: HookRequest, episode_id: str) -> None:
+        captured = self._capture(prompt, request)
+        if summary_trigger(request.event, request.payload, captured=captured):
+            self._summarize_now(episode_id)
 
     def post_tool_use(self, request: HookRequest) -> None:
         from memory.clients.observations import observe_tool  # only this event: not on a prompt
@@ -551,6 +585,7 @@ def create_hooks_router(
     from contextlib import nullcontext
 
     from fastapi import APIRouter, Request, Response
+    from starlette.background import BackgroundTask
 
     from memory.clients.hook_process import (
         CLIENTS,
@@ -564,9 +599,24 @@ def create_hooks_router(
 
     router = APIRouter()
 
-    def answer(status: int, body: bytes, key: str, nonce: str | None) -> Response:
+    def answer(
+        status: int,
+        body: bytes,
+        key: str,
+        nonce: str | None,
+        service: HookService | None = None,
+    ) -> Response:
         headers = {PROOF_HEADER: answer_proof(key, nonce, status, body)} if nonce else None
-        return Response(body, status, headers=headers, media_type="application/json")
+        later = None
+        if service is not None and service.has_later:
+            later = BackgroundTask(finish, service)  # after the answer is sent
+        return Response(
+            body, status, headers=headers, media_type="application/json", background=later
+        )
+
+    async def finish(service: HookService) -> None:
+        with serving() if serving is not None else nullcontext():
+            await asyncio.to_thread(service.finish)
 
     async def hook_event(request: Request) -> Response:
         # A plain Starlette endpoint: the raw body and headers, no FastAPI parameter binding.
@@ -603,11 +653,11 @@ def create_hooks_router(
                 )
         except ValueError as exc:
             log.info("hook %s: bad input (%s)", event, exc)
-            return answer(422, b'{"detail":"bad hook input"}', key, nonce)
+            return answer(422, b'{"detail":"bad hook input"}', key, nonce, service)
         except Exception:
             log.exception("hook %s failed in the app", event)
-            return answer(500, b'{"detail":"hook failed"}', key, nonce)
-        return answer(200, (text or "{}").encode("ascii"), key, nonce)
+            return answer(500, b'{"detail":"hook failed"}', key, nonce, service)
+        return answer(200, (text or "{}").encode("ascii"), key, nonce, service)
 
     router.add_route("/api/hooks/{event}", hook_event, methods=["POST"], include_in_schema=False)
     return router

@@ -315,8 +315,12 @@ class MemoryLoop:
         budget_tokens: int = 1500,
         tools: Tools = CLI_TOOLS,
         windows: WindowStore | None = None,
+        after_answer: Callable[[Callable[[], object]], None] | None = None,
     ) -> None:
+        """`after_answer(work)`: runs writes the answer does not need (a note's use count)
+        once the answer is out (the app's hook route); None: at once."""
         self._store = store
+        self._after_answer = after_answer
         self.episodes = episodes
         self.windows: WindowStore = windows if windows is not None else episodes.windows
         self.budget_tokens = budget_tokens
@@ -389,7 +393,11 @@ class MemoryLoop:
         )
         self.windows.save(key, turn, recall.retrieved, given + [i.id for i in recall.injected])
         if recall.injected:  # an injection is a use of the note: it counts in its ranking
-            self.store.record_access([i.id for i in recall.injected])
+            used = [i.id for i in recall.injected]
+            if self._after_answer is None:
+                self.store.record_access(used)
+            else:
+                self._after_answer(lambda: self.store.record_access(used))
         return render(brief, recall)
 
     def compacted(self, key: str) -> None:

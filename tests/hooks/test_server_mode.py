@@ -155,6 +155,26 @@ def test_hooks_are_served_by_the_running_app(app: App, make_project: Callable[..
     assert "执行: make deploy" in titles
 
 
+def test_a_served_prompt_is_recorded_and_its_decision_captured_after_the_answer(
+    app: App, make_project: Callable[..., Path]
+) -> None:
+    project = make_project("app")
+    decision = "我们决定以后都用 PostgreSQL 做主数据库。"
+    prompt = run_hook_process("user-prompt-submit", _payload(project, prompt=decision))
+    assert (prompt.returncode, prompt.stderr) == (0, "")
+    assert "handled by the app" in _hooks_log(app.home)
+    deadline = time.monotonic() + 10  # written once the answer was sent
+    while True:
+        with MemoryStore.open(MemoryConfig.for_home(app.home)) as store:
+            captured = [n for n in store.list(limit=50) if n.type == "decision"]
+        if decision in _recorded_prompts(app.home) and any(
+            "PostgreSQL" in n.body for n in captured
+        ):
+            break
+        assert time.monotonic() < deadline, "the prompt was not recorded or captured"
+        time.sleep(0.1)
+
+
 def test_the_run_file_is_private_atomic_and_gone_after_a_clean_shutdown(app: App) -> None:
     path = Path(run_file(app.home))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -1,0 +1,80 @@
+"""In the app, what a prompt's answer does not need (the prompt in the session's episode, the
+decision it states captured, the injected notes' use counts) is written after the answer is
+sent (`HookService(after_answer=True)`, `finish()`); a hook process writes it at once. Either
+way the same things end up stored."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from memory.clients.hooks import HookService, run_hook
+from memory.model import NoteDraft
+from memory.sqlite.state import StateDB
+from memory.sqlite.store import MemoryStore
+
+DECISION = "我们决定以后都用 PostgreSQL 做主数据库。"
+
+
+def _prompt(service: HookService, project: Path, prompt: str) -> str:
+    raw = json.dumps({"session_id": "s1", "cwd": str(project), "prompt": prompt})
+    return run_hook(
+        "user-prompt-submit",
+        raw,
+        service,
+        client="claude-code",
+        cwd=str(project),
+        environ=os.environ,
+    )
+
+
+def _recorded(state: StateDB) -> list[str]:
+    rows = state.read("SELECT content FROM mem_episode_messages WHERE role = 'user'")
+    return [str(r["content"]) for r in rows]
+
+
+def _captured(store: MemoryStore) -> list[str]:
+    return [n.id for n in store.list(limit=50) if n.type == "decision" and "PostgreSQL" in n.body]
+
+
+def test_a_served_prompt_is_recorded_and_captured_after_its_answer(
+    store: MemoryStore, state: StateDB, make_project: Callable[..., Path], mem_home: Path
+) -> None:
+    project = make_project("app")
+    service = HookService(state, lambda: store, after_answer=True)
+    _prompt(service, project, DECISION)
+    assert service.has_later
+    assert _recorded(state) == [] and _captured(store) == []  # the answer went first
+
+    service.finish()
+    assert not service.has_later
+    assert _recorded(state) == [DECISION]
+    assert len(_captured(store)) == 1
+    summary = mem_home / "memory" / "sessions" / "s1.md"  # a capture is a summary trigger
+    assert "PostgreSQL" in summary.read_text(encoding="utf-8")
+
+
+def test_a_hook_process_writes_the_same_at_once(
+    store: MemoryStore, state: StateDB, make_project: Callable[..., Path]
+) -> None:
+    service = HookService(state, lambda: store)
+    _prompt(service, make_project("app"), DECISION)
+    assert not service.has_later
+    assert _recorded(state) == [DECISION]
+    assert len(_captured(store)) == 1
+
+
+def test_an_injected_note_counts_as_used_once_the_answer_is_out(
+    store: MemoryStore, state: StateDB, make_project: Callable[..., Path]
+) -> None:
+    project = make_project("app")
+    note = store.save(
+        NoteDraft(content="Canary releases get 5% of traffic for an hour.", title="canary policy")
+    )
+    service = HookService(state, lambda: store, after_answer=True)
+    assert f"[{note.id}]" in _prompt(service, project, "how do canary releases work?")
+    assert store.get(note.id).access_count == 0
+    service.finish()
+    assert store.get(note.id).access_count == 1
