@@ -18,7 +18,7 @@ Each side is a linear ramp from "no evidence" to "full evidence", and the two co
 noisy OR (either side can carry a hit, both together count more):
 
     vec = clip((cosine - 0.10) / 0.40, 0, 1)
-    kw  = clip((coverage - 0.25) / 0.50, 0, 1)     keyword search alone: (coverage - 0.25) / 0.35
+    kw  = clip((coverage - 0.25) / 0.50, 0, 1)     keyword search alone: (coverage - 0.25) / 0.125
     relevance = 1 - (1 - vec) * (1 - kw)
 
 Keyword search alone (no encoder, or no vectors yet: the hooks working directly) has only the
@@ -62,7 +62,7 @@ class Calibration:
     alone_zero: float = 0.25
     """The keyword ramp of a search without vectors: one word of four in common is coincidence
     there too ("what's the weather like today?" and a profile saying what the user likes)."""
-    alone_full: float = 0.60
+    alone_full: float = 0.375
 
     def __post_init__(self) -> None:
         if (

@@ -32,9 +32,9 @@ from memory.search.relevance import (
         (Evidence(coverage=0.25), 0.0),
         (Evidence(coverage=0.50), 0.5),
         (Evidence(coverage=1.00), 1.0),
-        # keyword search alone rises faster (0.25 to 0.60): its keywords must carry a hit alone
-        (Evidence(coverage=0.425, vectors=False), 0.5),
-        (Evidence(coverage=0.60, vectors=False), 1.0),
+        # keyword search alone rises faster (0.25 to 0.375): its keywords carry a hit alone
+        (Evidence(coverage=0.3125, vectors=False), 0.5),
+        (Evidence(coverage=0.375, vectors=False), 1.0),
         (Evidence(coverage=0.25, vectors=False), 0.0),
         # both sides: a noisy OR, more than either alone
         (Evidence(coverage=0.50, cosine=0.30), 0.75),
