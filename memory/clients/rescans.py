@@ -39,7 +39,7 @@ class RescanPolicy:
     quiet: float = 0.25
     """No hook request for this long before a rescan: a prompt arriving during a scan would wait
     for the store's sync lock."""
-    max_wait: float = 10.0
+    max_wait: float = 60.0
     """A rescan postponed by a burst of requests runs after this long anyway."""
 
 
