@@ -15,8 +15,9 @@ Sets:
   sessions of the top 5 turns), MRR of the first evidence turn.
 
 - unrelated: `tests/data/unrelated_prompts.json` (120 everyday and generic coding prompts, 40
-  held-out ones on other topics) against the bilingual memory: the share of prompts whose first
-  turn in a new chat conversation injects a note (`MemoryLoop.prompt`, the product's path).
+  held-out ones on other topics, 60 more written after the inject floor was chosen) against the
+  bilingual memory: the share of prompts whose first turn in a new chat conversation injects a
+  note (`MemoryLoop.prompt`, the product's path).
 
 The acceptance table gives each number with its target, measured with the floors (what a user
 gets: recall@5 of a search at the search floor, false injection at the inject floor) and without
@@ -93,9 +94,12 @@ FLOORED = "hybrid, floor"
 SWEEP_DEPTH = 50
 FLOORS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6)
 UNRELATED = ROOT / "tests" / "data" / "unrelated_prompts.json"
+UNRELATED_SETS = ("tuning", "held_out", "held_out_2")
+"""`tuning` chose the floors; the held-out sets were written after and only measured."""
 TARGETS = {
     "false injection, unrelated prompts": ("<=", 0.05),
     "false injection, held-out prompts": ("<=", 0.05),
+    "false injection, second held-out prompts": ("<=", 0.05),
     "bilingual recall@5, same-language": (">=", 0.95),
     "bilingual recall@5, cross-lingual": (">=", 0.95),
     "LoCoMo session recall@5": (">=", 0.90),
@@ -323,7 +327,7 @@ class UnrelatedRun:
     """Prompts about nothing in the bilingual memory: does a first turn inject a note?"""
 
     injected: dict[str, list[bool]]
-    """set ("tuning", "held_out") -> for each prompt, a note injected (the product's path)."""
+    """set (`UNRELATED_SETS`) -> for each prompt, a note injected (the product's path)."""
     best: dict[str, list[float]]
     """set -> each prompt's best hit relevance at floor 0 (0 without hits)."""
 
@@ -341,7 +345,7 @@ def run_unrelated(corpus: Corpus, workdir: Path) -> UnrelatedRun:
     data = json.loads(UNRELATED.read_text(encoding="utf-8"))
     injected: dict[str, list[bool]] = {}
     best: dict[str, list[float]] = {}
-    for name in ("tuning", "held_out"):
+    for name in UNRELATED_SETS:
         prompts = [p["text"] for p in data[name]]
         injected[name] = first_turn_injects(corpus, workdir / f"state-{name}.db", prompts)
         best[name] = [
@@ -627,6 +631,10 @@ def acceptance_table(
     if un is not None:
         rows["false injection, unrelated prompts"] = (un.rate("tuning"), un.rate("tuning", 0.0))
         rows["false injection, held-out prompts"] = (un.rate("held_out"), un.rate("held_out", 0.0))
+        rows["false injection, second held-out prompts"] = (
+            un.rate("held_out_2"),
+            un.rate("held_out_2", 0.0),
+        )
     if bi is not None:
         floored, plain = bi.scores(FLOORED), bi.scores("hybrid")
         for group in ("same-language", "cross-lingual"):
@@ -669,8 +677,8 @@ def floor_table(bi: BilingualRun | None, lo: LocomoRun | None, un: UnrelatedRun 
     left out)."""
     lines = [
         "| floor | search: bilingual same R@5 | cross R@5 | LoCoMo session R@5 | injection: "
-        "false (tuning) | (held-out) | question's note injected |",
-        "|---|---|---|---|---|---|---|",
+        "false (tuning) | (held-out) | (held-out 2) | question's note injected |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for floor in FLOORS:
         cells = [f"{floor:.2f}"]
@@ -681,9 +689,9 @@ def floor_table(bi: BilingualRun | None, lo: LocomoRun | None, un: UnrelatedRun 
             cells += ["", ""]
         cells.append(_fmt(lo.at_floor(floor)["session r@5"]) if lo is not None else "")
         if un is not None:
-            cells += [_fmt(un.rate("tuning", floor)), _fmt(un.rate("held_out", floor))]
+            cells += [_fmt(un.rate(name, floor)) for name in UNRELATED_SETS]
         else:
-            cells += ["", ""]
+            cells += [""] * len(UNRELATED_SETS)
         cells.append(_fmt(bi.injected_at(floor)) if bi is not None else "")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
