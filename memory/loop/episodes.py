@@ -253,7 +253,15 @@ class EpisodeStore:
         self, key: str, *, title: str, project: str = "", scope: str = "user", source: str = ""
     ) -> tuple[str, bool]:
         """The active episode of this session key, started now if there is none:
-        (id, created). One write transaction, so two processes never start two."""
+        (id, created). One write transaction, so two processes never start two; a session
+        that has one (every prompt but its first) only reads, and waits for no writer."""
+        rows = self.db.read(
+            "SELECT id FROM mem_episodes WHERE key = ? AND status = 'active'"
+            " ORDER BY started DESC LIMIT 1",
+            (key,),
+        )
+        if rows:
+            return str(rows[0]["id"]), False
         with self.db.write() as db:
             row = db.execute(
                 "SELECT id FROM mem_episodes WHERE key = ? AND status = 'active'"
