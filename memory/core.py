@@ -666,7 +666,7 @@ class StoreCore:
         deprecated and superseded notes are left out unless `include_inactive`. Each hit
         counts as an access of its note unless `record_access=False`. Hits whose calibrated
         relevance is below `floor` (None: `config.relevance_floor`; 0: every hit) are left
-        out (docs/retrieval.md, "Relevance and the floor").
+        out (docs/retrieval.md, "Relevance and the floors").
         """
         return self.search_detailed(
             query,
