@@ -49,7 +49,9 @@ class SearchQueries(Protocol):
         ...
 
     def doc_freqs(self, parsed: ParsedQuery) -> tuple[int, list[int]]:
-        """(notes in the index, notes holding each query word, counted up to `DF_CAP`)."""
+        """(notes, notes holding each query word, counted up to `DF_CAP`) among the notes
+        whose statistics rank this search (`Filters.statistics`: a narrowing filter's
+        notes, else the whole index)."""
         ...
 
     def nearest(self, vector: QueryVector, k: int, filters: Filters) -> list[tuple[str, float]]:
@@ -126,11 +128,12 @@ def _hybrid(
 
 
 def term_weights(queries: SearchQueries, parsed: ParsedQuery) -> list[float]:
-    """IDF of each query word in the whole index, whatever the filters (document frequency
-    counted up to `DF_CAP` notes). A word no note holds weighs as one held by a single note:
-    in a small memory BM25's IDF would make it weigh several times more, and a prompt's
-    every chatty word would then sink the share of it a note explains (the coverage behind
-    keyword trust and calibrated relevance)."""
+    """IDF of each query word among the notes whose statistics rank the search (a narrowing
+    filter's notes, else the whole index; document frequency counted up to `DF_CAP` notes):
+    a scope's weights are the same whatever else the home holds. A word no note holds
+    weighs as one held by a single note: in a small memory BM25's IDF would make it weigh
+    several times more, and a prompt's every chatty word would then sink the share of it a
+    note explains (the coverage behind keyword trust and calibrated relevance)."""
     total, found = queries.doc_freqs(parsed)
     return [idf(max(1, min(n, DF_CAP)), max(total, 1)) for n in found]
 

@@ -66,6 +66,42 @@ def bm25_idf(rows: int, hits: int) -> float:
     return idf if idf > 0.0 else 1e-6
 
 
+def bm25_term(idf: float, freq: float, words: float, avgdl: float) -> float:
+    """One phrase's part of a note's BM25: `freq` its column-weighted occurrences, `words`
+    the note's word count. The C expression's order of operations (PostgreSQL's query keeps
+    it too), so the doubles come out as FTS5's."""
+    return idf * ((freq * (K1 + 1.0)) / (freq + K1 * ((1 - B) + B * words / avgdl)))
+
+
+def phrase_freq(score: float, idf: float, words: float, avgdl: float) -> int:
+    """A phrase's column-weighted occurrences in a note, from `bm25()` of that phrase alone
+    (`score` = -bm25) and the statistics FTS5 scored it with (`bm25_term` solved for
+    `freq`). The weights are whole numbers, so is the count: rounding makes it exact."""
+    norm = K1 * ((1 - B) + B * words / avgdl)
+    return round(score * norm / (idf * (K1 + 1.0) - score))
+
+
+def varints(blob: bytes) -> list[int]:
+    """The numbers of an FTS5 record (SQLite's big-endian varints): a row's word count per
+    column (`<table>_docsize.sz`), or the table's row count then its word count per column
+    (the averages record, `<table>_data` id 1)."""
+    out: list[int] = []
+    i = 0
+    while i < len(blob):
+        value = 0
+        for j in range(9):
+            byte = blob[i]
+            i += 1
+            if j == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out
+
+
 class Fts5Tokenizer:
     """SQLite's FTS5 tokenizer as a function: the words of each column, in order.
 

@@ -24,7 +24,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,7 +40,7 @@ from memory.model import (
 from memory.notes.capture import sanitize
 from memory.notes.files import ParsedFile
 from memory.search import fts5
-from memory.search.filters import Filters
+from memory.search.filters import PREFILTER_MAX, Filters
 from memory.sqlite.vectors import VECTOR_TABLES
 
 log = logging.getLogger(__name__)
@@ -548,14 +548,6 @@ class Index:
         return int(self.conn().execute("SELECT count(*) FROM notes").fetchone()[0])
 
 
-PREFILTER_MAX: Final = 5000
-"""Most notes a filter may leave for searches to find them first (`narrowed`)."""
-PREFILTER_SHARE: Final = 4
-"""...and at most this share of the index (1/4): a filter that leaves more (a project and the
-user's notes, 40 % of a 10k home) is cheaper after ranking (FTS5's best matches, then the
-filter) than counted first and walked (25 vs 20 ms a search of a prompt's five words)."""
-
-
 _ORDER: Final[dict[SortKey, str]] = {
     "updated": "n.updated_ts DESC, n.id DESC",
     "created": "n.created_ts DESC, n.id DESC",
@@ -656,7 +648,8 @@ def fts_rows(
     ranked: BM25 costs ~1 µs per matching row, and a very common word can match most notes.
     `first` (the few notes that pass the filters, `narrowed`): FTS5 walks the matches within
     their rowids and computes BM25 only for their rows (its statistics stay the whole
-    index's, so the scores are the same). Else ranks inside FTS and joins only the best `4 x limit`
+    index's, so the scores are the same; searches rank those notes with their scope's
+    statistics instead, `fts_rows_local`). Else ranks inside FTS and joins only the best `4 x limit`
     rows (fast); when filters leave fewer than `limit` of those, ranks every (capped) match
     that passes the filters."""
     where, params = filters.sql()
@@ -688,6 +681,140 @@ def fts_rows(
             [match, floor, *params, limit],
         ).fetchall()
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Statistics:
+    """BM25's statistics of a set of notes: how many, how many words FTS5 made of them all,
+    and how many hold each phrase (`hits`, an FTS5 phrase -> notes)."""
+
+    notes: int
+    words: int
+    hits: Callable[[str], int]
+
+    @property
+    def avgdl(self) -> float:
+        return float(self.words) / float(max(self.notes, 1))
+
+
+def fts_totals(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(rows, words) of the whole FTS5 index, as its `bm25()` reads them (the averages
+    record)."""
+    row = conn.execute("SELECT block FROM notes_fts_data WHERE id = 1").fetchone()
+    counts = fts5.varints(bytes(row[0])) if row is not None else [0]
+    return counts[0], sum(counts[1:])
+
+
+def fts_words(conn: sqlite3.Connection, filters: Filters) -> int:
+    """Words FTS5 made of the notes that pass `filters` (their `docsize` records)."""
+    where, params = filters.sql()
+    sizes = conn.execute(
+        f"SELECT d.sz FROM notes_fts_docsize d WHERE d.id IN (SELECT n.nid FROM notes n"
+        f" WHERE {where})",
+        params,
+    )
+    return sum(sum(fts5.varints(bytes(r[0]))) for r in sizes)
+
+
+def phrase_hits(conn: sqlite3.Connection, phrase: str, filters: Filters | None = None) -> int:
+    """Notes holding an FTS5 phrase: all of them, or those that pass `filters`."""
+    if filters is None:
+        sql, params = "SELECT count(*) FROM notes_fts WHERE notes_fts MATCH ?", [phrase]
+    else:
+        where, extra = filters.sql()
+        # `+rowid`: a check on the walk of the phrase's matches, not a lookup per note
+        sql = (
+            "SELECT count(*) FROM notes_fts WHERE notes_fts MATCH ?"
+            f" AND +rowid IN (SELECT n.nid FROM notes n WHERE {where})"
+        )
+        params = [phrase, *extra]
+    return int(conn.execute(sql, params).fetchone()[0])
+
+
+def fts_rows_local(
+    conn: sqlite3.Connection,
+    match: str,
+    phrases: Sequence[str],
+    filters: Filters,
+    limit: int,
+    cap: int,
+    *,
+    first: Narrowed,
+    whole: Statistics,
+    local: Statistics,
+    require_all: bool = False,
+    plain: bool = True,
+    walked: dict[str, dict[int, float]] | None = None,
+) -> list[tuple[sqlite3.Row, float]]:
+    """Best BM25 matches of an FTS expression among the few notes that pass the filters
+    (`first`), scored with the statistics of `local` (the notes of the filter's scope, type,
+    tag or status: `Filters.statistics`) instead of the whole index's: [(row, bm25)], bm25 <
+    0, lower is better. So a scope ranks as in a home holding it alone, and as PostgreSQL
+    ranks it (`memory.postgres.store`).
+
+    FTS5's `bm25()` knows only the whole index's statistics (`whole`). Each phrase's
+    column-weighted occurrences in a note are recovered from `bm25()` of that phrase alone
+    (`fts5.phrase_freq`, exact), then scored again with `local` (`fts5.bm25_term`); the
+    phrases are `match`'s, in its order. `plain`: `match` is only those phrases, OR-ed
+    (AND-ed with `require_all`), so the notes it matches are known from theirs; else (an
+    excluded word) `match` is walked once more for them. `cap`: as `fts_rows`. `walked`:
+    each phrase's -bm25 by rowid, kept by the caller for its next call (a search asks for
+    the notes holding every word, then for those holding any)."""
+    if not first.count or not phrases:
+        return []
+    where, params = filters.sql()
+    floor = _rowid_floor(conn, "notes_fts", match, cap, first.low) if cap > 0 else 0
+    span = [max(floor, first.low), first.high]
+    # `+rowid`: a check on the walk of the matches, not a lookup per note (each lookup
+    # restarts the query, and bm25() recounts its statistics)
+    walk = (
+        "FROM notes_fts WHERE notes_fts MATCH ? AND rowid >= ? AND rowid <= ?"
+        f" AND +rowid IN (SELECT n.nid FROM notes n WHERE {where})"
+    )
+    walked = {} if walked is None else walked
+    keys = [f"{phrase}\x00{span}" for phrase in phrases]
+    for phrase, key in zip(phrases, keys, strict=True):
+        if key not in walked:
+            sql = f"SELECT rowid, -bm25(notes_fts, {BM25_WEIGHTS}) {walk}"
+            walked[key] = dict(conn.execute(sql, [phrase, *span, *params]).fetchall())
+    scored = [walked[key] for key in keys]
+    if not plain:
+        found = [r[0] for r in conn.execute(f"SELECT rowid {walk}", [match, *span, *params])]
+    elif require_all:
+        found = [rowid for rowid in scored[0] if all(rowid in s for s in scored[1:])]
+    else:
+        found = list(dict.fromkeys(rowid for s in scored for rowid in s))
+    if not found:
+        return []
+    marks = ", ".join("?" * len(found))
+    sizes = conn.execute(
+        "SELECT n.nid, n.id, d.sz FROM notes n JOIN notes_fts_docsize d ON d.id = n.nid"
+        f" WHERE n.nid IN ({marks})",
+        found,
+    ).fetchall()
+    words = {int(r[0]): sum(fts5.varints(bytes(r[2]))) for r in sizes}
+    scores = dict.fromkeys(found, 0.0)
+    for phrase, by_row in zip(phrases, scored, strict=True):
+        seen = fts5.bm25_idf(whole.notes, whole.hits(phrase))
+        idf = fts5.bm25_idf(local.notes, local.hits(phrase))
+        for rowid, total in scores.items():
+            score = by_row.get(rowid)
+            if score is not None:
+                d = float(words.get(rowid, 0))
+                freq = fts5.phrase_freq(score, seen, d, whole.avgdl)
+                scores[rowid] = total + fts5.bm25_term(idf, freq, d, local.avgdl)
+    best = sorted((-scores[nid], note_id, nid) for nid, note_id, _ in sizes)[:limit]
+    if not best:
+        return []
+    cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
+    marks = ", ".join("?" * len(best))
+    rows = {
+        r["nid"]: r
+        for r in conn.execute(
+            f"SELECT {cols} FROM notes n WHERE n.nid IN ({marks})", [nid for _, _, nid in best]
+        )
+    }
+    return [(rows[nid], bm25) for bm25, _id, nid in best if nid in rows]
 
 
 def trigram_rows(

@@ -63,26 +63,29 @@ from memory.notes.files import (
     write_temp,
 )
 from memory.search import engine
-from memory.search.filters import Filters
+from memory.search.filters import Filters, prefilter_most
 from memory.search.keyword import Candidate, ParsedQuery
 from memory.search.plan import QueryVector, SearchPlan
 from memory.search.ranking import Scored, rederived
 from memory.search.vectors import doc_key
 from memory.sqlite.index import (
     NOTE_COLUMNS,
-    PREFILTER_MAX,
-    PREFILTER_SHARE,
     SCHEMA_VERSION,
     TEXT_VERSION,
     Entry,
     Index,
     Narrowed,
+    Statistics,
     count_rows,
     fts_rows,
+    fts_rows_local,
+    fts_totals,
+    fts_words,
     list_rows,
     make_entry,
     narrowed,
     narrowed_ids,
+    phrase_hits,
     trigram_rows,
 )
 from memory.sqlite.index_json import write_index_json
@@ -774,23 +777,32 @@ class MemoryStore(core.StoreCore):
             self._doc_freqs = (generation, counts)
         return counts
 
-    def _doc_freqs_of(self, parsed: ParsedQuery) -> builtins.list[int]:
-        """How many notes hold each query word (counted up to `DF_CAP`, kept)."""
+    def _doc_freqs_of(
+        self, parsed: ParsedQuery, stats: Filters | None = None
+    ) -> builtins.list[int]:
+        """How many notes hold each query word (counted up to `DF_CAP`, kept): in the whole
+        index, or among the notes of `stats` (`Filters.statistics`)."""
         counts = self._df_counts()
+        where, params = stats.sql() if stats is not None else ("1", [])
+        # `+rowid`: a check on FTS5's walk of the word's matches, not a lookup per note
+        within = (
+            "" if stats is None else f" AND +rowid IN (SELECT n.nid FROM notes n WHERE {where})"
+        )
         found = []
         for term in parsed.terms:
-            count = counts.get(term.fts)
+            key = term.fts if stats is None else f"{term.fts}\x00{stats!r}"
+            count = counts.get(key)
             if count is None:
                 row = (
                     self.index.conn()
                     .execute(
                         "SELECT count(*) FROM (SELECT 1 FROM notes_fts WHERE notes_fts MATCH ?"
-                        " LIMIT ?)",
-                        (term.fts, engine.DF_CAP),
+                        f"{within} LIMIT ?)",
+                        (term.fts, *params, engine.DF_CAP),
                     )
                     .fetchone()
                 )
-                count = counts[term.fts] = int(row[0])
+                count = counts[key] = int(row[0])
             found.append(count)
         return found
 
@@ -809,12 +821,39 @@ class MemoryStore(core.StoreCore):
             return 0
         return cap
 
-    def _note_count(self) -> int:
-        """Notes in the index, kept with the word counts (until the index changes)."""
+    def _kept(self, key: str, count: Callable[[], int]) -> int:
+        """A count kept with the word counts (until the index changes)."""
         counts = self._df_counts()
-        if "" not in counts:
-            counts[""] = self.index.count()
-        return counts[""]
+        if key not in counts:
+            counts[key] = count()
+        return counts[key]
+
+    def _statistics(self, stats: Filters | None) -> Statistics:
+        """BM25's statistics of the whole index as FTS5's `bm25()` reads them (None), or of
+        the notes of `stats`; phrase counts kept until the index changes."""
+        conn = self.index.conn()
+        if stats is None:
+            notes, words = fts_totals(conn)
+            return Statistics(
+                notes, words, lambda p: self._kept(f"bm25\x00{p}", lambda: phrase_hits(conn, p))
+            )
+        key = f"\x00{stats!r}"
+        words = self._kept(f"words{key}", lambda: fts_words(conn, stats))
+        return Statistics(
+            self._note_count(stats),
+            words,
+            lambda p: self._kept(f"bm25\x00{p}{key}", lambda: phrase_hits(conn, p, stats)),
+        )
+
+    def _note_count(self, stats: Filters | None = None) -> int:
+        """Notes in the index (or those of `stats`), kept with the word counts (until the
+        index changes)."""
+        counts = self._df_counts()
+        key = "" if stats is None else f"\x00{stats!r}"
+        if key not in counts:
+            conn = self.index.conn()
+            counts[key] = self.index.count() if stats is None else count_rows(conn, stats)
+        return counts[key]
 
     def _top_rows(
         self, filters: Filters, order: SortKey, limit: int
@@ -975,14 +1014,21 @@ class _SearchQueries:
         self._conn = conn
         self._filters = filters
         self._first: tuple[Narrowed | None] | None = None
+        self._walked: dict[str, dict[int, float]] = {}
+        """Each phrase's scores among the few notes, for the search's next keyword query."""
 
     def first(self) -> Narrowed | None:
         """The few notes that pass the filters (a scope of a few notes: only its matches are
         ranked and only its vectors compared; docs/search.md, "Filters first")."""
         if self._first is None:
-            most = min(PREFILTER_MAX, self._store._note_count() // PREFILTER_SHARE)
+            most = prefilter_most(self._store._note_count())
             self._first = (narrowed(self._conn, self._filters, most),)
         return self._first[0]
+
+    def _local(self) -> Filters | None:
+        """The notes whose statistics rank this search (`Filters.statistics`) when its
+        filters leave few notes, else None (the whole index's)."""
+        return self._filters.statistics if self.first() is not None else None
 
     def keyword_candidates(
         self, parsed: ParsedQuery, filters: Filters, limit: int, *, require_all: bool
@@ -992,6 +1038,24 @@ class _SearchQueries:
         if first is not None:
             cap = self._store._ranking_cap(parsed)
         match = parsed.fts(require_all=require_all)
+        local = self._local() if filters == self._filters else None
+        if first is not None and local is not None:
+            store = self._store
+            ranked = fts_rows_local(
+                self._conn,
+                match,
+                [t.fts for t in parsed.terms],
+                filters,
+                limit,
+                cap,
+                first=first,
+                whole=store._statistics(None),
+                local=store._statistics(local),
+                require_all=require_all,
+                plain=not parsed.excluded,
+                walked=self._walked,
+            )
+            return [Candidate(r, bm25) for r, bm25 in ranked]
         rows = fts_rows(self._conn, match, filters, limit, cap, first=first)
         return [Candidate(r, float(r["bm25"])) for r in rows]
 
@@ -1005,8 +1069,9 @@ class _SearchQueries:
         return trigram_rows(self._conn, trigram, filters, limit, cap, first=self.first())
 
     def doc_freqs(self, parsed: ParsedQuery) -> tuple[int, builtins.list[int]]:
-        found = self._store._doc_freqs_of(parsed)
-        return self._store._note_count(), found
+        stats = self._local()
+        found = self._store._doc_freqs_of(parsed, stats)
+        return self._store._note_count(stats), found
 
     def nearest(
         self, vector: QueryVector, k: int, filters: Filters

@@ -1,0 +1,190 @@
+"""A scope ranks with its own statistics (docs/search.md, "Filters first"): what other
+projects hold changes neither which notes a project search returns nor their scores, on
+both backends, and the two backends still agree to the last bit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory.backend import MemoryBackend
+from memory.config import MemoryConfig
+from memory.encoders.models import HashingEncoder
+from memory.model import NoteDraft
+from memory.postgres.store import PostgresMemoryStore
+from memory.search import fts5
+from memory.sqlite.store import MemoryStore
+from storage.postgres import PostgresDatabase
+
+NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+
+SMALL = [
+    "Connection pool leak: the pool grew until restart; pool size now twenty.",
+    "Redis cache keys expire after an hour; the pool of clients is shared.",
+    "Deploy with Docker compose; the leak detector runs nightly.",
+    "连接池泄漏：重启后恢复，连接池大小设为二十。",
+    "Timeout retries back off exponentially; a leak of sockets showed up once.",
+]
+"""The project searched: a few notes holding the query words at different rates."""
+
+QUERIES = ["pool", "leak", "pool leak", "连接池", "cache pool -docker", "timeout OR deploy"]
+
+
+def _others(n: int) -> list[str]:
+    """Notes of other projects where the query words are common (so the whole home's
+    statistics differ from the project's)."""
+    return [
+        f"Note {i}: pool pool pool settings for service {i}; leak checks {'leak ' * (i % 3)}"
+        f"and cache warmup {i}."
+        for i in range(n)
+    ]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryBackend]:
+    config = MemoryConfig.for_home(tmp_path / "home", fsync=False)
+    opened: MemoryBackend
+    db: PostgresDatabase | None = None
+    if request.param == "sqlite":
+        opened = MemoryStore.open(config, clock=lambda: NOW)
+    else:
+        db = PostgresDatabase(request.getfixturevalue("database_url"), min_size=1, max_size=2)
+        db.open()
+        opened = PostgresMemoryStore.open(db, config, clock=lambda: NOW)
+    try:
+        yield opened
+    finally:
+        opened.close()
+        if db is not None:
+            db.close()
+
+
+Ranked = list[tuple[str, float, float]]
+
+
+def _ranked(store: MemoryBackend, query: str, **kwargs: Any) -> Ranked:
+    outcome = store.search_detailed(
+        query, limit=10, scope="project:small", record_access=False, floor=0, **kwargs
+    )
+    return [(hit.id, hit.score, hit.relevance) for hit in outcome.hits]
+
+
+def _rank_all(store: MemoryBackend, **kwargs: Any) -> dict[str, Ranked]:
+    return {q: _ranked(store, q, **kwargs) for q in QUERIES}
+
+
+def _save_all(store: MemoryBackend, texts: list[str], scope: str) -> None:
+    for text in texts:
+        assert not store.save(NoteDraft(content=text, scope=scope)).deduplicated
+
+
+def test_a_project_ranks_the_same_whatever_other_projects_hold(store: MemoryBackend) -> None:
+    _save_all(store, SMALL, "project:small")
+    alone = _rank_all(store, mode="keyword")
+    assert all(alone.values()) and len({h[0] for r in alone.values() for h in r}) >= 4
+    # other projects: 50 notes full of the same words, so the whole home's statistics
+    # (how rare "leak" is, how long a note is) are no longer the project's
+    _save_all(store, _others(50), "project:big")
+    assert _rank_all(store, mode="keyword") == alone
+    # unscoped, the home's statistics rank: the project's notes score differently
+    everywhere = store.search_detailed("pool leak", limit=50, record_access=False, floor=0)
+    scores = {h.id: h.score for h in everywhere.hits}
+    assert any(scores.get(i) != s for i, s, _ in alone["pool leak"])
+
+
+def test_hybrid_search_in_a_project_ranks_the_same_whatever_other_projects_hold(
+    store: MemoryBackend,
+) -> None:
+    pytest.importorskip("numpy")
+    encoder = HashingEncoder()
+    store.attach_encoder(encoder)
+    _save_all(store, SMALL, "project:small")
+    _embed(store, encoder)
+    alone = _rank_all(store, mode="hybrid")
+    _save_all(store, _others(50), "project:big")
+    _embed(store, encoder)
+    assert _rank_all(store, mode="hybrid") == alone
+
+
+def _embed(store: MemoryBackend, encoder: HashingEncoder) -> None:
+    while pending := store.vectors.pending(encoder.name, 8):
+        matrix = encoder.encode([c for note in pending for c in note.chunks], "passage")
+        items, row = [], 0
+        for note in pending:
+            items.append((note, matrix[row : row + len(note.chunks)]))
+            row += len(note.chunks)
+        store.vectors.write(encoder.name, items)
+
+
+# --- the arithmetic that recovers a phrase's count from FTS5's bm25() ------------------------
+
+
+@pytest.mark.parametrize(
+    ("freq", "words", "avgdl", "rows", "hits"),
+    [
+        (1, 12.0, 30.5, 10_000, 2_000),
+        (10, 3.0, 30.5, 10_000, 9_000),  # most notes hold it: FTS5's IDF floor (1e-6)
+        (47, 400.0, 17.25, 101, 14),
+        (6, 0.0, 1.0, 2, 1),
+        (1234, 5_000.0, 80.0, 1_000_000, 1),
+    ],
+)
+def test_a_phrase_count_comes_back_exactly_from_its_bm25(
+    freq: int, words: float, avgdl: float, rows: int, hits: int
+) -> None:
+    idf = fts5.bm25_idf(rows, hits)
+    score = fts5.bm25_term(idf, freq, words, avgdl)
+    assert fts5.phrase_freq(score, idf, words, avgdl) == freq
+
+
+@pytest.mark.parametrize(
+    ("blob", "numbers"),
+    [
+        (b"", []),
+        (bytes([5, 0, 127]), [5, 0, 127]),
+        (bytes([0x81, 0x00, 0x01]), [128, 1]),
+        (bytes([0x82, 0x80, 0x05]), [32773]),
+    ],
+)
+def test_fts5_records_read_as_varints(blob: bytes, numbers: list[int]) -> None:
+    assert fts5.varints(blob) == numbers
+
+
+def test_the_shared_and_alone_rankings_use_the_filter_statistics_only_for_few_notes(
+    store: MemoryBackend,
+) -> None:
+    # a project of most of the home is not "few" (docs/search.md): the home's statistics
+    _save_all(store, SMALL, "project:small")
+    _save_all(store, _others(3), "project:big")
+    before = _rank_all(store, mode="keyword")
+    assert all(before.values())
+    everywhere = store.search_detailed("pool", limit=50, record_access=False, floor=0)
+    scores = {h.id: h.score for h in everywhere.hits}
+    # the same statistics as an unscoped search: the project's hits score alike
+    for hit_id, score, _ in before["pool"]:
+        assert scores[hit_id] == score
+
+
+def test_both_backends_rank_a_project_alike_with_its_own_statistics(
+    tmp_path: Path, database_url: str
+) -> None:
+    config = MemoryConfig.for_home(tmp_path / "home", fsync=False)
+    db = PostgresDatabase(database_url, min_size=1, max_size=2)
+    db.open()
+    try:
+        with (
+            MemoryStore.open(config, clock=lambda: NOW) as home,
+            PostgresMemoryStore.open(db, config, clock=lambda: NOW) as moved,
+        ):
+            _save_all(home, SMALL, "project:small")
+            _save_all(home, _others(50), "project:big")
+            moved.restore(list(home.iter_notes()))
+            for query in QUERIES:
+                a = _ranked(home, query, mode="keyword")
+                assert a and a == _ranked(moved, query, mode="keyword"), query
+    finally:
+        db.close()
