@@ -62,6 +62,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import os
 import random
 import shutil
 import statistics
@@ -368,6 +369,7 @@ def time_scoped(
             store.search_detailed(q, limit=10, scope=scopes[i % len(scopes)])
     times: dict[str, list[float]] = {"shared": [], "alone": []}
     same = 0
+    load_start = os.getloadavg()[0]
     for i, q in enumerate(queries):
         scope = scopes[i % len(scopes)]
         lists = []
@@ -385,8 +387,11 @@ def time_scoped(
         "alone_p50": statistics.median(times["alone"]),
         "alone_p95": alone_p95,
         "ratio": shared_p95 / alone_p95,
+        "ratio_p50": statistics.median(times["shared"]) / statistics.median(times["alone"]),
         "same_lists": same,
         "queries": len(queries),
+        "load_start": load_start,
+        "load_end": os.getloadavg()[0],
     }
 
 
@@ -689,7 +694,11 @@ SCOPED_ROWS = (
     ("same search p50 ms, the scope alone in its home", "alone_p50", "{:.2f}"),
     ("same search p95 ms, the scope alone in its home", "alone_p95", "{:.2f}"),
     ("ratio of the p95s (target <= 1.20)", "ratio", "{:.2f}"),
+    ("ratio of the p50s", "ratio_p50", "{:.2f}"),
     ("same top-10 list in both homes", "same_lists", "{:.0f}"),
+    ("searches (each in both homes)", "queries", "{:.0f}"),
+    ("load average (1 min) when the searches began", "load_start", "{:.2f}"),
+    ("load average (1 min) when they ended", "load_end", "{:.2f}"),
 )
 
 
