@@ -1305,6 +1305,18 @@ class PostgresMemoryStore(core.StoreCore):
         ).fetchall()
         return None if len(found) > most else [r["id"] for r in found]
 
+    def _narrowed(self, conn: Connection, filters: Filters, most: int) -> int | None:
+        """How many notes pass a narrowing filter, when at most `most` (counting stops past
+        it); else None."""
+        if not filters.narrows:
+            return None
+        where, params = _where(filters)
+        [row] = conn.execute(
+            f"SELECT count(*) AS n FROM (SELECT 1 FROM memory_notes n WHERE {where} LIMIT %s) x",
+            (*params, most + 1),
+        ).fetchall()
+        return None if int(row["n"]) > most else int(row["n"])
+
     def _allowed_ids(self, conn: Connection, ids: builtins.list[str], filters: Filters) -> set[str]:
         where, params = _where(filters)
         found = conn.execute(
@@ -1327,18 +1339,28 @@ class _SearchQueries:
         self._store = store
         self._conn = conn
         self._filters = filters
-        self._first: tuple[builtins.list[str] | None] | None = None
+        self._most = -1
+        self._first: tuple[int | None] | None = None
 
-    def first(self) -> builtins.list[str] | None:
-        """The ids of the notes that pass a narrowing filter when they are few
-        (`memory.search.filters.prefilter_most`, as the SQLite index counts them), else
-        None; asked once a search. The keyword side then reads those notes, checks the
-        match on each and ranks with their scope's statistics; the vector side compares
-        only their vectors (docs/search.md, "Filters first")."""
+    def first(self) -> int | None:
+        """How many notes pass a narrowing filter when they are few
+        (`memory.search.filters.prefilter_most`, counted as the SQLite index counts them),
+        else None; asked once a search. The keyword side then reads those notes, checks the
+        match on each and ranks with their scope's statistics (docs/search.md, "Filters
+        first")."""
         if self._first is None:
-            most = prefilter_most(self._store._corpus.corpus(self._conn)[0])
-            self._first = (self._store._filtered_ids(self._conn, self._filters, most),)
+            self._most = prefilter_most(self._store._corpus.corpus(self._conn)[0])
+            self._first = (self._store._narrowed(self._conn, self._filters, self._most),)
         return self._first[0]
+
+    def _subset(self, conn: Connection, filters: Filters, most: int) -> builtins.list[str] | None:
+        """The ids the vector side compares exactly (`PostgresNoteVectors.search`), without
+        reading ids when the count of `first` already says there are too many."""
+        if filters == self._filters and filters.narrows:
+            few = self.first()
+            if (few is None and self._most >= most) or (few is not None and few > most):
+                return None
+        return self._store._filtered_ids(conn, filters, most)
 
     def _local(self, filters: Filters) -> Filters | None:
         """The notes whose statistics rank the search (`Filters.statistics`) when its
@@ -1390,13 +1412,7 @@ class _SearchQueries:
             vector.vector,
             k,
             allowed=lambda c, ids: store._allowed_ids(c, ids, filters),
-            subset=lambda c, most: (
-                ids
-                if filters == self._filters
-                and (ids := self.first()) is not None
-                and len(ids) <= most
-                else store._filtered_ids(c, filters, most)
-            ),
+            subset=lambda c, most: self._subset(c, filters, most),
             conn=self._conn,
         )
 
