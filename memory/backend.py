@@ -23,7 +23,6 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 from memory.config import MemoryConfig
-from memory.encoders.models import Encoder
 from memory.history import HistoryRecorder
 from memory.model import Note, NoteDraft, SaveResult, SearchHit, SyncReport
 from memory.search.fusion import SearchMode, SearchOutcome
@@ -32,6 +31,8 @@ from memory.search.vectors import PendingNote, VectorStats
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
+
+    from memory.encoders.models import Encoder  # not loaded by a keyword-only hook
 
 ProgressFn = Callable[[str, int, int], None]
 """progress(stage, done, total)."""

@@ -22,12 +22,11 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from errors import InvalidInputError, NotFoundError
 from memory import _text
 from memory.config import MemoryConfig
-from memory.encoders.models import Encoder, EncoderUnavailableError
 from memory.history import (
     HAND_EDIT,
     ChangeKind,
@@ -71,6 +70,9 @@ from memory.search.vectors import (
     require_encoder,
 )
 
+if TYPE_CHECKING:  # loaded with an encoder: a keyword-only hook process never needs it
+    from memory.encoders.models import Encoder
+
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[str, int, int], None]
@@ -110,6 +112,8 @@ def embed_note(encoder: Encoder | None, note: Note, key: str) -> Embedded | None
     `sync_vectors`). `key`: its doc key (`memory.search.vectors.doc_key`)."""
     if encoder is None:
         return None
+    from memory.encoders.models import EncoderUnavailableError
+
     chunks = chunk_note(note.title, note.summary, note.body)
     try:
         model = encoder.name

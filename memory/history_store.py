@@ -16,7 +16,6 @@ from typing import Any, cast
 
 from errors import InvalidInputError, NotFoundError
 from memory.backend import StateBackend, StateWriter
-from memory.conflicts import ConflictStore
 from memory.history import (
     CHANGE_KINDS,
     KEEP_VERSIONS,
@@ -124,6 +123,8 @@ class HistoryStore:
             )
 
     def propose_supersession(self, new_id: str, old_id: str, reason: str) -> str:
+        from memory.conflicts import ConflictStore  # only a save that contradicts a note
+
         return ConflictStore(self.state).propose(new_id, old_id, reason).id
 
     # --- reads -------------------------------------------------------------------------------

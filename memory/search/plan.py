@@ -16,12 +16,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from memory.encoders.models import Encoder, EncoderUnavailableError
 from memory.search.fusion import SearchMode, UsedMode
 from memory.search.keyword import ParsedQuery, parse_query
 from memory.search.relevance import check_floor
+
+if TYPE_CHECKING:  # loaded with the encoder itself: a keyword-only hook never needs it
+    from memory.encoders.models import Encoder, EncoderUnavailableError
 
 CACHE_SIZE: Final = 256
 NO_VECTORS_YET: Final = (
@@ -106,6 +108,8 @@ class QueryVectors:
         compare with."""
         if encoder is None:
             return None, None
+        from memory.encoders.models import EncoderUnavailableError
+
         try:
             model = encoder.name
             if not has_vectors(model):

@@ -31,12 +31,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from errors import ClaudeMemoryError, InvalidInputError, NotFoundError
 from memory import _text, core
 from memory.config import MemoryConfig
-from memory.encoders.models import Encoder
 from memory.model import (
     Note,
     NoteDraft,
@@ -90,6 +89,9 @@ from memory.sqlite.index import (
 )
 from memory.sqlite.index_json import write_index_json
 from memory.sqlite.vectors import VectorIndex
+
+if TYPE_CHECKING:  # loaded with an encoder: a keyword-only hook process never needs it
+    from memory.encoders.models import Encoder
 
 log = logging.getLogger(__name__)
 
