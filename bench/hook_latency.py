@@ -12,7 +12,8 @@ installed console script runs once per prompt, JSON on stdin, exactly as a CLI h
   posts stdin with the secret and checks the answer's proof;
 * app, http hook: what a Claude Code `http` hook costs (no process): the same JSON posted by
   this script to `/api/hooks/user-prompt-submit` with the secret header, one new connection
-  per request as Claude Code makes it.
+  per request as Claude Code makes it; then `--spaced` prompts (10) `--gap` seconds apart
+  (3 s), as a user types them: a cost the app pays on a timer shows there, not back to back.
 
 Prompts alternate English and Chinese (a Chinese prompt loads the dictionary segmenter in
 direct mode); the table shows both together and each language alone. `post-tool-use` (which
@@ -138,9 +139,10 @@ def hook_runs(
 
 
 def http_runs(
-    port: int, secret: str, payloads: list[bytes], warmup: int = 3
+    port: int, secret: str, payloads: list[bytes], warmup: int = 3, gap: float = 0.0
 ) -> list[tuple[float, float]]:
-    """The request an `http` hook makes, timed from here (CPU: none in a process of its own)."""
+    """The request an `http` hook makes, timed from here (CPU: none in a process of its own).
+    `gap`: seconds of quiet before each request (a user reads and types between prompts)."""
     import http.client
 
     def one(payload: bytes) -> float:
@@ -161,7 +163,11 @@ def http_runs(
 
     for payload in payloads[:warmup]:
         one(payload)
-    return [(one(payload), 0.0) for payload in payloads]
+    samples = []
+    for payload in payloads:
+        time.sleep(gap)
+        samples.append((one(payload), 0.0))
+    return samples
 
 
 def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -209,6 +215,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the temp home")
     parser.add_argument("--encoder", default="none", help="the app's CLAUDE_MEMORY_ENCODER")
+    parser.add_argument(
+        "--spaced", type=int, default=10, help="http hook prompts sent --gap seconds apart"
+    )
+    parser.add_argument("--gap", type=float, default=3.0)
     args = parser.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="hook-bench-"))
@@ -293,6 +303,12 @@ def main() -> int:
             before = process_cpu(server.pid)
             results["http"] = http_runs(address.port, address.secret, http_payloads)
             server_cpu["http"] = (process_cpu(server.pid) - before) / (len(http_payloads) + 3)
+            # As a user types: seconds between prompts (nothing periodic may land on a prompt)
+            spaced = [p.replace(b'"bench"', b'"bench-spaced"') for p in prompt_payloads]
+            spaced = spaced[: args.spaced]
+            results["spaced"] = http_runs(
+                address.port, address.secret, spaced, warmup=1, gap=args.gap
+            )
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -324,6 +340,14 @@ def main() -> int:
             server_cpu["http"],
         )
     )
+    if results["spaced"]:
+        print(
+            row(
+                f"  - http hook, prompts {args.gap:g} s apart",
+                results["spaced"],
+                TARGETS["http"],
+            )
+        )
     print(
         row(
             "user-prompt-submit, app, command hook",
