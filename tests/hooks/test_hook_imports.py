@@ -40,9 +40,12 @@ NOT_ON_THE_DIRECT_PROMPT_PATH = (
     "bridge",
     "web",
     # what other events and paths need: note files in YAML, the dictionary segmenter, vectors
+    # and encoders, supersessions, tool observations, the installer and the MCP server
     "yaml",
     "rjieba",
     "numpy",
+    "memory.encoders.models",
+    "memory.conflicts",
     "memory.clients.observations",
     "memory.clients.installer",
     "memory.clients.mcp_server",
