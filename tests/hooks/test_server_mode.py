@@ -175,6 +175,86 @@ def test_a_served_prompt_is_recorded_and_its_decision_captured_after_the_answer(
         time.sleep(0.1)
 
 
+def _filler_notes(home: Path, count: int) -> None:
+    """`count` plain user notes written as files (a home this large is not rescanned on
+    every read), indexed once."""
+    from datetime import UTC, datetime
+
+    from memory.model import Note, new_note_id
+    from memory.notes.files import ensure_memory_layout, note_folder, render_note
+
+    config = MemoryConfig.for_home(home)
+    ensure_memory_layout(config.root)
+    now = datetime.now(UTC)
+    for n in range(count):
+        note = Note(
+            id=new_note_id(now.timestamp() - n),
+            title=f"filler {n}",
+            type="fact",
+            scope="user",
+            tags=(),
+            created=now,
+            updated=now,
+            summary=f"filler note {n}",
+            importance=0.5,
+            status="active",
+            superseded_by=None,
+            expires_at=None,
+            source="test",
+            access_count=0,
+            body=f"Filler note number {n} about nothing in particular.",
+            path="",
+        )
+        folder = config.root / note_folder(note.type, note.scope)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{note.id}.md").write_text(render_note(note), encoding="utf-8")
+    MemoryStore.open(config).close()
+
+
+def test_a_note_edited_in_place_is_recalled_by_a_served_prompt_after_the_background_rescan(
+    mem_home: Path, tmp_path: Path, make_project: Callable[..., Path]
+) -> None:
+    # 600 notes: the app's reads never rescan every file; its background task does
+    _filler_notes(mem_home, 600)
+    with MemoryStore.open(MemoryConfig.for_home(mem_home)) as store:
+        note = store.save(NoteDraft(content="Deploys go out on Tuesdays.", title="deploy day"))
+        path = store.abspath(store.get(note.id).path)
+    app = start_app(mem_home, tmp_path / "server.log")
+    try:
+        project = make_project("app")
+        text = path.read_text(encoding="utf-8").replace(
+            "Deploys go out on Tuesdays.", "Deploys go out on Tuesdays, canary first in Zanzibar."
+        )
+        with open(path, "r+", encoding="utf-8") as handle:  # in place: no folder mtime moves
+            handle.write(text)
+            handle.truncate()
+        address = read_run_file(mem_home)
+        assert address is not None
+
+        def served(session: str) -> str:
+            answer = httpx.post(
+                f"http://127.0.0.1:{address.port}/api/hooks/user-prompt-submit",
+                content=_payload(project, prompt="which canary runs in zanzibar first?").replace(
+                    "srv-1", session
+                ),
+                headers={"X-Claude-Memory-Secret": address.secret},
+                timeout=10,
+            )
+            assert answer.status_code == 200
+            return answer.text
+
+        # the prompt right after the edit answers on the index as it is: no request scans
+        assert f"[{note.id}]" not in served("first")
+        deadline = time.monotonic() + 15  # a rescan within ~2.5 s of a served prompt
+        session = 0
+        while f"[{note.id}]" not in served(f"s{session}"):
+            assert time.monotonic() < deadline, "the hand edit was never recalled"
+            session += 1
+            time.sleep(0.5)
+    finally:
+        app.stop()
+
+
 def test_the_run_file_is_private_atomic_and_gone_after_a_clean_shutdown(app: App) -> None:
     path = Path(run_file(app.home))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
