@@ -38,12 +38,16 @@ def watch_paths(store: object) -> list[str]:
 
 
 def is_note_file(store: object, file_path: str) -> bool:
-    """`file_path` lies inside the notes folder of `store`."""
+    """`file_path` is a note of `store`: inside its notes folder and named as a note (not
+    `_index.json`, a temp file of an atomic write or an editor's swap file: Claude Code
+    reports those too, and each would cost a full sync, ~120 ms at 10k notes)."""
+    from memory.notes.files import is_note_name
+
     if not isinstance(store, NoteFiles) or not file_path:
         return False
     root = os.path.realpath(store.root)
     path = os.path.realpath(file_path)
-    return path.startswith(root + os.sep)
+    return path.startswith(root + os.sep) and is_note_name(os.path.basename(path))
 
 
 def note_changed(store: object, file_path: str) -> bool:

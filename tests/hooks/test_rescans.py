@@ -1,6 +1,6 @@
 """The app rescans the note files in a background task (`memory/clients/rescans.py`): no
 prompt waits for a full scan, and a note edited in place by hand is still recalled, by the
-prompts after the scan."""
+prompts after the scan. Claude Code's `file-changed` syncs only for a note file."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from memory.clients.hooks import HookService, run_hook
+from memory.clients.notes_watch import is_note_file
 from memory.clients.rescans import RescanPolicy, Rescans, rescan_due
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
@@ -115,3 +116,22 @@ async def test_a_note_edited_by_hand_is_recalled_after_the_background_rescan(
             assert time.monotonic() < deadline, "no rescan after a served prompt"
             await asyncio.sleep(0.01)
         assert f"[{note.id}]" in await prompt("s2")
+
+
+@pytest.mark.parametrize(
+    ("relpath", "is_note"),
+    [
+        ("user/mem_01abc.md", True),
+        ("projects/p1/20261125-deploy-day-x1.md", True),
+        ("_index.json", False),  # rewritten by the store itself
+        ("README.md", False),
+        ("user/.tmp-x1.md", False),  # an atomic write's temp file
+        ("user/.mem_01abc.md.swp", False),  # an editor's swap file
+        ("user/notes.txt", False),
+    ],
+)
+def test_file_changed_syncs_only_for_a_note(
+    app_store: MemoryStore, relpath: str, is_note: bool
+) -> None:
+    assert is_note_file(app_store, str(app_store.root / relpath)) is is_note
+    assert not is_note_file(app_store, str(app_store.root.parent / "elsewhere.md"))
