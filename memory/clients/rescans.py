@@ -87,6 +87,7 @@ class Rescans:
         self._last_request = float("-inf")
         self._in_flight = 0
         self._task: asyncio.Task[None] | None = None
+        self._scan: asyncio.Future[object] | None = None
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:
@@ -112,8 +113,10 @@ class Rescans:
     async def rescan(self) -> None:
         """One full scan in a worker thread (a failure is logged; the next one retries)."""
         started = time.perf_counter()
+        # shielded: a shutdown waits for the scan (`__aexit__`) before the store closes
+        self._scan = asyncio.ensure_future(asyncio.to_thread(self.store.sync))
         try:
-            await asyncio.to_thread(self.store.sync)
+            await asyncio.shield(self._scan)
         except (OSError, ClaudeMemoryError, sqlite3.Error) as exc:
             log.warning("notes rescan failed (retried later): %s", exc)
         self._scan_cost = time.perf_counter() - started
@@ -136,3 +139,6 @@ class Rescans:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._scan is not None and not self._scan.done():
+            with contextlib.suppress(OSError, ClaudeMemoryError, sqlite3.Error):
+                await self._scan
