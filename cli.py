@@ -609,6 +609,11 @@ def run(argv: Sequence[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     hook_argv = _hook_argv(args)
     if hook_argv is not None:  # first: the hook's served path imports almost nothing
+        import gc
+
+        # A hook process lives well under a second: the cyclic collector's passes over
+        # everything it imports were ~5 ms (3 %) of a direct prompt; refcounting frees the rest.
+        gc.disable()
         from memory.clients.hook_process import exit_process
         from memory.clients.hook_process import main as hook_main
 
