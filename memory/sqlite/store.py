@@ -783,43 +783,43 @@ class MemoryStore(core.StoreCore):
         self, parsed: ParsedQuery, stats: Filters | None = None
     ) -> builtins.list[int]:
         """How many notes hold each query word (counted up to `DF_CAP`, kept): in the whole
-        index, or among the notes of `stats` (`Filters.statistics`)."""
+        index, or among the notes of `stats` (`Filters.statistics`: the same counts as their
+        BM25's)."""
+        if stats is not None:
+            hits = self._statistics(stats).hits
+            return [min(hits(term.fts), engine.DF_CAP) for term in parsed.terms]
         counts = self._df_counts()
-        where, params = stats.sql() if stats is not None else ("1", [])
-        # `+rowid`: a check on FTS5's walk of the word's matches, not a lookup per note
-        within = (
-            "" if stats is None else f" AND +rowid IN (SELECT n.nid FROM notes n WHERE {where})"
-        )
         found = []
         for term in parsed.terms:
-            key = term.fts if stats is None else f"{term.fts}\x00{stats!r}"
-            count = counts.get(key)
+            count = counts.get(term.fts)
             if count is None:
                 row = (
                     self.index.conn()
                     .execute(
                         "SELECT count(*) FROM (SELECT 1 FROM notes_fts WHERE notes_fts MATCH ?"
-                        f"{within} LIMIT ?)",
-                        (term.fts, *params, engine.DF_CAP),
+                        " LIMIT ?)",
+                        (term.fts, engine.DF_CAP),
                     )
                     .fetchone()
                 )
-                count = counts[key] = int(row[0])
+                count = counts[term.fts] = int(row[0])
             found.append(count)
         return found
 
     def _ranking_cap(self, parsed: ParsedQuery) -> int:
         """`max_ranked_matches`, or 0 when the index holds no more notes than that, or the
-        query's words are in fewer notes than that all together (their kept counts tell; the
-        same counts weigh hybrid results): then the cap cannot apply, and finding its floor
-        would walk every match."""
+        query's words are in fewer notes than that all together (their kept counts in the
+        whole index tell, the ones `fts_rows_local` needs too): then the cap cannot apply, and
+        finding its floor would walk every match. For searches whose filters leave few
+        notes."""
         cap = self.config.max_ranked_matches
         if cap <= 0 or self._note_count() <= cap:
             # no counting of each word's notes: a hook process keeps no counts from one
             # prompt to the next, and each count walks up to `DF_CAP` matches
             return 0
-        found = self._doc_freqs_of(parsed)
-        if cap > 0 and all(n < engine.DF_CAP for n in found) and sum(found) <= cap:
+        hits = self._statistics(None).hits
+        found = [hits(term.fts) for term in parsed.terms]
+        if sum(found) <= cap:
             return 0
         return cap
 
