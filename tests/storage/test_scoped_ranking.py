@@ -31,7 +31,16 @@ SMALL = [
 ]
 """The project searched: a few notes holding the query words at different rates."""
 
-QUERIES = ["pool", "leak", "pool leak", "连接池", "cache pool -docker", "timeout OR deploy"]
+QUERIES = [
+    "pool",
+    "leak",
+    "pool leak",
+    "连接池",
+    "cache pool -docker",
+    "timeout OR deploy",
+    "leak* pool*",
+    '"connection pool" 泄漏',
+]
 
 
 def _others(n: int) -> list[str]:
