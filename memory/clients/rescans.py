@@ -39,8 +39,12 @@ class RescanPolicy:
     quiet: float = 0.25
     """No hook request for this long before a rescan: a prompt arriving during a scan would wait
     for the store's sync lock."""
+    window: float = 1.0
+    """A rescan starts within this long after `quiet`, while the user reads the answer; once
+    that has passed, it waits for the end of the next request (a scan started at any moment
+    would sooner or later run into a prompt)."""
     max_wait: float = 60.0
-    """A rescan postponed by a burst of requests runs after this long anyway."""
+    """A rescan postponed by a steady stream of requests runs this long after it was due."""
 
 
 def rescan_due(
@@ -58,11 +62,15 @@ def rescan_due(
     spacing = max(policy.interval, 20 * scan_cost)
     if since < spacing:
         return False
-    asked = in_flight > 0 or last_request > last_scan
-    if not asked and since < policy.idle_interval:
+    if since >= spacing + policy.max_wait:
+        return True
+    if in_flight:
         return False
-    quiet = in_flight == 0 and now - last_request >= policy.quiet
-    return quiet or since >= spacing + policy.max_wait
+    quiet_for = now - last_request
+    if since >= policy.idle_interval:
+        return quiet_for >= policy.quiet
+    just_answered = last_request > last_scan
+    return just_answered and policy.quiet <= quiet_for <= policy.quiet + policy.window
 
 
 class Rescans:

@@ -22,22 +22,24 @@ from memory.model import NoteDraft
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
 
-POLICY = RescanPolicy(interval=2.0, idle_interval=30.0, quiet=0.25, max_wait=60.0)
+POLICY = RescanPolicy(interval=2.0, idle_interval=30.0, quiet=0.25, window=1.0, max_wait=60.0)
 
 
 @pytest.mark.parametrize(
     ("now", "last_scan", "cost", "last_request", "in_flight", "due"),
     [
         (1.0, 0.0, 0.0, 0.5, 0, False),  # too soon after the last scan
-        (3.0, 0.0, 0.0, 2.5, 0, True),  # asked since, quiet for 0.5 s
-        (3.0, 0.0, 0.0, 2.9, 0, False),  # a request ended 0.1 s ago: wait for quiet
+        (3.0, 0.0, 0.0, 2.5, 0, True),  # a request ended 0.5 s ago: the user reads the answer
+        (3.0, 0.0, 0.0, 2.9, 0, False),  # it ended 0.1 s ago: wait for quiet
+        (3.0, 0.0, 0.0, 1.5, 0, False),  # 1.5 s ago: too late, the next prompt may be near
         (3.0, 0.0, 0.0, 2.0, 1, False),  # a request in flight
-        (50.0, 0.0, 0.0, 50.0, 1, False),  # a steady stream of requests postpones it
-        (63.0, 0.0, 0.0, 63.0, 1, True),  # ... for max_wait at most: scan anyway
         (10.0, 0.0, 0.0, float("-inf"), 0, False),  # nobody asked: the idle interval
         (31.0, 0.0, 0.0, float("-inf"), 0, True),
+        (31.0, 0.0, 0.0, 30.9, 0, False),  # ... yet not right on a request's heels
+        (50.0, 0.0, 0.0, 50.0, 1, False),  # a steady stream of requests postpones it
+        (63.0, 0.0, 0.0, 63.0, 1, True),  # ... for max_wait at most: scan anyway
         (2.2, 0.0, 0.12, 1.5, 0, False),  # a 120 ms scan: at most every 2.4 s
-        (2.5, 0.0, 0.12, 1.5, 0, True),
+        (2.5, 0.0, 0.12, 2.0, 0, True),
         (4.0, 2.0, 0.0, 1.0, 0, False),  # the request came before the last scan
     ],
 )
