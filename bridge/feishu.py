@@ -231,6 +231,24 @@ class _Control:
     supersession: str = ""  # conflict: the pending supersession's id
     done: bool = False  # forget / pending: decided (a late tap reads "already decided")
     restored: bool = False  # read back from the bridge state: made before this process started
+    sent: asyncio.Event = field(default_factory=asyncio.Event)  # set with message_id
+
+    def shown(self, message_id: str) -> None:
+        """The card showing this control was sent: taps on it count from now on."""
+        self.message_id = message_id
+        self.sent.set()
+
+
+CARD_SENT_WAIT = 1.5
+"""Seconds a tap waits for its card's send to return: Feishu shows a card as soon as it has it,
+so a quick tap can arrive before the bot knows the card's message id (within the 2.5 s a tap
+is answered in)."""
+
+
+async def _card_sent(control: _Control) -> None:
+    """Wait (at most CARD_SENT_WAIT) until the card showing `control` has its message id."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(control.sent.wait(), CARD_SENT_WAIT)
 
 
 class FeishuBridge:
@@ -634,7 +652,7 @@ class FeishuBridge:
         settings = self.settings
 
         async def on_card(card_id: str) -> None:
-            stop.message_id = card_id
+            stop.shown(card_id)
             await self._keep_control(nonce, stop)
             await _db(self.state.turn_card, msg.message_id, card_id)
 
@@ -804,6 +822,8 @@ class FeishuBridge:
         if isinstance(nonce, str):
             control = self._controls.get(nonce) or self._decided.get(nonce)
             control = control or await self._restored_control(nonce)
+        if control is not None and control.message_id is None:
+            await _card_sent(control)
         if (
             control is None
             or control.msg.chat_id != chat_id
@@ -902,13 +922,14 @@ class FeishuBridge:
             card = _approval_card(msg.locale, tool_name, summary, minutes, nonce)
             self._controls[nonce] = control
             try:
-                control.message_id = await self._sender.reply(
+                card_id = await self._sender.reply(
                     msg.message_id,
                     "interactive",
                     card,
                     uuid=send_uuid(msg.message_id, "approval", nonce),
                     window=QUICK_WINDOW,
                 )
+                control.shown(card_id)
                 await self._keep_control(nonce, control)
                 try:
                     return await asyncio.wait_for(asyncio.shield(control.decision), timeout)
@@ -930,7 +951,7 @@ class FeishuBridge:
                         ),
                     )
                     with contextlib.suppress(FeishuAPIError):
-                        await self._sender.patch(control.message_id, closed)
+                        await self._sender.patch(card_id, closed)
                     return control.decision.result()
             except FeishuAPIError as exc:
                 logger.warning("approval card for %s not sent: %s", tool_name, exc.message)
@@ -1524,12 +1545,14 @@ class FeishuBridge:
         self._controls[nonce] = control
         card = _conflict_card(msg.locale, new.body, old.body, nonce)
         try:
-            control.message_id = await self._sender.reply(
-                msg.message_id,
-                "interactive",
-                card,
-                uuid=send_uuid(msg.message_id, "conflict", supersession),
-                window=QUICK_WINDOW,
+            control.shown(
+                await self._sender.reply(
+                    msg.message_id,
+                    "interactive",
+                    card,
+                    uuid=send_uuid(msg.message_id, "conflict", supersession),
+                    window=QUICK_WINDOW,
+                )
             )
             await self._keep_control(nonce, control)
         except FeishuAPIError as exc:
@@ -1576,12 +1599,14 @@ class FeishuBridge:
         self._controls[nonce] = control
         assert self._sender is not None
         try:
-            control.message_id = await self._sender.reply(
-                msg.message_id,
-                "interactive",
-                card,
-                uuid=send_uuid(msg.message_id, "forget"),
-                window=QUICK_WINDOW,
+            control.shown(
+                await self._sender.reply(
+                    msg.message_id,
+                    "interactive",
+                    card,
+                    uuid=send_uuid(msg.message_id, "forget"),
+                    window=QUICK_WINDOW,
+                )
             )
             await self._keep_control(nonce, control)
         except FeishuAPIError as exc:
@@ -1611,12 +1636,14 @@ class FeishuBridge:
             self._controls[nonce] = control
             card = _pending_card(msg.locale, entity.content, nonce)
             try:
-                control.message_id = await self._sender.reply(
-                    msg.message_id,
-                    "interactive",
-                    card,
-                    uuid=send_uuid(msg.message_id, "pending", entity.id),
-                    window=QUICK_WINDOW,
+                control.shown(
+                    await self._sender.reply(
+                        msg.message_id,
+                        "interactive",
+                        card,
+                        uuid=send_uuid(msg.message_id, "pending", entity.id),
+                        window=QUICK_WINDOW,
+                    )
                 )
                 await self._keep_control(nonce, control)
             except FeishuAPIError as exc:

@@ -231,6 +231,39 @@ async def test_a_low_confidence_capture_asks_and_one_tap_of_the_speaker_keeps_it
     assert OWNER_OPEN_ID  # the owner could have decided too (rights table, test_commands)
 
 
+async def test_a_tap_on_a_card_the_bot_has_not_heard_back_about_yet_counts(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    # Feishu shows a card as soon as it has it; the bot learns the card's message id when its
+    # send returns. A quick tap in between was refused as "not ours" on the bot's own card.
+    fake_model.on("vim", text("好的。"))
+    async with feishu_app(feishu_settings()) as (_, bridge):
+        assert bridge.pending is not None
+        fake_feishu.answer_late(1.0)  # every send answers the bot a second late
+        said = fake_feishu.push_text("我更喜欢用 vim 写代码")
+        await wait_until(
+            lambda: any(
+                m.text.startswith(t("pending_title"))
+                for m in replies(fake_feishu, message_id(said))
+            ),
+            timeout=60,
+        )
+        card = next(
+            m
+            for m in replies(fake_feishu, message_id(said))
+            if m.text.startswith(t("pending_title"))
+        )
+        keep = _button_value(fake_feishu, card.message_id, "keep_btn")
+        tapped = await _tap(
+            fake_feishu, fake_feishu.push_card_action(keep, message_id=card.message_id)
+        )
+        [entity] = [p for p in bridge.pending.list(None) if "vim" in p.content]
+    assert tapped["toast"]["type"] == "success", tapped["toast"]
+    assert entity.status == "confirmed"
+
+
 async def test_a_forget_card_still_works_after_the_app_restarts(
     feishu_settings: Callable[..., Settings],
     fake_feishu: FakeFeishu,

@@ -680,6 +680,7 @@ class FakeFeishu:
         self.refused: list[Refusal] = []  # sends and updates refused for a documented limit
         self.image_keys: set[str] = set()  # image keys a test declares uploaded ("上传图片")
         self._failures: list[Failure] = []
+        self._answer_late = 0.0
         self.cards: dict[str, CardEntity] = {}  # CardKit card entities by card_id
         self.reactions: list[Reaction] = []  # every reaction added, deleted ones included
         self._card_faults: list[CardFault] = []
@@ -821,6 +822,13 @@ class FakeFeishu:
         """Answer the next `times` IM calls of `kind` (create/reply/patch/any) with an error."""
         with self._lock:
             self._failures.append(Failure(kind, status, code, msg, reset, times))
+
+    def answer_late(self, seconds: float) -> None:
+        """Sends of new messages reach the chat at once but answer the bot `seconds` later (a
+        slow network back to the bot): a user can see, and tap, a card whose id the bot does not
+        know yet."""
+        with self._lock:
+            self._answer_late = seconds
 
     def set_chat(self, chat_id: str, *, owner: str, managers: list[str] | None = None) -> None:
         """Serve a group's owner and managers (user_manager_id_list) at GET /im/v1/chats/{id}."""
@@ -1455,7 +1463,7 @@ class FakeFeishu:
             return failed
         if (refused := self._refusal_for(call, call.body.get("msg_type", ""))) is not None:
             return refused
-        return self._new_message(call, None, call.body.get("receive_id"))
+        return await self._late(self._new_message(call, None, call.body.get("receive_id")))
 
     async def _reply(self, request: Request) -> Response:
         target = request.path_params["message_id"]
@@ -1466,7 +1474,13 @@ class FakeFeishu:
             return failed
         if (refused := self._refusal_for(call, call.body.get("msg_type", ""))) is not None:
             return refused
-        return self._new_message(call, target, None)
+        return await self._late(self._new_message(call, target, None))
+
+    async def _late(self, response: Response) -> Response:
+        """The message is stored (and shown in the chat) before its sender hears back."""
+        if self._answer_late:
+            await asyncio.sleep(self._answer_late)
+        return response
 
     async def _update(self, request: Request) -> Response:
         target = request.path_params["message_id"]
