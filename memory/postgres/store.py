@@ -1305,17 +1305,24 @@ class PostgresMemoryStore(core.StoreCore):
         ).fetchall()
         return None if len(found) > most else [r["id"] for r in found]
 
-    def _narrowed(self, conn: Connection, filters: Filters, most: int) -> int | None:
+    def _narrowed(
+        self, conn: Connection, filters: Filters, most: int
+    ) -> tuple[int, builtins.list[str] | None] | None:
         """How many notes pass a narrowing filter, when at most `most` (counting stops past
-        it); else None."""
+        it), and their ids when at most `_EXACT_MAX` (the vector side's exact scan: read in
+        the same query, and not at all when there are more); else None."""
         if not filters.narrows:
             return None
         where, params = _where(filters)
         [row] = conn.execute(
-            f"SELECT count(*) AS n FROM (SELECT 1 FROM memory_notes n WHERE {where} LIMIT %s) x",
-            (*params, most + 1),
+            "SELECT count(*) AS n, CASE WHEN count(*) <= %s THEN array_agg(x.id) END AS ids"
+            f" FROM (SELECT n.id FROM memory_notes n WHERE {where} LIMIT %s) x",
+            (_EXACT_MAX, *params, most + 1),
         ).fetchall()
-        return None if int(row["n"]) > most else int(row["n"])
+        count = int(row["n"])
+        if count > most:
+            return None
+        return count, (list(row["ids"] or []) if count <= _EXACT_MAX else None)
 
     def _allowed_ids(self, conn: Connection, ids: builtins.list[str], filters: Filters) -> set[str]:
         where, params = _where(filters)
@@ -1341,6 +1348,8 @@ class _SearchQueries:
         self._filters = filters
         self._most = -1
         self._first: tuple[int | None] | None = None
+        self._ids: builtins.list[str] | None = None
+        """The ids of the `first` notes, when at most `_EXACT_MAX`."""
 
     def first(self) -> int | None:
         """How many notes pass a narrowing filter when they are few
@@ -1350,7 +1359,9 @@ class _SearchQueries:
         first")."""
         if self._first is None:
             self._most = prefilter_most(self._store._corpus.corpus(self._conn)[0])
-            self._first = (self._store._narrowed(self._conn, self._filters, self._most),)
+            found = self._store._narrowed(self._conn, self._filters, self._most)
+            self._first = (None if found is None else found[0],)
+            self._ids = None if found is None else found[1]
         return self._first[0]
 
     def _subset(self, conn: Connection, filters: Filters, most: int) -> builtins.list[str] | None:
@@ -1360,6 +1371,8 @@ class _SearchQueries:
             few = self.first()
             if (few is None and self._most >= most) or (few is not None and few > most):
                 return None
+            if self._ids is not None:
+                return self._ids
         return self._store._filtered_ids(conn, filters, most)
 
     def _local(self, filters: Filters) -> Filters | None:
