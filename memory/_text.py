@@ -14,6 +14,7 @@ import unicodedata
 import zlib
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from memory._patterns import lazy_pattern
 
@@ -25,8 +26,13 @@ CJK_CHAR = (
     "\uf900-\ufaff"  # compatibility ideographs
     "\U00020000-\U0003134f"  # Han extensions B-G
 )
-_CJK_RUN_RE = re.compile(f"[{CJK_CHAR}]+")
-HAS_CJK_RE = re.compile(f"[{CJK_CHAR}]")
+CJK_RUN_RE = re.compile(f"[{CJK_CHAR}]+")
+"""The one CJK pattern compiled at import: `re` walks each of the class's ~28,000 characters
+to compile a pattern with it (1.2-2 ms each), and a prompt hook compiled three. Its `match` and
+`search` say whether a text starts with or holds a CJK character; `cjk_count` counts them."""
+if TYPE_CHECKING:
+    HAS_CJK_RE: re.Pattern[str]
+    """One CJK character; compiled on first use (`__getattr__`)."""
 _WS_RE = re.compile(r"\s+")
 _NON_WORD_RE = re.compile(r"[\W_]+")
 _LATIN_TOKEN_RE = lazy_pattern(r"[A-Za-z0-9_][A-Za-z0-9_.\-$]*[A-Za-z0-9_]|[A-Za-z0-9_]")
@@ -38,13 +44,44 @@ BAND_ROWS = 4
 BAND_COUNT = MINHASH_BUCKETS // BAND_ROWS
 
 
+def __getattr__(name: str) -> re.Pattern[str]:
+    # `HAS_CJK_RE` (one CJK character), for the modules that count with it: compiled when first
+    # asked for, then a module attribute like any other.
+    if name == "HAS_CJK_RE":
+        pattern = globals()[name] = re.compile(f"[{CJK_CHAR}]")
+        return pattern
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _space_run(match: re.Match[str]) -> str:
     return " " + " ".join(match.group()) + " "
 
 
 def space_cjk(text: str) -> str:
     """Put spaces around every CJK character so `unicode61` indexes each as one token."""
-    return _CJK_RUN_RE.sub(_space_run, text)
+    return CJK_RUN_RE.sub(_space_run, text)
+
+
+def cjk_runs(text: str) -> list[str]:
+    """The runs of CJK characters of a text, in order."""
+    return CJK_RUN_RE.findall(text)
+
+
+def cjk_count(text: str) -> int:
+    """How many CJK characters a text holds."""
+    return sum(map(len, CJK_RUN_RE.findall(text)))
+
+
+def split_cjk_runs(text: str) -> list[str]:
+    """`re.split(f"([{CJK_CHAR}]+)", text)`: the text between CJK runs and the runs, in turn
+    (first and last the text around them, possibly empty), through `CJK_RUN_RE`."""
+    parts: list[str] = []
+    last = 0
+    for match in CJK_RUN_RE.finditer(text):
+        parts += (text[last : match.start()], match.group())
+        last = match.end()
+    parts.append(text[last:])
+    return parts
 
 
 _CODE_LIKE_RE = lazy_pattern(r"[_\d.$\-]|[a-z][A-Z]|[A-Z]{2}[a-z]")
@@ -133,7 +170,7 @@ def minhash_bands(grams: Iterable[str]) -> list[int]:
 
 def estimate_tokens(text: str) -> int:
     """Token estimate: each CJK character ~1 token, other text ~4 characters per token."""
-    cjk = len(HAS_CJK_RE.findall(text))
+    cjk = cjk_count(text)
     other = len(text) - cjk
     return cjk + (other + 3) // 4
 
@@ -214,7 +251,7 @@ def sentences(text: str) -> list[str]:
 def is_mostly_chinese(text: str) -> bool:
     """Whether a text reads as Chinese: at least a third of its words are CJK characters (a
     Chinese character counts as a word, so a Chinese sentence with English names is Chinese)."""
-    cjk = len(HAS_CJK_RE.findall(text))
+    cjk = cjk_count(text)
     latin = len(re.findall(r"[A-Za-z]+", text))
     return cjk > 0 and cjk >= (cjk + latin) / 3
 

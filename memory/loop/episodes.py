@@ -40,6 +40,8 @@ Role = Literal["user", "assistant", "observation"]
 
 @dataclass(frozen=True, slots=True)
 class Episode:
+    """One conversation or CLI session: its place, state, counts and summary."""
+
     id: str
     key: str
     project: str
@@ -74,6 +76,8 @@ class Episode:
 
 @dataclass(frozen=True, slots=True)
 class EpisodeMessage:
+    """A cleaned message or observation of an episode."""
+
     id: int
     role: str
     kind: str
@@ -618,6 +622,8 @@ def _joined_message(row: Any) -> EpisodeMessage:
 
 @dataclass(frozen=True, slots=True)
 class ObservationHit:
+    """An observation an observation search found, with its episode."""
+
     episode: Episode
     message: EpisodeMessage
     score: float
@@ -647,7 +653,7 @@ def observation_terms(query: str, limit: int = 12) -> list[str]:
     for word in _LATIN_WORD.findall(text):
         if len(word) >= 2:
             terms.append(word)
-    for run in re.findall(f"[{_text.CJK_CHAR}]+", text):
+    for run in _text.cjk_runs(text):
         terms += [run] if len(run) <= 2 else [run[i : i + 2] for i in range(len(run) - 1)]
     return list(dict.fromkeys(terms))[:limit]
 

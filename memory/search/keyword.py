@@ -43,7 +43,6 @@ _CHUNK_RE = re.compile(r'"([^"]*)"|(\S+)')
 _WORD_RE = re.compile(r"\w+(?:[.\-'+#]\w+)*", re.UNICODE)
 _HAS_ALNUM_RE = re.compile(r"[^\W_]")
 _NORM_RE = re.compile(r"[\W_]+")
-_CJK_SPLIT_RE = re.compile(f"([{_text.CJK_CHAR}]+)")
 
 _rjieba: Any = None
 
@@ -119,7 +118,7 @@ class Term:
 
     @property
     def is_latin(self) -> bool:
-        return not _text.HAS_CJK_RE.search(self.text)
+        return not _text.CJK_RUN_RE.search(self.text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +160,10 @@ def _make_term(text: str, prefix: bool = False) -> Term | None:
 def _words(chunk: str) -> list[str]:
     """Words of an unquoted chunk: CJK runs segmented, other text split into identifiers."""
     words: list[str] = []
-    for piece in _CJK_SPLIT_RE.split(chunk):
+    for piece in _text.split_cjk_runs(chunk):
         if not piece:
             continue
-        if _text.HAS_CJK_RE.match(piece):
+        if _text.CJK_RUN_RE.match(piece):
             words.extend(segment(piece))
         else:
             words.extend(m.group(0) for m in _WORD_RE.finditer(piece))
@@ -265,7 +264,7 @@ class TermPattern:
 
 def _latin_alnum(char: str) -> bool:
     """A letter or digit that is not CJK (what `[^\\W_]` matches, minus CJK characters)."""
-    return char.isalnum() and not _text.HAS_CJK_RE.match(char)
+    return char.isalnum() and not _text.CJK_RUN_RE.match(char)
 
 
 _SUFFIXES: Final = "(?:ers|ing|es|ed|er|s)?"
@@ -283,12 +282,12 @@ def match_pattern(norm: str, prefix: bool = False) -> TermPattern:
     for i, token in enumerate(tokens):
         if i:
             cjk_edge = bool(
-                _text.HAS_CJK_RE.match(tokens[i - 1][-1]) or _text.HAS_CJK_RE.match(token[0])
+                _text.CJK_RUN_RE.match(tokens[i - 1][-1]) or _text.CJK_RUN_RE.match(token[0])
             )
             parts.append(r"[\W_]*" if cjk_edge else r"[\W_]+")
         parts.append(re.escape(token))
-    head = not _text.HAS_CJK_RE.match(tokens[0][0])
-    tail = not (prefix or _text.HAS_CJK_RE.match(tokens[-1][-1]))
+    head = not _text.CJK_RUN_RE.match(tokens[0][0])
+    tail = not (prefix or _text.CJK_RUN_RE.match(tokens[-1][-1]))
     if tail and tokens[-1].isalpha():
         parts.append(_SUFFIXES)
     return TermPattern(re.compile("".join(parts)), head=head, tail=tail)
