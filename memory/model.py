@@ -358,6 +358,8 @@ class NoteDraft:
 
 @dataclass(frozen=True, slots=True)
 class SaveResult:
+    """What a save did: the note's id and path, whether it was a duplicate, any conflict."""
+
     id: str
     deduplicated: bool
     path: str
@@ -400,6 +402,8 @@ class ScoreParts:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
+    """One note of a search's results, with its score and the parts of it."""
+
     id: str
     title: str
     type: NoteType
@@ -443,6 +447,8 @@ class SearchHit:
 
 @dataclass(frozen=True, slots=True)
 class SyncIssue:
+    """A note file a sync could not read, and why."""
+
     path: str
     message: str
 

@@ -44,6 +44,8 @@ def pending_filter(status: str) -> PendingStatus | None:
 
 @dataclass(frozen=True, slots=True)
 class _Rule:
+    """A pattern that marks a sentence as a statement of one entity type."""
+
     type: EntityType
     pattern: re.Pattern[str]
     confidence: float
@@ -90,6 +92,8 @@ _SENTENCE = re.compile(r"[^。！？!?\n.;；]+[。！？!?.;；]?")
 
 @dataclass(frozen=True, slots=True)
 class EntityCandidate:
+    """A sentence of a user message that reads as a decision, a preference, ..."""
+
     type: EntityType
     content: str
     confidence: float
@@ -135,6 +139,8 @@ def _preferred_type(hits: list[_Rule]) -> EntityType:
 
 @dataclass(frozen=True, slots=True)
 class PendingEntity:
+    """A captured memory waiting for the user's decision (or decided)."""
+
     id: str
     type: str
     title: str
@@ -319,6 +325,8 @@ def _pending(row: Any) -> PendingEntity:
 
 @dataclass(frozen=True, slots=True)
 class CaptureResult:
+    """The ids of the notes a capture saved and of the candidates it left pending."""
+
     saved: tuple[str, ...]
     pending: tuple[str, ...]
 
