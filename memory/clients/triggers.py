@@ -18,9 +18,11 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
+from memory._patterns import lazy_pattern
+
 SummaryTrigger = Literal["remember", "commit", "compact", "clear", "end"]
 
-_GIT_COMMIT: Final = re.compile(
+_GIT_COMMIT: Final = lazy_pattern(  # a tool use's, not a prompt's: compiled when first used
     # `git commit`, also with git's own options in between (`git -C repo commit`,
     # `git -c user.name=x commit`), at the start of the command or after a shell separator
     r"(?:^|[;&|(]\s*|\bthen\s+|\bdo\s+)git(?:\s+-[Cc]\s+\S+|\s+--?[\w-]+(?:=\S+)?)*\s+commit(?![\w-])"
@@ -44,7 +46,7 @@ def asks_to_remember(prompt: str) -> bool:
 def is_git_commit(command: str) -> bool:
     """A shell command that makes a git commit (`git commit ...`, `git -C x commit`, after
     `&&`, `;`, `|`), not one that merely mentions it (`echo "git commit"`, `git log`)."""
-    return bool(_GIT_COMMIT.search(_without_quotes(command)))
+    return bool(_GIT_COMMIT().search(_without_quotes(command)))
 
 
 def _without_quotes(command: str) -> str:

@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -158,3 +159,43 @@ def test_prompt_hooks_that_end_without_closing_sqlite_lose_nothing(
     with sqlite3.connect(recalled / "index.db") as index:
         (pending,) = index.execute("SELECT sum(access_pending) FROM notes").fetchone()
     assert pending == 3  # the injected note counted once per prompt, none lost
+
+
+COMPILED_ON_A_PROMPT = """
+import json, re, sys
+from memory.clients.hook_process import main
+main(["user-prompt-submit"], leave_open=True)
+from memory import _text
+cjk = sorted(
+    value.pattern
+    for name, module in list(sys.modules.items())
+    if name.startswith("memory")
+    for value in list(vars(module).values())
+    if isinstance(value, re.Pattern) and _text.CJK_CHAR in value.pattern
+)
+print(json.dumps(cjk), file=sys.stderr)
+"""
+
+
+def test_a_direct_prompt_compiles_the_cjk_character_class_once(
+    recalled: Path, make_project: Callable[..., Path]
+) -> None:
+    """`re` walks each of the class's ~28,000 characters to compile a pattern holding it
+    (1.2-2 ms each): one pattern serves the prompt's splitting, spacing and counting."""
+    payload = {
+        "session_id": "s",
+        "cwd": str(make_project("app")),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "login rate limit 怎么配置的？",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", COMPILED_ON_A_PROMPT],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "login rate limit" in proc.stdout.decode()
+    compiled = json.loads(proc.stderr.decode().strip().splitlines()[-1])
+    assert len(compiled) == 1
