@@ -779,15 +779,9 @@ class MemoryStore(core.StoreCore):
             self._doc_freqs = (generation, counts)
         return counts
 
-    def _doc_freqs_of(
-        self, parsed: ParsedQuery, stats: Filters | None = None
-    ) -> builtins.list[int]:
-        """How many notes hold each query word (counted up to `DF_CAP`, kept): in the whole
-        index, or among the notes of `stats` (`Filters.statistics`: the same counts as their
-        BM25's)."""
-        if stats is not None:
-            hits = self._statistics(stats).hits
-            return [min(hits(term.fts), engine.DF_CAP) for term in parsed.terms]
+    def _doc_freqs_of(self, parsed: ParsedQuery) -> builtins.list[int]:
+        """How many notes hold each query word in the whole index (counted up to `DF_CAP`,
+        kept)."""
         counts = self._df_counts()
         found = []
         for term in parsed.terms:
@@ -806,7 +800,7 @@ class MemoryStore(core.StoreCore):
             found.append(count)
         return found
 
-    def _ranking_cap(self, parsed: ParsedQuery) -> int:
+    def _ranking_cap(self, parsed: ParsedQuery, whole: Statistics) -> int:
         """`max_ranked_matches`, or 0 when the index holds no more notes than that, or the
         query's words are in fewer notes than that all together (their kept counts in the
         whole index tell, the ones `fts_rows_local` needs too): then the cap cannot apply, and
@@ -817,15 +811,14 @@ class MemoryStore(core.StoreCore):
             # no counting of each word's notes: a hook process keeps no counts from one
             # prompt to the next, and each count walks up to `DF_CAP` matches
             return 0
-        hits = self._statistics(None).hits
-        found = [hits(term.fts) for term in parsed.terms]
+        found = [whole.hits(term.fts) for term in parsed.terms]
         if sum(found) <= cap:
             return 0
         return cap
 
-    def _kept(self, key: str, count: Callable[[], int]) -> int:
-        """A count kept with the word counts (until the index changes)."""
-        counts = self._df_counts()
+    @staticmethod
+    def _kept(counts: dict[str, int], key: str, count: Callable[[], int]) -> int:
+        """A count kept in `counts` (`_df_counts`: until the index changes)."""
         if key not in counts:
             counts[key] = count()
         return counts[key]
@@ -834,17 +827,19 @@ class MemoryStore(core.StoreCore):
         """BM25's statistics of the whole index as FTS5's `bm25()` reads them (None), or of
         the notes of `stats`; phrase counts kept until the index changes."""
         conn = self.index.conn()
+        counts = self._df_counts()  # one look at the generation for the whole search
+        kept = self._kept
         if stats is None:
             notes, words = fts_totals(conn)
             return Statistics(
-                notes, words, lambda p: self._kept(f"bm25\x00{p}", lambda: phrase_hits(conn, p))
+                notes, words, lambda p: kept(counts, f"bm25\x00{p}", lambda: phrase_hits(conn, p))
             )
         key = f"\x00{stats!r}"
-        words = self._kept(f"words{key}", lambda: fts_words(conn, stats))
+        words = kept(counts, f"words{key}", lambda: fts_words(conn, stats))
         return Statistics(
             self._note_count(stats),
             words,
-            lambda p: self._kept(f"bm25\x00{p}{key}", lambda: phrase_hits(conn, p, stats)),
+            lambda p: kept(counts, f"bm25\x00{p}{key}", lambda: phrase_hits(conn, p, stats)),
         )
 
     def _note_count(self, stats: Filters | None = None) -> int:
@@ -1017,6 +1012,7 @@ class _SearchQueries:
         self._filters = filters
         self._first: tuple[Narrowed | None] | None = None
         self._walked: dict[str, dict[int, float]] = {}
+        self._stats: dict[str, Statistics] = {}
         """Each phrase's scores among the few notes, for the search's next keyword query."""
 
     def first(self) -> Narrowed | None:
@@ -1026,6 +1022,13 @@ class _SearchQueries:
             most = prefilter_most(self._store._note_count())
             self._first = (narrowed(self._conn, self._filters, most),)
         return self._first[0]
+
+    def _statistics(self, stats: Filters | None) -> Statistics:
+        """`MemoryStore._statistics`, once a search."""
+        key = repr(stats)
+        if key not in self._stats:
+            self._stats[key] = self._store._statistics(stats)
+        return self._stats[key]
 
     def _local(self) -> Filters | None:
         """The notes whose statistics rank this search (`Filters.statistics`) when its
@@ -1038,11 +1041,10 @@ class _SearchQueries:
         first = self.first()
         cap = self._store.config.max_ranked_matches
         if first is not None:
-            cap = self._store._ranking_cap(parsed)
+            cap = self._store._ranking_cap(parsed, self._statistics(None))
         match = parsed.fts(require_all=require_all)
         local = self._local() if filters == self._filters else None
         if first is not None and local is not None:
-            store = self._store
             ranked = fts_rows_local(
                 self._conn,
                 match,
@@ -1051,8 +1053,8 @@ class _SearchQueries:
                 limit,
                 cap,
                 first=first,
-                whole=store._statistics(None),
-                local=store._statistics(local),
+                whole=self._statistics(None),
+                local=self._statistics(local),
                 require_all=require_all,
                 plain=not parsed.excluded,
                 walked=self._walked,
@@ -1072,8 +1074,10 @@ class _SearchQueries:
 
     def doc_freqs(self, parsed: ParsedQuery) -> tuple[int, builtins.list[int]]:
         stats = self._local()
-        found = self._store._doc_freqs_of(parsed, stats)
-        return self._store._note_count(stats), found
+        if stats is not None:  # the scope's counts, the same as its BM25's
+            local = self._statistics(stats)
+            return local.notes, [min(local.hits(t.fts), engine.DF_CAP) for t in parsed.terms]
+        return self._store._note_count(), self._store._doc_freqs_of(parsed)
 
     def nearest(
         self, vector: QueryVector, k: int, filters: Filters
