@@ -5,12 +5,12 @@ note vectors (`memory.backend.NoteVectors`) while the app or the MCP server runs
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING
 
+from memory._background import BackgroundTask
 from memory.encoders.client import BULK_PRIORITY, EncoderClient, EncoderReady
 from memory.encoders.models import EncoderUnavailableError
 from memory.search.vectors import by_note
@@ -21,9 +21,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class VectorSync:
+class VectorSync(BackgroundTask):
     """Background embedding: whenever the index changes, embed notes whose vectors are
     missing or stale (`batch` notes per request, bulk priority), while the encoder is ready."""
+
+    task_name = "vector-sync"
 
     def __init__(
         self,
@@ -40,19 +42,7 @@ class VectorSync:
         self.batch = batch
         self.interval = interval
         self.embedded = 0
-        self._task: asyncio.Task[None] | None = None
         self._wake = threading.Event()
-
-    async def __aenter__(self) -> Self:
-        self._task = asyncio.create_task(self._run(), name="vector-sync")
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     def wake(self) -> None:
         """Check for work now rather than at the next interval."""

@@ -18,9 +18,9 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Self
 
 from errors import ClaudeMemoryError
+from memory._background import BackgroundTask
 from memory.clients.notes_watch import NoteFiles
 
 log = logging.getLogger("memory.clients.rescans")
@@ -73,9 +73,11 @@ def rescan_due(
     return just_answered and policy.quiet <= quiet_for <= policy.quiet + policy.window
 
 
-class Rescans:
+class Rescans(BackgroundTask):
     """Rescans `store` when `rescan_due` says so, checked every `tick` seconds. Owned by the
     app's lifespan (`async with`); the hook route wraps each request in `serving()`."""
+
+    task_name = "notes-rescan"
 
     def __init__(
         self,
@@ -94,7 +96,6 @@ class Rescans:
         self._scan_cost = 0.0
         self._last_request = float("-inf")
         self._in_flight = 0
-        self._task: asyncio.Task[None] | None = None
         self._scan: asyncio.Future[object] | None = None
 
     @contextlib.contextmanager
@@ -137,16 +138,8 @@ class Rescans:
             if self.due():
                 await self.rescan()
 
-    async def __aenter__(self) -> Self:
-        self._task = asyncio.create_task(self._run(), name="notes-rescan")
-        return self
-
     async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().__aexit__(*exc)
         if self._scan is not None and not self._scan.done():
             with contextlib.suppress(OSError, ClaudeMemoryError, sqlite3.Error):
                 await self._scan
