@@ -386,9 +386,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ),
         dependencies=[Depends(require_token)],
     )
+
+    async def memory_request() -> AsyncIterator[None]:
+        """A memory API request (the page's searches and edits) schedules the background
+        rescan as a hook request does: a note edited in place by hand shows in the page's next
+        searches within seconds (memory/clients/rescans.py)."""
+        with app.state.rescans.serving() if app.state.rescans else contextlib.nullcontext():
+            yield
+
     app.include_router(
         create_memory_router(lambda: app.state.container.memory),
-        dependencies=[Depends(require_token)],
+        dependencies=[Depends(require_token), Depends(memory_request)],
     )
     app.include_router(
         create_history_router(

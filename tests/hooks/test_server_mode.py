@@ -211,9 +211,11 @@ def _filler_notes(home: Path, count: int) -> None:
     MemoryStore.open(config).close()
 
 
+@pytest.mark.parametrize("door", ["hook", "web"])
 def test_a_note_edited_in_place_is_recalled_by_a_served_prompt_after_the_background_rescan(
-    mem_home: Path, tmp_path: Path, make_project: Callable[..., Path]
+    mem_home: Path, tmp_path: Path, make_project: Callable[..., Path], door: str
 ) -> None:
+    # the web page's searches schedule the background rescan as hook requests do
     # 600 notes: the app's reads never rescan every file; its background task does
     _filler_notes(mem_home, 600)
     with MemoryStore.open(MemoryConfig.for_home(mem_home)) as store:
@@ -232,6 +234,14 @@ def test_a_note_edited_in_place_is_recalled_by_a_served_prompt_after_the_backgro
         assert address is not None
 
         def served(session: str) -> str:
+            if door == "web":
+                found = httpx.post(
+                    f"http://127.0.0.1:{address.port}/api/memories/search",
+                    json={"query": "which canary runs in zanzibar first?"},
+                    timeout=10,
+                )
+                assert found.status_code == 200
+                return " ".join(f"[{hit['id']}]" for hit in found.json()["results"])
             answer = httpx.post(
                 f"http://127.0.0.1:{address.port}/api/hooks/user-prompt-submit",
                 content=_payload(project, prompt="which canary runs in zanzibar first?").replace(
