@@ -10,8 +10,9 @@ JSON text, `summary`, `body`, `type`, `importance`, `updated_ts`, ...).
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 from memory.model import SearchHit, parse_datetime, utcnow
@@ -26,6 +27,10 @@ from memory.search.ranking import (
     keyword_ranking,
     keyword_side,
 )
+from memory.search.relevance import DEFAULT_CALIBRATION
+
+NO_KEYWORD_EVIDENCE: Final = min(DEFAULT_CALIBRATION.coverage_zero, DEFAULT_CALIBRATION.alone_zero)
+"""A note holding less of the query than this (IDF-weighted) has no keyword evidence."""
 
 DF_CAP: Final = 5000
 """Document frequencies for query-word IDF count up to this many notes (cheap, and words
@@ -76,30 +81,43 @@ def rank(
 ) -> list[Scored]:
     """The `limit` best notes for `plan`, scored (docs/search.md, docs/retrieval.md)."""
     parsed = plan.parsed
+    idf_weights = _Once(lambda: term_weights(queries, parsed))
     if plan.vector_first and plan.vector is not None:
-        return _hybrid(queries, plan, [], filters, limit, now_ts, plan.vector, weights, fusion)
+        return _hybrid(
+            queries, plan, [], filters, limit, now_ts, plan.vector, idf_weights, fusion, weights
+        )
     pool = max(limit * 5, 50)
     candidates: list[Candidate] = []
     if len(parsed.terms) > 1:
         # Notes with every word first: far fewer rows to rank than the OR of common words.
         candidates = queries.keyword_candidates(parsed, filters, pool, require_all=True)
     if len(candidates) < limit:
-        candidates = queries.keyword_candidates(parsed, filters, pool, require_all=False)
+        any_word = (
+            parsed
+            if plan.floor <= 0 or len(parsed.terms) < 2
+            else words_to_match(parsed, idf_weights())
+        )
+        candidates = queries.keyword_candidates(any_word, filters, pool, require_all=False)
     if len(candidates) < limit:
         seen = {c.row["id"] for c in candidates}
         extra = without_excluded(parsed, queries.identifier_rows(parsed, filters, pool))
         candidates += [Candidate(r, None) for r in extra if r["id"] not in seen]
     found = plan.semantic()
     if found is not None:
-        return _hybrid(queries, plan, candidates, filters, limit, now_ts, found, weights, fusion)
+        return _hybrid(
+            queries,
+            plan,
+            candidates,
+            filters,
+            limit,
+            now_ts,
+            found,
+            idf_weights,
+            fusion,
+            weights,
+        )
     return keyword_ranking(
-        parsed,
-        candidates,
-        now_ts,
-        weights,
-        limit,
-        term_weights=lambda: term_weights(queries, parsed),
-        floor=plan.floor,
+        parsed, candidates, now_ts, weights, limit, term_weights=idf_weights, floor=plan.floor
     )
 
 
@@ -111,13 +129,14 @@ def _hybrid(
     limit: int,
     now_ts: float,
     semantic: QueryVector,
-    weights: RankingWeights,
+    term_weights: Callable[[], list[float]],
     fusion: FusionWeights,
+    weights: RankingWeights,
 ) -> list[Scored]:
     """Keyword candidates and the notes nearest by vector, fused (`memory.search.fusion`),
     then scored like keyword results with the fused relevance."""
     parsed = plan.parsed
-    side = keyword_side(parsed, candidates, lambda: term_weights(queries, parsed))
+    side = keyword_side(parsed, candidates, term_weights)
     rows: dict[str, Any] = dict(side.rows)
     nearest = queries.nearest(semantic, fusion.vector_depth, filters)
     missing = [note_id for note_id, _ in nearest if note_id not in rows]
@@ -125,6 +144,44 @@ def _hybrid(
         extra = queries.rows_by_id(missing)
         rows.update({r["id"]: r for r in without_excluded(parsed, list(extra.values()))})
     return fused_ranking(side, rows, nearest, fusion, now_ts, weights, limit, floor=plan.floor)
+
+
+class _Once:
+    """A value computed at its first call (a database query some searches never need)."""
+
+    def __init__(self, compute: Callable[[], list[float]]) -> None:
+        self._compute = compute
+        self._value: list[float] | None = None
+
+    def __call__(self) -> list[float]:
+        if self._value is None:
+            self._value = self._compute()
+        return self._value
+
+
+def words_to_match(
+    parsed: ParsedQuery, weights: Sequence[float], share: float = NO_KEYWORD_EVIDENCE
+) -> ParsedQuery:
+    """The words an any-word query needs: the query without its most common words whose IDF
+    (`weights`) together is under `share` of the whole. A note holding none but those holds
+    under `share` of the query, which counts as no keyword evidence at all
+    (`memory.search.relevance`): it could never pass a relevance floor by its keywords, yet
+    ranking every note holding "issue" or 问题 was most of a prompt's search (BM25 reads each
+    match's length). The coverage and relevance of the notes found still count every word."""
+    total = sum(weights)
+    if len(parsed.terms) < 2 or total <= 0:
+        return parsed
+    dropped: set[int] = set()
+    mass = 0.0
+    for i in sorted(range(len(weights)), key=lambda i: (weights[i], i)):  # most common first
+        if (mass + weights[i]) / total >= share:
+            break
+        mass += weights[i]
+        dropped.add(i)
+    if not dropped:
+        return parsed
+    kept = tuple(t for i, t in enumerate(parsed.terms) if i not in dropped)
+    return dataclasses.replace(parsed, terms=kept)
 
 
 def term_weights(queries: SearchQueries, parsed: ParsedQuery) -> list[float]:
