@@ -92,9 +92,10 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[str, int, int], None]
 
 COMPONENT: Final = "memory-notes"
-TEXT_VERSION: Final = 4
+TEXT_VERSION: Final = 5
 """Bump when the derived columns change (tokens, segmentation): `open` recomputes them.
-3: dedup keys (`_text.dedup_bands`: skeleton, subject, MinHash of the skeleton)."""
+3: dedup keys (`_text.dedup_bands`: skeleton, subject, MinHash of the skeleton).
+5: `fts_tokens` counts the scope word of SQLite's index (`fts5.SCOPE_WORDS`)."""
 TS_CONFIG: Final = "memory_text"
 """Migration 1's text search configuration; words are made by `memory.search.fts5` since 2."""
 
@@ -358,7 +359,8 @@ def _derive(note: Note, max_chars: int) -> _Derived:
         identifiers=_text.latin_tokens(" ".join((note.title, tags, note.summary, body))),
         tag_keys=tuple(dict.fromkeys(t.casefold() for t in note.tags)),
         search=fts5.tsvector_text(words, cjk_words(f"{note.title} {tags} {note.summary} {body}")),
-        fts_tokens=sum(map(len, words)),
+        # plus the scope word the SQLite index holds for each note (`fts5.scope_word`)
+        fts_tokens=sum(map(len, words)) + fts5.SCOPE_WORDS,
     )
 
 

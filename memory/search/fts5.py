@@ -12,12 +12,18 @@ with the same notes in the same order (docs/postgres.md):
   spans two columns (FTS5 phrases do not either).
 - `bm25_idf` and the constants are FTS5's `bm25()`: score = sum over the query's phrases of
   idf x f (k1 + 1) / (f + k1 (1 - b + b |D| / avgdl)), f the phrase's occurrences weighted
-  by column, |D| the note's word count, avgdl the mean over all notes.
+  by column, |D| the note's word count (its scope word included), avgdl the mean over all
+  notes.
+- `scope_word`: the one word of a note's `scope` column in the SQLite index, so FTS5 can
+  seek a query word's matches within a scope (`scope: (word) AND (...)`) instead of walking
+  them all (docs/search.md, "Filters first"). It counts in the note's length (FTS5 counts
+  every word it indexes), so the PostgreSQL store adds `SCOPE_WORDS` to its length too.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import sqlite3
@@ -31,6 +37,8 @@ TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 COLUMNS: Final = ("title", "tags", "summary", "body")
 BM25_WEIGHTS: Final = (10.0, 6.0, 4.0, 1.0)
 """Per column, in `COLUMNS` order: title, tags and summary weigh more than the body."""
+SCOPE_WORDS: Final = 1
+"""Words of a note's scope column (`scope_word`), part of BM25's document length."""
 K1: Final = 1.2
 B: Final = 0.75
 
@@ -48,6 +56,13 @@ MAX_POSITIONS: Final = 256
 MAX_LEXEME_BYTES: Final = 2046
 TSVECTOR_BUDGET: Final = 700_000
 """Bytes of distinct words kept per note: a tsvector holds at most 1 MB."""
+
+
+def scope_word(scope: str) -> str:
+    """The word standing for a scope in the SQLite index's `scope` column: letters and
+    digits only (one token), ending in a digit (nothing for the porter stemmer to cut). A
+    note's text never lands in that column, and the column weighs 0 in `bm25()`."""
+    return "zq" + hashlib.sha1(scope.encode("utf-8")).hexdigest()[:16] + "0"
 
 
 def fts_columns(title: str, tags: Sequence[str], summary: str, body: str) -> tuple[str, ...]:

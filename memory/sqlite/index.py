@@ -45,10 +45,11 @@ from memory.sqlite.vectors import VECTOR_TABLES
 
 log = logging.getLogger(__name__)
 
-TEXT_VERSION: Final = "4"
+TEXT_VERSION: Final = "5"
 """Bump when indexed text changes (segmentation, sanitising, dedup keys): the FTS tables are
 rebuilt. 3: dedup keys (`_text.dedup_bands`: skeleton, subject, MinHash of the skeleton).
-4: Chinese numerals that count or date something folded to digits in those keys."""
+4: Chinese numerals that count or date something folded to digits in those keys.
+5: each note's scope word (`fts5.scope_word`, migration 7's `scope` column)."""
 
 _MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
     (
@@ -131,6 +132,16 @@ _MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
         ("CREATE INDEX notes_importance ON notes(importance)",),
     ),
     (6, "note vectors", VECTOR_TABLES),  # see memory/sqlite/vectors.py
+    (
+        7,
+        "scope words",
+        # the index is derived: TEXT_VERSION 5 refills it from the notes
+        (
+            "DROP TABLE notes_fts",
+            f"CREATE VIRTUAL TABLE notes_fts USING fts5({', '.join(fts5.COLUMNS)}, scope,"
+            f" content='', tokenize='{fts5.TOKENIZER}')",
+        ),
+    ),
 )
 SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
 
@@ -139,7 +150,8 @@ NOTE_COLUMNS: Final = (
     " created, updated, updated_ts, expires_at, expires_ts, source, access_count, access_pending,"
     " mtime_ns, size, parse_ok"
 )
-BM25_WEIGHTS: Final = ", ".join(map(str, fts5.BM25_WEIGHTS))
+BM25_WEIGHTS: Final = ", ".join(map(str, (*fts5.BM25_WEIGHTS, 0.0)))
+"""`bm25()`'s column weights: the scope column's word never counts as an occurrence."""
 
 _BUSY_CODES: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
@@ -451,8 +463,13 @@ class Index:
         cursor = conn.execute(f"INSERT INTO notes ({columns}) VALUES ({placeholders})", values)
         nid = int(cursor.lastrowid or 0)
         conn.execute(
-            "INSERT INTO notes_fts (rowid, title, tags, summary, body) VALUES (?, ?, ?, ?, ?)",
-            (nid, *fts5.fts_columns_json(note.title, tags_json, note.summary, entry.body)),
+            "INSERT INTO notes_fts (rowid, title, tags, summary, body, scope)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                nid,
+                *fts5.fts_columns_json(note.title, tags_json, note.summary, entry.body),
+                fts5.scope_word(note.scope),
+            ),
         )
         conn.execute(
             "INSERT INTO notes_tri (rowid, words) VALUES (?, ?)",
@@ -471,14 +488,18 @@ class Index:
     def _unindex(self, conn: sqlite3.Connection, nid: int) -> None:
         """Remove a row's FTS entries, tags and bands (contentless FTS needs the old values)."""
         row = conn.execute(
-            "SELECT title, tags, summary, body FROM notes WHERE nid = ?", (nid,)
+            "SELECT title, tags, summary, body, scope FROM notes WHERE nid = ?", (nid,)
         ).fetchone()
         if row is None:
             return
         conn.execute(
-            "INSERT INTO notes_fts (notes_fts, rowid, title, tags, summary, body)"
-            " VALUES ('delete', ?, ?, ?, ?, ?)",
-            (nid, *fts5.fts_columns_json(row["title"], row["tags"], row["summary"], row["body"])),
+            "INSERT INTO notes_fts (notes_fts, rowid, title, tags, summary, body, scope)"
+            " VALUES ('delete', ?, ?, ?, ?, ?, ?)",
+            (
+                nid,
+                *fts5.fts_columns_json(row["title"], row["tags"], row["summary"], row["body"]),
+                fts5.scope_word(row["scope"]),
+            ),
         )
         conn.execute(
             "INSERT INTO notes_tri (notes_tri, rowid, words) VALUES ('delete', ?, ?)",
@@ -727,8 +748,21 @@ def phrase_hits(conn: sqlite3.Connection, phrase: str, filters: Filters | None =
             "SELECT count(*) FROM notes_fts WHERE notes_fts MATCH ?"
             f" AND +rowid IN (SELECT n.nid FROM notes n WHERE {where})"
         )
-        params = [phrase, *extra]
+        params = [scope_match(filters, phrase), *extra]
     return int(conn.execute(sql, params).fetchone()[0])
+
+
+def scope_match(filters: Filters, match: str) -> str:
+    """`match` within the filters' scope (and the user's notes it includes), as FTS5's own
+    query: it then seeks the matches within the scope's few notes (their scope word's list
+    steps through the word's list by its index) instead of walking every match of the
+    home. Unchanged without a scope."""
+    if not filters.scope:
+        return match
+    words = [fts5.scope_word(filters.scope)]
+    if filters.scope_includes_user and filters.scope != "user":
+        words.append(fts5.scope_word("user"))
+    return f"scope: ({' OR '.join(words)}) AND ({match})"
 
 
 def fts_rows_local(
@@ -776,10 +810,12 @@ def fts_rows_local(
     for phrase, key in zip(phrases, keys, strict=True):
         if key not in walked:
             sql = f"SELECT rowid, -bm25(notes_fts, {BM25_WEIGHTS}) {walk}"
-            walked[key] = dict(conn.execute(sql, [phrase, *span, *params]).fetchall())
+            found_in = [scope_match(filters, phrase), *span, *params]
+            walked[key] = dict(conn.execute(sql, found_in).fetchall())
     scored = [walked[key] for key in keys]
     if not plain:
-        found = [r[0] for r in conn.execute(f"SELECT rowid {walk}", [match, *span, *params])]
+        within = [scope_match(filters, match), *span, *params]
+        found = [r[0] for r in conn.execute(f"SELECT rowid {walk}", within)]
     elif require_all:
         found = [rowid for rowid in scored[0] if all(rowid in s for s in scored[1:])]
     else:

@@ -37,17 +37,24 @@ def test_the_tokenizer_agrees_with_the_sqlite_index_note_by_note(tmp_path: Path)
         conn = sqlite3.connect(store.config.index_path)
         conn.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, notes_fts, 'instance')")
         indexed: dict[int, list[list[tuple[int, str]]]] = {}
+        scope_words: dict[int, list[str]] = {}
         for term, doc, col, offset in conn.execute("SELECT term, doc, col, offset FROM v"):
+            if col == "scope":
+                scope_words.setdefault(doc, []).append(term)
+                continue
             indexed.setdefault(doc, [[] for _ in fts5.COLUMNS])[fts5.COLUMNS.index(col)].append(
                 (offset, term)
             )
-        rows = conn.execute("SELECT nid, title, tags, summary, body FROM notes").fetchall()
+        rows = conn.execute("SELECT nid, title, tags, summary, body, scope FROM notes").fetchall()
         conn.close()
     assert len(rows) == len(CORPUS) + 1  # and the profile
-    for nid, title, tags, summary, body in rows:
+    for nid, title, tags, summary, body, scope in rows:
         mine = fts5.shared_tokenizer().columns(fts5.fts_columns_json(title, tags, summary, body))
         theirs = [[w for _, w in sorted(col)] for col in indexed[nid]]
         assert mine == theirs
+        # one word for the note's scope, which FTS5 keeps as it is (no stem, no split)
+        assert scope_words[nid] == [fts5.scope_word(scope)]
+        assert fts5.shared_tokenizer().words(fts5.scope_word(scope)) == [fts5.scope_word(scope)]
 
 
 @pytest.mark.parametrize(
