@@ -5,12 +5,36 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from memory.config import MemoryConfig
+from memory.postgres.store import PostgresMemoryStore
+from memory.sqlite.store import MemoryStore
 from storage.postgres import PostgresDatabase
 from tests.fakes.postgres import EmbeddedPostgres
+
+
+@contextmanager
+def sqlite_and_postgres(
+    home: Path, database_url: str, now: datetime
+) -> Iterator[tuple[MemoryStore, PostgresMemoryStore]]:
+    """An empty SQLite store in `home` and a PostgreSQL store on `database_url`, one clock:
+    the pair the parity tests fill alike and compare."""
+    config = MemoryConfig.for_home(home, fsync=False)
+    db = PostgresDatabase(database_url, min_size=1, max_size=2)
+    db.open()
+    try:
+        with (
+            MemoryStore.open(config, clock=lambda: now) as sqlite_store,
+            PostgresMemoryStore.open(db, config, clock=lambda: now) as postgres_store,
+        ):
+            yield sqlite_store, postgres_store
+    finally:
+        db.close()
 
 
 @pytest.fixture(scope="session")

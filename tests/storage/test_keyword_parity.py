@@ -18,6 +18,7 @@ from memory.sqlite.store import MemoryStore
 from storage.postgres import PostgresDatabase
 from tests.memory.corpus import CORPUS
 from tests.memory.test_search_bilingual import QUERIES
+from tests.storage.conftest import sqlite_and_postgres
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -69,20 +70,11 @@ EDGE_QUERIES = [
 
 @pytest.fixture
 def stores(tmp_path: Path, database_url: str) -> Iterator[tuple[MemoryStore, PostgresMemoryStore]]:
-    config = MemoryConfig.for_home(tmp_path / "home", fsync=False)
-    db = PostgresDatabase(database_url, min_size=1, max_size=2)
-    db.open()
-    try:
-        with (
-            MemoryStore.open(config, clock=lambda: NOW) as home,
-            PostgresMemoryStore.open(db, config, clock=lambda: NOW) as moved,
-        ):
-            for draft in [*CORPUS.values(), *EXTRA]:
-                home.save(draft)
-            moved.restore(list(home.iter_notes()))
-            yield home, moved
-    finally:
-        db.close()
+    with sqlite_and_postgres(tmp_path / "home", database_url, NOW) as (home, moved):
+        for draft in [*CORPUS.values(), *EXTRA]:
+            home.save(draft)
+        moved.restore(list(home.iter_notes()))
+        yield home, moved
 
 
 def _hits(

@@ -19,6 +19,7 @@ from memory.postgres.store import PostgresMemoryStore
 from memory.search import fts5
 from memory.sqlite.store import MemoryStore
 from storage.postgres import PostgresDatabase
+from tests.storage.conftest import sqlite_and_postgres
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -181,19 +182,10 @@ def test_the_shared_and_alone_rankings_use_the_filter_statistics_only_for_few_no
 def test_both_backends_rank_a_project_alike_with_its_own_statistics(
     tmp_path: Path, database_url: str
 ) -> None:
-    config = MemoryConfig.for_home(tmp_path / "home", fsync=False)
-    db = PostgresDatabase(database_url, min_size=1, max_size=2)
-    db.open()
-    try:
-        with (
-            MemoryStore.open(config, clock=lambda: NOW) as home,
-            PostgresMemoryStore.open(db, config, clock=lambda: NOW) as moved,
-        ):
-            _save_all(home, SMALL, "project:small")
-            _save_all(home, _others(50), "project:big")
-            moved.restore(list(home.iter_notes()))
-            for query in QUERIES:
-                a = _ranked(home, query, mode="keyword")
-                assert a and a == _ranked(moved, query, mode="keyword"), query
-    finally:
-        db.close()
+    with sqlite_and_postgres(tmp_path / "home", database_url, NOW) as (home, moved):
+        _save_all(home, SMALL, "project:small")
+        _save_all(home, _others(50), "project:big")
+        moved.restore(list(home.iter_notes()))
+        for query in QUERIES:
+            a = _ranked(home, query, mode="keyword")
+            assert a and a == _ranked(moved, query, mode="keyword"), query
