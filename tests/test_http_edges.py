@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -172,6 +173,9 @@ def test_sigterm_to_the_process_group_stops_a_running_turn_cleanly(
     (reply,) = replies
     assert reply["status"] == "stopped", reply
     assert "shutting down" in str(reply["reply"])
-    assert "exit code" not in log and "143" not in log, log[-3000:]
+    # The CLI killed by SIGTERM shows up as "exit code 143" or "returncode=143"; a bare "143"
+    # also matches episode ids and log timestamps, which made this flaky.
+    assert "exit code" not in log, log[-3000:]
+    assert not re.search(r"(?:code|status)\W{0,3}143\b", log), log[-3000:]
     assert took < 15, took
     assert "Application shutdown complete" in log
