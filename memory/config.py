@@ -6,14 +6,15 @@ down; `memory/` never reads environment variables or settings itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from memory._record import record
 from memory.search.relevance import DEFAULT_FLOOR, DEFAULT_INJECT_FLOOR
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RankingWeights:
     """How the five score parts are combined (see docs/search.md)."""
 
@@ -25,7 +26,7 @@ class RankingWeights:
     """How often a note was found, injected or read (log scale, docs/search.md)."""
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class MemoryConfig:
     """Where the notes and the index live, and how the store behaves."""
 

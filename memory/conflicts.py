@@ -22,10 +22,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 from errors import ConflictError, InvalidInputError, NotFoundError
+from memory._record import record
 from memory.backend import StateBackend
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def status_filter(value: str) -> SupersessionStatus | None:
     raise InvalidInputError("status must be pending, resolved or all")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Supersession:
     """A new note (`new_id`) that may supersede an older one (`old_id`)."""
 

@@ -20,12 +20,13 @@ import builtins
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from errors import InvalidInputError, NotFoundError
 from memory import _text
+from memory._record import record
 from memory.config import MemoryConfig
 from memory.history import (
     HAND_EDIT,
@@ -81,7 +82,7 @@ ProgressFn = Callable[[str, int, int], None]
 # --- the write path --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Embedded:
     """A note being saved, already embedded (outside the write lock: an encoder takes ms)."""
 
@@ -144,14 +145,14 @@ class DuplicateQueries(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Duplicate:
     """The new note says what this active note says: it is refreshed instead."""
 
     row: Any
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Conflict:
     """The new note makes a different claim about what this active note (same scope and
     type) says: both are kept, the choice is the user's."""
@@ -332,7 +333,7 @@ class CoreVectors(Protocol):
     def clear(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Counts:
     """What `stats` counts, alike on every backend."""
 

@@ -21,11 +21,12 @@ import contextvars
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any, Final, Literal, Protocol, get_args
 
 from memory._digest import sha256
+from memory._record import record
 from memory.model import Note
 from memory.notes.capture import sanitize
 
@@ -37,7 +38,7 @@ KEEP_VERSIONS: Final = 50
 """Versions kept per note; older ones are dropped as new ones come (docs/history.md)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChangeSource:
     """Who changed a note: a front door (`DOORS`) and, when known, its session (a Claude Code
     or Codex session id, a chat conversation id)."""
@@ -122,7 +123,7 @@ def kind_of_update(changes: dict[str, Any]) -> ChangeKind:
     return "edit"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Snapshot:
     """What a version keeps of a note: the fields a person reads and edits (not `updated`
     nor the access count, which move on every use). Text is redacted as notes are."""
@@ -204,7 +205,7 @@ def snapshot_of(note: Note) -> Snapshot:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Version:
     """One recorded change of a note."""
 

@@ -11,11 +11,12 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, date, datetime
 from typing import Any, Final, Literal, get_args
 
 from errors import InvalidInputError
+from memory._record import record
 
 NoteType = Literal[
     "identity",
@@ -39,7 +40,7 @@ SORT_KEYS: Final[tuple[SortKey, ...]] = get_args(SortKey)
 DAY = 86_400.0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TypeProfile:
     """How much a type counts in ranking and how fast its notes age."""
 
@@ -261,7 +262,7 @@ def path_note_id(relpath: str) -> str:
     return "mem_f" + base64.b32encode(digest).decode("ascii").lower().rstrip("=")[:15]
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class Note:
     """One memory: a markdown file's front matter and body."""
 
@@ -328,7 +329,7 @@ class Note:
         return data
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class NoteDraft:
     """What a caller hands to `MemoryStore.save`; the store fills in the rest."""
 
@@ -356,7 +357,7 @@ class NoteDraft:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SaveResult:
     """What a save did: the note's id and path, whether it was a duplicate, any conflict."""
 
@@ -388,7 +389,7 @@ class SaveResult:
         return text
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ScoreParts:
     """The inputs of a search score, each in 0..1 (`RankingWeights` weighs them)."""
 
@@ -400,7 +401,7 @@ class ScoreParts:
     """How often the note was found, injected or read (`memory.search.keyword.usage`)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SearchHit:
     """One note of a search's results, with its score and the parts of it."""
 
@@ -445,7 +446,7 @@ class SearchHit:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SyncIssue:
     """A note file a sync could not read, and why."""
 
@@ -453,7 +454,7 @@ class SyncIssue:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SyncReport:
     """What a sync or rebuild found."""
 

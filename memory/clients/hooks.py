@@ -17,9 +17,9 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypedDict
 
+from memory._record import record
 from memory.clients.conventions import EVENT_NAMES, EVENTS, last_assistant_reply, resolve_session_id
 from memory.clients.project import ProjectIdentity, identify
 from memory.clients.triggers import summary_trigger
@@ -67,7 +67,7 @@ class HookPayload(TypedDict, total=False):
 # --- requests ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class HookRequest:
     """One hook call, resolved at the edge (session id and project need the caller's env)."""
 

@@ -42,11 +42,11 @@ import tempfile
 import time
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from errors import ConfigurationError
+from memory._record import record
 from memory.clients.conventions import EVENT_NAMES, SERVER_NAME, claude_config_dir, codex_home
 
 Target = Literal["claude-code", "codex"]
@@ -92,7 +92,7 @@ _CODEX_EVENTS: Final[dict[str, str]] = {
 """Codex's snake_case event names, as used in its trust keys and hashes."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FileChange:
     path: Path
     before: str | None
@@ -114,7 +114,7 @@ class FileChange:
         return "".join(lines)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class HookSpec:
     """One hook as a client's config holds it."""
 

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, Literal
 
+from memory._record import record
 from memory.backend import MemoryBackend, StateBackend
 from memory.clients.conventions import claude_config_dir, codex_home
 from memory.clients.project import ProjectIdentity
@@ -53,7 +54,7 @@ _FRONT = re.compile(r"\A---\r?\n(.*?)\r?\n---\r?\n?", re.DOTALL)
 _LINK = re.compile(r"\]\(([^)]+\.md)\)")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NativeNote:
     """One native memory file, as the note it becomes."""
 

@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from memory._record import record
 from memory._text import one_line
 from memory.clients.conventions import SERVER_NAME
 
 ObservationKind = Literal["change", "how-it-works", "discovery"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Observation:
     kind: ObservationKind
     title: str

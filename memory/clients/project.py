@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from memory._digest import sha256
+from memory._record import record
 
 KEY_LIMIT: Final = 100
 """Scope keys allow at most 100 characters of `[A-Za-z0-9_.-]` (see memory.model)."""
@@ -30,7 +30,7 @@ _URL_KEY = re.compile(r"^\s*url\s*=\s*(?P<value>.*?)\s*$", re.IGNORECASE)
 _KEY_UNSAFE = re.compile(r"[^A-Za-z0-9.\-]+")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ProjectIdentity:
     """Who a working directory belongs to."""
 

@@ -17,16 +17,16 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from errors import ClaudeMemoryError
 from memory._background import BackgroundTask
+from memory._record import record
 from memory.clients.notes_watch import NoteFiles
 
 log = logging.getLogger("memory.clients.rescans")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RescanPolicy:
     """When the app rescans every note file (`rescan_due`). Seconds."""
 

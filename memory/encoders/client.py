@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, Self
 
+from memory._record import record
 from memory.encoders.models import (
     WORKER_THREAD_ENV,
     EncoderSpec,
@@ -56,7 +57,7 @@ BULK_PRIORITY: Final = 10
 # --- status ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EncoderDisabled:
     """No encoder configured: keyword search only."""
 
@@ -64,7 +65,7 @@ class EncoderDisabled:
         return {"state": "disabled", "model": None, "dim": None}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EncoderLoading:
     label: str
     since: float
@@ -81,7 +82,7 @@ class EncoderLoading:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EncoderReady:
     name: str
     dim: int
@@ -100,7 +101,7 @@ class EncoderReady:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EncoderFailed:
     label: str
     error: str

@@ -26,12 +26,13 @@ import os
 import re
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
 from errors import ClaudeMemoryError, ConfigurationError
 from memory import _text
+from memory._record import record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -90,7 +91,7 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str], kind: TextKind = "passage") -> Vectors: ...
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class EncoderSpec:
     """What to load; built by the app/CLI from Settings, sent to the worker as JSON."""
 

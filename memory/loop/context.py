@@ -12,10 +12,10 @@ a listing never exceeds the budget of a real tokenizer by much.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from memory import _text
+from memory._record import record
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 SUMMARY_CHARS: Final = 120
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ContextEntry:
     id: str
     title: str

@@ -12,11 +12,12 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from errors import ConflictError, InvalidInputError, NotFoundError
 from memory import _text
+from memory._record import record
 from memory.backend import StateBackend
 from memory.model import NoteDraft
 from memory.notes.capture import clean_message
@@ -42,7 +43,7 @@ def pending_filter(status: str) -> PendingStatus | None:
     raise InvalidInputError("status must be pending, confirmed, rejected or all")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Rule:
     """A pattern that marks a sentence as a statement of one entity type."""
 
@@ -90,7 +91,7 @@ _CONCRETE = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]{1,}")
 _SENTENCE = re.compile(r"[^。！？!?\n.;；]+[。！？!?.;；]?")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EntityCandidate:
     """A sentence of a user message that reads as a decision, a preference, ..."""
 
@@ -137,7 +138,7 @@ def _preferred_type(hits: list[_Rule]) -> EntityType:
     return hits[0].type
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PendingEntity:
     """A captured memory waiting for the user's decision (or decided)."""
 
@@ -323,7 +324,7 @@ def _pending(row: Any) -> PendingEntity:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CaptureResult:
     """The ids of the notes a capture saved and of the candidates it left pending."""
 

@@ -14,13 +14,13 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from errors import InvalidInputError, NotFoundError
 from memory import _text
 from memory._patterns import lazy_pattern
+from memory._record import record
 from memory.loop.windows import StateWindows, WindowStore
 from memory.model import NoteDraft
 from memory.notes.capture import clean_message, sanitize
@@ -38,7 +38,7 @@ EpisodeStatus = Literal["active", "completed"]
 Role = Literal["user", "assistant", "observation"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Episode:
     """One conversation or CLI session: its place, state, counts and summary."""
 
@@ -74,7 +74,7 @@ class Episode:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EpisodeMessage:
     """A cleaned message or observation of an episode."""
 
@@ -620,7 +620,7 @@ def _joined_message(row: Any) -> EpisodeMessage:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ObservationHit:
     """An observation an observation search found, with its episode."""
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
+from memory._record import record
 from memory._text import estimate_tokens, one_line
 from memory.loop.context import ContextEntry, select_context_entries
 from memory.loop.feedback import FeedbackStore
@@ -59,7 +59,7 @@ RECALL_CANDIDATES: Final = 30
 Reason = Literal["start", "retrieved", "session"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Tools:
     """The tool names the wording points at (they differ per front door)."""
 
@@ -76,7 +76,7 @@ CHAT_TOOLS: Final = Tools(save="memory_save", episode=None, observations=None)
 """The chat agent's in-process `memory` server."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Place:
     """Where a session runs: its project (key "" for the chat channels), the name shown to the
     model, and the scope searches use (None: every scope)."""
@@ -89,7 +89,7 @@ class Place:
 CHAT: Final = Place()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Injected:
     id: str
     title: str
@@ -100,7 +100,7 @@ class Injected:
         return {"id": self.id, "title": self.title, "type": self.type, "reason": self.reason}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Part:
     """One assembled section (or nothing: text "")."""
 
@@ -109,7 +109,7 @@ class Part:
     retrieved: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Context:
     """What one event puts into the model's context ("" for nothing)."""
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from memory._record import record
 from memory._text import estimate_tokens
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def topic_changed(current: Sequence[str], previous: Sequence[str]) -> bool:
     return len(new) * 2 > len(current)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InjectionPlan:
     inject: tuple[str, ...]
     topic_changed: bool

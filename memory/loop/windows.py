@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from memory._record import record
 from memory.loop.recall import WINDOW_TURNS
 
 if TYPE_CHECKING:
     from memory.backend import StateBackend
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Window:
     """A session's dedup window."""
 

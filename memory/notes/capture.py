@@ -12,15 +12,15 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from memory._patterns import lazy_pattern
+from memory._record import record
 
 Accept = Callable[[re.Match[str]], bool]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Rule:
     kind: str
     triggers: tuple[str, ...]

@@ -12,13 +12,14 @@ import logging
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 from errors import InvalidInputError
 from memory import _text
+from memory._record import record
 from memory.model import (
     DEFAULT_IMPORTANCE,
     FRONT_MATTER_KEYS,
@@ -62,7 +63,7 @@ def _yaml() -> tuple[Any, Any, Any]:
     return _yaml_parts
 
 
-@dataclass(frozen=True)
+@record(slots=False)
 class ParsedFile:
     """A note file as read: the note (always), and whether it parsed cleanly."""
 

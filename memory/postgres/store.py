@@ -44,7 +44,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -53,6 +53,7 @@ from psycopg import sql
 
 from errors import ClaudeMemoryError, ConfigurationError, InvalidInputError, NotFoundError
 from memory import _text, core
+from memory._record import record
 from memory.config import MemoryConfig
 from memory.encoders.models import Encoder
 from memory.model import (
@@ -268,7 +269,7 @@ def cjk_words(text: str) -> list[str]:
     return words
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _TermQuery:
     """A query word as tsquery text: `match` finds the notes that have it, `phrase` counts
     its occurrences (`ts_rank_cd`) for BM25."""
@@ -330,7 +331,7 @@ def _storable(note: Note) -> Note:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Derived:
     """What search needs of a note, computed in Python (tokens, rjieba, hashes)."""
 

@@ -6,9 +6,9 @@ PostgreSQL adapter turns the placeholders into `%s`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Final
 
+from memory._record import record
 from memory.model import normalize_scope, normalize_status, normalize_type
 
 PREFILTER_MAX: Final = 5000
@@ -26,7 +26,7 @@ def prefilter_most(notes: int) -> int:
     return min(PREFILTER_MAX, notes // PREFILTER_SHARE)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Filters:
     """Row filters shared by list, search and context."""
 

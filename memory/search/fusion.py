@@ -30,9 +30,9 @@ from __future__ import annotations
 import math
 import unicodedata
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
+from memory._record import record
 from memory.search.keyword import HAYSTACK_CHARS, ParsedQuery, TermPattern, match_pattern
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ UsedMode = Literal["keyword", "vector", "hybrid"]
 """How a search actually ran."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FusionWeights:
     keyword: float = 2.0
     vector: float = 1.0
@@ -75,7 +75,7 @@ class FusionWeights:
 DEFAULT_WEIGHTS: Final = FusionWeights()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SearchOutcome:
     """Search results and how they were found."""
 

@@ -20,10 +20,10 @@ import math
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from memory import _text
+from memory._record import record
 from memory.config import RankingWeights
 from memory.model import DAY, TYPE_PROFILES, ScoreParts
 
@@ -103,7 +103,7 @@ def normalize_for_match(text: str) -> str:
     return " " + " ".join(_NORM_RE.sub(" ", spaced).split()) + " "
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Term:
     text: str
     """The word as the user wrote it (for snippets and display)."""
@@ -121,7 +121,7 @@ class Term:
         return not _text.CJK_RUN_RE.search(self.text)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ParsedQuery:
     terms: tuple[Term, ...]
     excluded: tuple[Term, ...]
@@ -222,7 +222,7 @@ def _unique(terms: Sequence[Term]) -> tuple[Term, ...]:
 HAYSTACK_CHARS: Final = 20_000
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Candidate:
     row: Any
     bm25: float | None

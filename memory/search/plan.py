@@ -15,9 +15,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from memory._record import record
 from memory.search.fusion import SearchMode, UsedMode
 from memory.search.keyword import ParsedQuery, parse_query
 from memory.search.relevance import check_floor
@@ -31,7 +31,7 @@ NO_VECTORS_YET: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QueryVector:
     """A query's vector and the encoder (model name) it came from."""
 
@@ -42,7 +42,7 @@ class QueryVector:
 Resolved = tuple[QueryVector | None, str | None]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SearchPlan:
     """What a search starts from, alike on both stores: the parsed query, its vector (or why
     there is none) and which side leads."""

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from errors import InvalidInputError
 from memory import _text
+from memory._record import record
 from memory.config import RankingWeights
 from memory.model import (
     Note,
@@ -132,7 +133,7 @@ def rederived(old: Note, changes: dict[str, Any], relpath: str) -> dict[str, Any
 # --- ranking ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Scored:
     """A row with its total score and the parts it was made of."""
 

@@ -32,14 +32,14 @@ encoder's cosines sit elsewhere, so its users may want another floor (the settin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final
 
 from errors import InvalidInputError
+from memory._record import record
 from memory.settings_fields import INJECT_FLOOR, RELEVANCE_FLOOR
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Evidence:
     """What one hit has to show for itself."""
 
@@ -51,7 +51,7 @@ class Evidence:
     """Whether the search had a vector side at all (False: keyword search alone)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Calibration:
     cosine_zero: float = 0.10
     """Cosine at which a vector hit starts to count (an unrelated prompt's typical best)."""

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from errors import ConfigurationError
 from memory import _text
+from memory._record import record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -101,7 +101,7 @@ def chunk_note(
     return chunks[:max_chunks] or [head or title or " "]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PendingNote:
     """A note whose vectors are missing or out of date."""
 
@@ -110,7 +110,7 @@ class PendingNote:
     chunks: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class VectorStats:
     model: str | None
     notes: int

@@ -25,13 +25,14 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 from errors import ClaudeMemoryError
 from memory import _text
+from memory._record import record
 from memory.model import (
     Note,
     SortKey,
@@ -162,7 +163,7 @@ class IndexBusyError(ClaudeMemoryError):
     status_code = 503
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Entry:
     """A note as the index stores it (computed outside the write lock)."""
 
@@ -612,7 +613,7 @@ def _rowid_floor(
     return 0 if row is None else int(row[0])
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Narrowed:
     """The notes a narrowing filter leaves, when they are few enough to be found first."""
 
@@ -704,7 +705,7 @@ def fts_rows(
     return rows
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Statistics:
     """BM25's statistics of a set of notes: how many, how many words FTS5 made of them all,
     and how many hold each phrase (`hits`, an FTS5 phrase -> notes)."""
