@@ -780,6 +780,7 @@ def fts_rows_local(
     require_all: bool = False,
     plain: bool = True,
     walked: dict[str, dict[int, float]] | None = None,
+    sizes: dict[int, tuple[str, int]] | None = None,
 ) -> list[tuple[sqlite3.Row, float]]:
     """Best BM25 matches of an FTS expression among the few notes that pass the filters
     (`first`), scored with the statistics of `local` (the notes of the filter's scope, type,
@@ -794,7 +795,8 @@ def fts_rows_local(
     (AND-ed with `require_all`), so the notes it matches are known from theirs; else (an
     excluded word) `match` is walked once more for them. `cap`: as `fts_rows`. `walked`:
     each phrase's -bm25 by rowid, kept by the caller for its next call (a search asks for
-    the notes holding every word, then for those holding any)."""
+    the notes holding every word, then for those holding any). `sizes`: each note's id and
+    word count by rowid, read for the notes not in it yet and kept there likewise."""
     if not first.count or not phrases:
         return []
     where, params = filters.sql()
@@ -823,13 +825,18 @@ def fts_rows_local(
         found = list(dict.fromkeys(rowid for s in scored for rowid in s))
     if not found:
         return []
-    marks = ", ".join("?" * len(found))
-    sizes = conn.execute(
-        "SELECT n.nid, n.id, d.sz FROM notes n JOIN notes_fts_docsize d ON d.id = n.nid"
-        f" WHERE n.nid IN ({marks})",
-        found,
-    ).fetchall()
-    words = {int(r[0]): sum(fts5.varints(bytes(r[2]))) for r in sizes}
+    sizes = {} if sizes is None else sizes
+    missing = [rowid for rowid in found if rowid not in sizes]
+    if missing:
+        marks = ", ".join("?" * len(missing))
+        for nid, note_id, size in conn.execute(
+            "SELECT n.nid, n.id, d.sz FROM notes n JOIN notes_fts_docsize d ON d.id = n.nid"
+            f" WHERE n.nid IN ({marks})",
+            missing,
+        ):
+            sizes[int(nid)] = (note_id, sum(fts5.varints(bytes(size))))
+    found = [rowid for rowid in found if rowid in sizes]  # a note gone from `notes`: none
+    words = {rowid: sizes[rowid][1] for rowid in found}
     scores = dict.fromkeys(found, 0.0)
     for phrase, by_row in zip(phrases, scored, strict=True):
         seen = fts5.bm25_idf(whole.notes, whole.hits(phrase))
@@ -840,7 +847,7 @@ def fts_rows_local(
                 d = float(words.get(rowid, 0))
                 freq = fts5.phrase_freq(score, seen, d, whole.avgdl)
                 scores[rowid] = total + fts5.bm25_term(idf, freq, d, local.avgdl)
-    best = sorted((-scores[nid], note_id, nid) for nid, note_id, _ in sizes)[:limit]
+    best = sorted((-scores[nid], sizes[nid][0], nid) for nid in found)[:limit]
     if not best:
         return []
     cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))

@@ -105,6 +105,9 @@ BATCH: Final = 500
 """Query vectors kept per store (by encoder and query text)."""
 _DF_CACHE: Final = 4096
 """Most words whose note counts a store keeps."""
+_SEARCH_ROWS_KEPT: Final = 200_000
+"""Most rows (a note's score for a phrase, a note id) a store keeps for scoped searches
+(`_KeptForSearches`, ~100 bytes each)."""
 JSON_GENERATION: Final = "index_json_generation"
 """meta key: the index generation `_index.json` was last written for (by any process)."""
 
@@ -148,6 +151,7 @@ class MemoryStore(core.StoreCore):
         self.vectors = VectorIndex(self.index)
         # the index's generation -> notes ("") and notes holding each query word
         self._doc_freqs: tuple[int, dict[str, int]] = (-1, {})
+        self._kept_searches: tuple[int, _KeptForSearches] = (-1, _KeptForSearches())
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -779,6 +783,15 @@ class MemoryStore(core.StoreCore):
             self._doc_freqs = (generation, counts)
         return counts
 
+    def _kept_for_searches(self) -> _KeptForSearches:
+        """What scoped searches keep until the index changes (`_KeptForSearches`)."""
+        generation = self.index.generation()
+        known, kept = self._kept_searches
+        if known != generation or kept.rows > _SEARCH_ROWS_KEPT:
+            kept = _KeptForSearches()
+            self._kept_searches = (generation, kept)
+        return kept
+
     def _doc_freqs_of(self, parsed: ParsedQuery) -> builtins.list[int]:
         """How many notes hold each query word in the whole index (counted up to `DF_CAP`,
         kept)."""
@@ -1003,6 +1016,29 @@ class MemoryStore(core.StoreCore):
                 self._dir_mtimes[""] = _dir_mtime(self.root, "")
 
 
+class _KeptForSearches:
+    """What searches under narrowing filters keep from one to the next until the index
+    changes (`MemoryStore._kept_for_searches`). The same project is searched on every prompt
+    (hooks, the chat agent, the MCP tools), and each of these reads repeats work or grows with
+    the whole index rather than the scope (docs/search.md, "Filters first"):
+    - `first`: the filters' notes counted, with their rowid span (`narrowed`);
+    - `ids`: their note ids, for the vector side (`narrowed_ids`);
+    - `walks`: each phrase's walk among them with FTS5's `bm25()` of the phrase alone, which
+      first counts the phrase's notes in the whole index (~0.1-0.2 ms a common word at 10k
+      notes);
+    - `sizes`: a found note's id and word count (its FTS5 docsize record), for scoring.
+    `rows` counts what `ids`, `walks` and `sizes` hold, for the store's bound."""
+
+    __slots__ = ("first", "ids", "rows", "sizes", "walks")
+
+    def __init__(self) -> None:
+        self.first: dict[str, Narrowed | None] = {}
+        self.ids: dict[str, builtins.list[str]] = {}
+        self.walks: dict[str, dict[str, dict[int, float]]] = {}
+        self.sizes: dict[int, tuple[str, int]] = {}
+        self.rows = 0
+
+
 class _SearchQueries:
     """`memory.search.engine.SearchQueries` on the SQLite index, for one search."""
 
@@ -1011,16 +1047,22 @@ class _SearchQueries:
         self._conn = conn
         self._filters = filters
         self._first: tuple[Narrowed | None] | None = None
-        self._walked: dict[str, dict[int, float]] = {}
+        self._kept = store._kept_for_searches()
+        self._walked = self._kept.walks.setdefault(repr(filters), {})
+        """Each phrase's scores among the few notes, for the search's next keyword query and
+        the next searches under the same filters."""
         self._stats: dict[str, Statistics] = {}
-        """Each phrase's scores among the few notes, for the search's next keyword query."""
 
     def first(self) -> Narrowed | None:
         """The few notes that pass the filters (a scope of a few notes: only its matches are
         ranked and only its vectors compared; docs/search.md, "Filters first")."""
         if self._first is None:
             most = prefilter_most(self._store._note_count())
-            self._first = (narrowed(self._conn, self._filters, most),)
+            key = f"{self._filters!r}\x00{most}"
+            kept = self._kept.first
+            if key not in kept:
+                kept[key] = narrowed(self._conn, self._filters, most)
+            self._first = (kept[key],)
         return self._first[0]
 
     def _statistics(self, stats: Filters | None) -> Statistics:
@@ -1045,6 +1087,8 @@ class _SearchQueries:
         match = parsed.fts(require_all=require_all)
         local = self._local() if filters == self._filters else None
         if first is not None and local is not None:
+            kept = self._kept
+            known, sized = set(self._walked), len(kept.sizes)
             ranked = fts_rows_local(
                 self._conn,
                 match,
@@ -1058,7 +1102,10 @@ class _SearchQueries:
                 require_all=require_all,
                 plain=not parsed.excluded,
                 walked=self._walked,
+                sizes=kept.sizes,
             )
+            walked = sum(len(self._walked[k]) for k in self._walked.keys() - known)
+            kept.rows += walked + len(kept.sizes) - sized
             return [Candidate(r, bm25) for r, bm25 in ranked]
         rows = fts_rows(self._conn, match, filters, limit, cap, first=first)
         return [Candidate(r, float(r["bm25"])) for r in rows]
@@ -1089,11 +1136,18 @@ class _SearchQueries:
             k,
             allowed=lambda ids: _ids_where(self._conn, ids, *filters.sql()),
             subset=lambda most: (
-                narrowed_ids(self._conn, self._filters, first)
-                if first is not None and first.count <= most
-                else None
+                self._narrowed_ids(first) if first is not None and first.count <= most else None
             ),
         )
+
+    def _narrowed_ids(self, first: Narrowed) -> builtins.list[str]:
+        """`narrowed_ids`, kept."""
+        key = repr(self._filters)
+        kept = self._kept
+        if key not in kept.ids:
+            kept.ids[key] = narrowed_ids(self._conn, self._filters, first)
+            kept.rows += len(kept.ids[key])
+        return kept.ids[key]
 
     def rows_by_id(self, ids: builtins.list[str]) -> dict[str, sqlite3.Row]:
         cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))

@@ -189,3 +189,31 @@ def test_both_backends_rank_a_project_alike_with_its_own_statistics(
         for query in QUERIES:
             a = _ranked(home, query, mode="keyword")
             assert a and a == _ranked(moved, query, mode="keyword"), query
+
+
+def test_a_project_searched_again_sees_every_change(store: MemoryBackend, tmp_path: Path) -> None:
+    """What a scoped search keeps for the next (SQLite: the scope's notes, each word's walk
+    among them, their sizes) never outlives a change to the index."""
+    _save_all(store, SMALL, "project:small")
+    _save_all(store, _others(50), "project:big")
+    first = _ranked(store, "pool leak", mode="keyword")
+    assert _ranked(store, "pool leak", mode="keyword") == first  # the second, from what was kept
+
+    added = store.save(
+        NoteDraft(content="pool leak: pool leak again, pool leak", scope="project:small")
+    )
+    after_save = _ranked(store, "pool leak", mode="keyword")
+    assert after_save[0][0] == added.id
+
+    store.update(added.id, content="Nothing about that any more.")
+    assert added.id not in [h[0] for h in _ranked(store, "pool leak", mode="keyword")]
+    assert [h[0] for h in _ranked(store, "pool leak", mode="keyword")] == [h[0] for h in first]
+
+    gone = first[0][0]
+    store.delete(gone)
+    assert gone not in [h[0] for h in _ranked(store, "pool leak", mode="keyword")]
+
+    if isinstance(store, MemoryStore):  # a hand edit of the file, seen on the next read
+        path = store.root / store.get(first[1][0]).path
+        path.write_text(path.read_text(encoding="utf-8").replace("pool", "lake"), encoding="utf-8")
+        assert first[1][0] not in [h[0] for h in _ranked(store, "pool", mode="keyword")]
