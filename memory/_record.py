@@ -77,8 +77,8 @@ def _finish(cls: type[_T], slots: bool) -> type[_T]:
     own = cls.__dict__
     if "__eq__" not in own:
         made.__eq__ = _eq
-        if "__hash__" not in own or own["__hash__"] is None:
-            made.__hash__ = _hash
+    if own.get("__hash__") is None:  # as a frozen dataclass: the fields' hash unless written
+        made.__hash__ = _hash
     if "__repr__" not in own:
         made.__repr__ = _repr
     result: type[_T] = made

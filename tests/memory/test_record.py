@@ -80,3 +80,19 @@ def test_records_are_dataclasses_with_slots_replace_and_pickle() -> None:
     assert Tags().names is not Tags().names
     with pytest.raises(TypeError):
         Point()  # type: ignore[call-arg]
+
+
+@record
+class OwnEquality:
+    """A record that writes `__eq__` but no `__hash__`: hashed by its fields, as a frozen
+    dataclass would be."""
+
+    value: int
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OwnEquality) and self.value % 10 == other.value % 10
+
+
+def test_a_record_writing_only_eq_is_hashed_by_its_fields() -> None:
+    assert OwnEquality(3) == OwnEquality(13)
+    assert hash(OwnEquality(3)) == hash(OwnEquality(3)) != hash(OwnEquality(4))
