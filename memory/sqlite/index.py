@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from errors import ClaudeMemoryError
 from memory import _text
@@ -43,6 +43,9 @@ from memory.notes.files import ParsedFile
 from memory.search import fts5
 from memory.search.filters import PREFILTER_MAX, Filters
 from memory.sqlite.vectors import VECTOR_TABLES
+
+if TYPE_CHECKING:
+    from memory.sqlite.scope_index import ScopeIndex
 
 log = logging.getLogger(__name__)
 
@@ -819,10 +822,8 @@ def fts_rows_local(
     if not plain:
         within = [scope_match(filters, match), *span, *params]
         found = [r[0] for r in conn.execute(f"SELECT rowid {walk}", within)]
-    elif require_all:
-        found = [rowid for rowid in scored[0] if all(rowid in s for s in scored[1:])]
     else:
-        found = list(dict.fromkeys(rowid for s in scored for rowid in s))
+        found = _found(scored, require_all=require_all)
     if not found:
         return []
     sizes = {} if sizes is None else sizes
@@ -847,7 +848,47 @@ def fts_rows_local(
                 d = float(words.get(rowid, 0))
                 freq = fts5.phrase_freq(score, seen, d, whole.avgdl)
                 scores[rowid] = total + fts5.bm25_term(idf, freq, d, local.avgdl)
-    best = sorted((-scores[nid], sizes[nid][0], nid) for nid in found)[:limit]
+    return _best_rows(conn, scores, {nid: sizes[nid][0] for nid in found}, limit)
+
+
+def fts_rows_scope_index(
+    conn: sqlite3.Connection,
+    index: ScopeIndex,
+    match: str,
+    phrases: Sequence[str],
+    active_at: float | None,
+    limit: int,
+    *,
+    require_all: bool = False,
+    plain: bool = True,
+) -> list[tuple[sqlite3.Row, float]]:
+    """`fts_rows_local` on a scope's own index (`ScopeIndex`, holding the notes of the
+    search's `Filters.statistics`): each phrase's BM25 is FTS5's own there, with the scope's
+    statistics; the notes a search sees are those `active_at` leaves. The same ranking, for
+    the cost of the scope's notes rather than the whole index's."""
+    if not phrases:
+        return []
+    allowed = index.allowed(active_at)
+    scored = [index.scores(phrase) for phrase in phrases]
+    found = index.matches(match) if not plain else _found(scored, require_all=require_all)
+    found = [nid for nid in found if nid in allowed]
+    scores = {nid: sum(s.get(nid, 0.0) for s in scored) for nid in found}
+    return _best_rows(conn, scores, {nid: index.ids[nid] for nid in found}, limit)
+
+
+def _found(scored: Sequence[dict[int, float]], *, require_all: bool) -> list[int]:
+    """The notes an OR (or, `require_all`, AND) of phrases matches, from each one's notes."""
+    if require_all:
+        return [rowid for rowid in scored[0] if all(rowid in s for s in scored[1:])]
+    return list(dict.fromkeys(rowid for s in scored for rowid in s))
+
+
+def _best_rows(
+    conn: sqlite3.Connection, scores: dict[int, float], ids: dict[int, str], limit: int
+) -> list[tuple[sqlite3.Row, float]]:
+    """The `limit` best notes by score (ties: by note id), their rows read: [(row, bm25)],
+    bm25 the negated score as FTS5's (lower is better)."""
+    best = sorted((-scores[nid], ids[nid], nid) for nid in scores)[:limit]
     if not best:
         return []
     cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))

@@ -78,6 +78,7 @@ from memory.sqlite.index import (
     count_rows,
     fts_rows,
     fts_rows_local,
+    fts_rows_scope_index,
     fts_totals,
     fts_words,
     list_rows,
@@ -88,6 +89,7 @@ from memory.sqlite.index import (
     trigram_rows,
 )
 from memory.sqlite.index_json import write_index_json
+from memory.sqlite.scope_index import SCOPE_INDEX_MOST, SCOPE_INDEXES_KEPT, ScopeIndex
 from memory.sqlite.vectors import VectorIndex
 
 if TYPE_CHECKING:  # loaded with an encoder: a keyword-only hook process never needs it
@@ -226,6 +228,7 @@ class MemoryStore(core.StoreCore):
         finally:
             self._closed = True
             self._query_vectors.close()
+            self._kept_searches[1].close()
             self.index.close()
 
     def abspath(self, relpath: str) -> Path:
@@ -788,6 +791,8 @@ class MemoryStore(core.StoreCore):
         generation = self.index.generation()
         known, kept = self._kept_searches
         if known != generation or kept.rows > _SEARCH_ROWS_KEPT:
+            # not closed here: a search in another thread may still walk its scope indexes
+            # (an in-memory database goes with its last reference)
             kept = _KeptForSearches()
             self._kept_searches = (generation, kept)
         return kept
@@ -1026,17 +1031,29 @@ class _KeptForSearches:
     - `walks`: each phrase's walk among them with FTS5's `bm25()` of the phrase alone, which
       first counts the phrase's notes in the whole index (~0.1-0.2 ms a common word at 10k
       notes);
-    - `sizes`: a found note's id and word count (its FTS5 docsize record), for scoring.
-    `rows` counts what `ids`, `walks` and `sizes` hold, for the store's bound."""
+    - `sizes`: a found note's id and word count (its FTS5 docsize record), for scoring;
+    - `scope_indexes`: a scope searched again gets an FTS5 index of its own (`ScopeIndex`,
+      built on its second search), which replaces `walks` and `sizes` for it; `searched`
+      counts each scope's searches until then.
+    `rows` counts what `ids`, `walks` and `sizes` hold, for the store's bound (a scope index
+    adds its notes when built; its kept scores are bounded by its few notes)."""
 
-    __slots__ = ("first", "ids", "rows", "sizes", "walks")
+    __slots__ = ("first", "ids", "rows", "scope_indexes", "searched", "sizes", "walks")
 
     def __init__(self) -> None:
         self.first: dict[str, Narrowed | None] = {}
         self.ids: dict[str, builtins.list[str]] = {}
         self.walks: dict[str, dict[str, dict[int, float]]] = {}
         self.sizes: dict[int, tuple[str, int]] = {}
+        self.scope_indexes: dict[str, ScopeIndex] = {}
+        self.searched: Counter[str] = Counter()
         self.rows = 0
+
+    def close(self) -> None:
+        """Close the scope indexes' in-memory databases."""
+        for index in self.scope_indexes.values():
+            index.close()
+        self.scope_indexes.clear()
 
 
 class _SearchQueries:
@@ -1052,6 +1069,7 @@ class _SearchQueries:
         """Each phrase's scores among the few notes, for the search's next keyword query and
         the next searches under the same filters."""
         self._stats: dict[str, Statistics] = {}
+        self._scope_index: tuple[ScopeIndex | None] | None = None
 
     def first(self) -> Narrowed | None:
         """The few notes that pass the filters (a scope of a few notes: only its matches are
@@ -1077,15 +1095,63 @@ class _SearchQueries:
         filters leave few notes, else None (the whole index's)."""
         return self._filters.statistics if self.first() is not None else None
 
+    def scope_index(self) -> ScopeIndex | None:
+        """The search's scope in an index of its own (`ScopeIndex`), when its statistics
+        filters leave at most `SCOPE_INDEX_MOST` notes (and no more than the ranking cap) and
+        it was searched before since the index last changed; built then. Else None."""
+        if self._scope_index is None:
+            self._scope_index = (self._find_scope_index(),)
+        return self._scope_index[0]
+
+    def _find_scope_index(self) -> ScopeIndex | None:
+        stats = self._local()
+        if stats is None:
+            return None
+        kept, key = self._kept, repr(stats)
+        if key in kept.scope_indexes:
+            return kept.scope_indexes[key]
+        notes = self._store._note_count(stats)
+        cap = self._store.config.max_ranked_matches
+        if notes > SCOPE_INDEX_MOST or 0 < cap < notes:
+            return None
+        kept.searched[key] += 1
+        if kept.searched[key] < 2:  # a hook process searches once: nothing to build
+            return None
+        where, params = stats.sql()
+        rows = self._conn.execute(
+            "SELECT n.nid, n.id, n.title, n.tags, n.summary, n.body, n.scope, n.status,"
+            f" n.expires_ts FROM notes n WHERE {where}",
+            params,
+        ).fetchall()
+        index = ScopeIndex(tuple(r) for r in rows)
+        if len(kept.scope_indexes) >= SCOPE_INDEXES_KEPT:  # the oldest goes
+            del kept.scope_indexes[next(iter(kept.scope_indexes))]
+        kept.scope_indexes[key] = index
+        kept.rows += index.notes
+        return index
+
     def keyword_candidates(
         self, parsed: ParsedQuery, filters: Filters, limit: int, *, require_all: bool
     ) -> builtins.list[Candidate]:
         first = self.first()
+        match = parsed.fts(require_all=require_all)
+        local = self._local() if filters == self._filters else None
+        index = self.scope_index() if local is not None else None
+        if first is not None and index is not None:
+            ranked = fts_rows_scope_index(
+                self._conn,
+                index,
+                match,
+                [t.fts for t in parsed.terms],
+                filters.active_at,
+                limit,
+                require_all=require_all,
+                plain=not parsed.excluded,
+            )
+            return [Candidate(r, bm25) for r, bm25 in ranked]
         cap = self._store.config.max_ranked_matches
         if first is not None:
             cap = self._store._ranking_cap(parsed, self._statistics(None))
-        match = parsed.fts(require_all=require_all)
-        local = self._local() if filters == self._filters else None
         if first is not None and local is not None:
             kept = self._kept
             known, sized = set(self._walked), len(kept.sizes)
@@ -1121,6 +1187,9 @@ class _SearchQueries:
 
     def doc_freqs(self, parsed: ParsedQuery) -> tuple[int, builtins.list[int]]:
         stats = self._local()
+        index = self.scope_index()
+        if index is not None:  # the scope's counts, from its own index
+            return index.notes, [min(len(index.scores(t.fts)), engine.DF_CAP) for t in parsed.terms]
         if stats is not None:  # the scope's counts, the same as its BM25's
             local = self._statistics(stats)
             return local.notes, [min(local.hits(t.fts), engine.DF_CAP) for t in parsed.terms]

@@ -4,6 +4,7 @@ both backends, and the two backends still agree to the last bit."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -217,3 +218,96 @@ def test_a_project_searched_again_sees_every_change(store: MemoryBackend, tmp_pa
         path = store.root / store.get(first[1][0]).path
         path.write_text(path.read_text(encoding="utf-8").replace("pool", "lake"), encoding="utf-8")
         assert first[1][0] not in [h[0] for h in _ranked(store, "pool", mode="keyword")]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"include_inactive": True},
+        {"type": "decision"},
+        {"tag": "infra"},
+    ],
+    ids=["active", "inactive-too", "type", "tag"],
+)
+def test_a_scope_searched_again_ranks_from_its_own_index_as_before(
+    tmp_path: Path, kwargs: dict[str, Any]
+) -> None:
+    """SQLite: a scope's second search since the index changed builds the scope an index of
+    its own (`memory.sqlite.scope_index`); what it returns and every score stay those of the
+    first search (the walk in the home's index with the scope's statistics). A deprecated and
+    an expired note count in the scope's statistics but are shown only when asked for."""
+    config = MemoryConfig.for_home(tmp_path / "home", fsync=False)
+    with MemoryStore.open(config, clock=lambda: NOW) as store:
+        _save_all(store, SMALL, "project:small")
+        for i, text in enumerate(SMALL[:3]):
+            store.save(
+                NoteDraft(
+                    content=f"Decided: {text} ({i})",
+                    scope="project:small",
+                    type="decision",
+                    tags=["infra"],
+                )
+            )
+        old = store.save(NoteDraft(content="pool leak fixed long ago", scope="project:small"))
+        store.update(old.id, status="deprecated")
+        store.save(
+            NoteDraft(
+                content="pool leak workaround until November",
+                scope="project:small",
+                expires_at="2026-11-01T00:00:00Z",
+            )
+        )
+        _save_all(store, _others(60), "project:big")
+    for query in QUERIES:
+        with MemoryStore.open(config, clock=lambda: NOW) as store:
+            kept = store._kept_for_searches  # which path ranked is the point
+            first = _ranked(store, query, mode="keyword", **kwargs)
+            assert not kept().scope_indexes, "a scope searched once builds nothing"
+            again = _ranked(store, query, mode="keyword", **kwargs)
+            assert kept().scope_indexes, "the second search has the scope's own index"
+            assert again == first, query
+            shown = {hit_id for hit_id, _, _ in again}
+            if kwargs.get("include_inactive") and query == "pool leak":
+                assert old.id in shown
+            elif not kwargs:
+                assert old.id not in shown
+
+
+def test_scope_searches_in_threads_while_notes_are_saved_see_every_note(tmp_path: Path) -> None:
+    """SQLite: searches of one scope in several threads (the app's worker threads) while
+    another thread saves notes into it: every save drops the scope's own index under the
+    searches' feet, none fails, and the last search finds every saved note."""
+    config = MemoryConfig.for_home(tmp_path / "home", fsync=False)
+    with MemoryStore.open(config, clock=lambda: NOW) as store:
+        _save_all(store, SMALL, "project:small")
+        _save_all(store, _others(60), "project:big")
+        errors: list[BaseException] = []
+        saved: list[str] = []
+        done = threading.Event()
+
+        def search() -> None:
+            try:
+                while not done.is_set():
+                    _ranked(store, "pool leak", mode="keyword")
+            except BaseException as exc:  # any failure, reported by the test
+                errors.append(exc)
+
+        threads = [threading.Thread(target=search) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        try:
+            for i in range(15):
+                note = NoteDraft(
+                    content=f"pool leak number {i} in {i * 7} sockets", scope="project:small"
+                )
+                saved.append(store.save(note).id)
+        finally:
+            done.set()
+            for thread in threads:
+                thread.join()
+        assert not errors
+        found = store.search_detailed(
+            "pool leak", limit=50, scope="project:small", record_access=False, floor=0
+        )
+        assert set(saved) <= {hit.id for hit in found.hits}
