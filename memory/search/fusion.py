@@ -213,16 +213,21 @@ def keyword_coverage(
     if patterns is None:
         patterns = term_patterns(query)
     weights = list(term_weights) if term_weights is not None else [1.0] * len(query.terms)
+    hay = _fold(" \n ".join((title, " ".join(tags), summary, body[:HAYSTACK_CHARS])))
+    hits = [
+        term.norm.replace(" ", "") in hay if substring else pattern.search(hay)
+        for term, pattern in zip(query.terms, patterns, strict=True)
+    ]
+    return weighted_share(hits, weights)
+
+
+def weighted_share(hits: Sequence[bool], weights: Sequence[float]) -> float:
+    """The share of the weights of the words found (`hits`, one per query word), 0 without
+    words or weight: a note's keyword coverage."""
     total = sum(weights)
     if total <= 0:
         return 0.0
-    hay = _fold(" \n ".join((title, " ".join(tags), summary, body[:HAYSTACK_CHARS])))
-    found = 0.0
-    for term, weight, pattern in zip(query.terms, weights, patterns, strict=True):
-        hit = term.norm.replace(" ", "") in hay if substring else pattern.search(hay)
-        if hit:
-            found += weight
-    return found / total
+    return sum(w for hit, w in zip(hits, weights, strict=True) if hit) / total
 
 
 def term_patterns(query: ParsedQuery) -> list[TermPattern]:

@@ -319,17 +319,29 @@ def relevance(query: ParsedQuery, candidates: Sequence[Candidate]) -> list[float
                     0.5: some word is in the title).
     Substring-only (trigram) matches get no BM25 part; their words count as found when they
     occur inside a longer word."""
+    return relevance_with_hits(query, candidates)[0]
+
+
+def relevance_with_hits(
+    query: ParsedQuery, candidates: Sequence[Candidate]
+) -> tuple[list[float], list[list[bool]]]:
+    """`relevance`, and for each candidate which of the query's words it contains (matched as
+    `fusion.keyword_coverage` matches them): the keyword side weighs those by IDF without
+    folding each note and matching each word a second time."""
     best = max((-c.bm25 for c in candidates if c.bm25 is not None), default=0.0)
     words = [match_pattern(t.norm, t.prefix) for t in query.terms]
     inside = [re.compile(re.escape(t.norm.replace(" ", ""))) for t in query.terms]
     phrase = match_pattern(query.phrase) if query.phrase else None
     n_terms = max(len(query.terms), 1)
     out: list[float] = []
+    hits: list[list[bool]] = []
     for cand in candidates:
         row = cand.row
         title, hay = _haystack(row)
         patterns = inside if cand.bm25 is None else words
-        found = sum(1 for p in patterns if p.search(hay))
+        hit = [bool(p.search(hay)) for p in patterns]
+        hits.append(hit)
+        found = sum(hit)
         in_title = sum(1 for p in patterns if p.search(title))
         bm25_part = (-cand.bm25 / best) if cand.bm25 is not None and best > 0 else 0.0
         if (phrase is not None and phrase.search(hay)) or in_title == n_terms:
@@ -339,7 +351,7 @@ def relevance(query: ParsedQuery, candidates: Sequence[Candidate]) -> list[float
         else:
             boost = 0.0
         out.append(min(1.0, 0.5 * bm25_part + 0.35 * found / n_terms + 0.15 * boost))
-    return out
+    return out, hits
 
 
 def _tags(row: Any) -> list[str]:

@@ -11,7 +11,6 @@ updated_ts, importance.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -33,8 +32,14 @@ from memory.model import (
     parse_datetime,
 )
 from memory.notes.capture import sanitize
-from memory.search.fusion import FusionWeights, fuse, keyword_coverage, term_patterns
-from memory.search.keyword import Candidate, ParsedQuery, combine, relevance, score_parts
+from memory.search.fusion import FusionWeights, fuse, weighted_share
+from memory.search.keyword import (
+    Candidate,
+    ParsedQuery,
+    combine,
+    relevance_with_hits,
+    score_parts,
+)
 from memory.search.relevance import Evidence, calibrated
 
 UPDATABLE: Final = frozenset(
@@ -181,8 +186,8 @@ def keyword_ranking(
     calibrated relevance from its keyword coverage alone, those below `floor` left out."""
     if not candidates:
         return []
-    rels = relevance(parsed, candidates)
-    side = keyword_side(parsed, candidates, term_weights, rels=rels)
+    rels, hits = relevance_with_hits(parsed, candidates)
+    side = keyword_side(parsed, candidates, term_weights, found=(rels, hits))
     return rank_rows(
         ((cand.row, rel) for cand, rel in zip(candidates, rels, strict=True)),
         now_ts,
@@ -211,34 +216,22 @@ def keyword_side(
     candidates: Sequence[Candidate],
     term_weights: Callable[[], Sequence[float]],
     *,
-    rels: Sequence[float] | None = None,
+    found: tuple[Sequence[float], Sequence[Sequence[bool]]] | None = None,
 ) -> KeywordSide:
     """`term_weights()` (each query word's IDF, a database query) runs only when there are
-    candidates. `rels`: the candidates' `relevance`, when the caller has it already."""
+    candidates. `found`: the candidates' `relevance_with_hits`, when the caller has it
+    already; each candidate's coverage is its words found, weighted by their IDF."""
     side = KeywordSide()
     if not candidates:
         return side
-    if rels is None:
-        rels = relevance(parsed, candidates)
+    rels, hits = found if found is not None else relevance_with_hits(parsed, candidates)
     weights = term_weights()
-    patterns = term_patterns(parsed)
     order = sorted(range(len(candidates)), key=lambda i: (-rels[i], candidates[i].row["id"]))
     for i in order:
         row = candidates[i].row
         side.rows[row["id"]] = row
         side.ids.append(row["id"])
-        side.coverage.append(
-            keyword_coverage(
-                parsed,
-                row["title"],
-                _text_list(row["tags"]),
-                row["summary"],
-                row["body"],
-                term_weights=weights,
-                substring=candidates[i].bm25 is None,
-                patterns=patterns,
-            )
-        )
+        side.coverage.append(weighted_share(hits[i], weights))
     return side
 
 
@@ -277,7 +270,3 @@ def fused_ranking(
         evidence=evidence,
         floor=floor,
     )
-
-
-def _text_list(tags: Any) -> list[str]:
-    return list(json.loads(tags)) if isinstance(tags, str) else list(tags)
