@@ -502,10 +502,13 @@ class MemoryStore(core.StoreCore):
 
     def rebuild(self, progress: ProgressFn | None = None) -> SyncReport:
         """Drop the index and rebuild it from the files (pending access counts are written
-        to their notes first, so nothing is lost)."""
+        to their notes first; those that cannot be, a note whose front matter is broken or an
+        index too old or damaged to rewrite through, are carried over by path, so nothing is
+        lost)."""
         started = time.perf_counter()
         with self._sync_lock:
             self._flush_access_safely()
+            carried = self._pending_by_path()
             files = sorted(iter_note_files(self.root))
             issues: list[SyncIssue] = []
             entries: list[Entry] = []
@@ -523,6 +526,10 @@ class MemoryStore(core.StoreCore):
                     self.index.put(tx, entry, path_exists=self._exists)
                     if progress and (done % 100 == 0 or done == len(entries)):
                         progress("index", done, len(entries))
+                tx.executemany(
+                    "UPDATE notes SET access_pending = access_pending + ? WHERE path = ?",
+                    [(count, path) for path, count in carried.items()],
+                )
             self._dir_mtimes = {d: _dir_mtime(self.root, d) for d in list_dirs(self.root)}
             self._last_scan_end = time.monotonic()
             report = SyncReport(
@@ -993,6 +1000,27 @@ class MemoryStore(core.StoreCore):
             self.flush_access_counts()
         except sqlite3.DatabaseError as exc:  # a damaged index is about to be rebuilt
             log.warning("could not write access counts before rebuilding: %s", exc)
+
+    def _pending_by_path(self) -> dict[str, int]:
+        """Access counts still only in the index, by note path (none if it cannot be read)."""
+        with self._access_lock:
+            unsaved, self._unsaved_access = self._unsaved_access, Counter()
+        try:
+            conn = self.index.conn()
+            pending = {
+                str(path): int(count)
+                for path, count in conn.execute(
+                    "SELECT path, access_pending FROM notes WHERE access_pending > 0"
+                )
+            }
+            for nid, count in unsaved.items():
+                row = conn.execute("SELECT path FROM notes WHERE nid = ?", (nid,)).fetchone()
+                if row is not None:
+                    pending[row[0]] = pending.get(row[0], 0) + count
+        except sqlite3.DatabaseError as exc:
+            log.warning("access counts not carried over the rebuild: %s", exc)
+            return {}
+        return pending
 
     # --- _index.json ---------------------------------------------------------------------------
 

@@ -303,6 +303,25 @@ def test_access_counts_survive_a_rebuild(store: MemoryStore) -> None:
     assert store.get(result.id).access_count == 2
 
 
+def test_access_counts_of_a_note_whose_front_matter_broke_survive_a_rebuild(
+    store: MemoryStore,
+) -> None:
+    # its file cannot take the count (its front matter is not YAML any more), so the count
+    # stays in the index: a rebuild drops the index, and used to drop the count with it
+    result = store.save(NoteDraft(content="Grafana dashboards live in the ops repo."))
+    path = store.abspath(result.path)
+    path.write_text(
+        path.read_text(encoding="utf-8").replace("---\n", "---\ntitle: [unclosed\n", 1),
+        encoding="utf-8",
+    )
+    assert search_ids(store, "grafana") == [result.id]
+    assert search_ids(store, "grafana") == [result.id]
+    store.rebuild()
+    assert store.get(result.id).access_count == 2
+    store.rebuild()  # carried once, not twice
+    assert store.get(result.id).access_count == 2
+
+
 # --- files are the truth -------------------------------------------------------------------------
 
 
