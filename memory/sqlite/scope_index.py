@@ -4,7 +4,7 @@ A scoped search in the home's index (`index.fts_rows_local`) walks each query wo
 within the scope, but FTS5's `bm25()` first counts the word's notes in the *whole* index (it
 knows no other statistics), and the scope's own ranking then needs those whole-index counts to
 recover each word's occurrences: the common words of a prompt cost in proportion to the home,
-not to the project (docs/search.md, "A scope's own index"). A `ScopeIndex` holds the notes of
+not to the project (docs/search.md, "Filters first"). A `ScopeIndex` holds the notes of
 one set of statistics filters (`Filters.statistics`: a scope with the user's notes, a type, a
 tag) in an FTS5 table of its own, with the home's tokenizer and columns: its `bm25()` is then
 BM25 with the scope's statistics, the ranking a home holding that scope alone gives, for the
@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from memory.search import fts5
+from memory.sqlite.index import BM25_WEIGHTS
 
 SCOPE_INDEX_MOST: Final = 500
 """Most notes a scope may hold for its own index: building one costs ~0.05 ms a note (5 ms for
@@ -35,7 +36,6 @@ SCOPE_INDEXES_KEPT: Final = 8
 _SCORES_KEPT: Final = 20_000
 """Phrase scores an index keeps (one per note holding a phrase) before it forgets them all: a
 long-lived app whose notes do not change keeps its index while prompts bring new words."""
-_WEIGHTS: Final = ", ".join(str(w) for w in (*fts5.BM25_WEIGHTS, 0.0))
 
 
 class ScopeIndex:
@@ -82,7 +82,7 @@ class ScopeIndex:
             with self._lock:
                 found = dict(
                     self._conn.execute(
-                        f"SELECT rowid, -bm25(t, {_WEIGHTS}) FROM t WHERE t MATCH ?", (phrase,)
+                        f"SELECT rowid, -bm25(t, {BM25_WEIGHTS}) FROM t WHERE t MATCH ?", (phrase,)
                     ).fetchall()
                 )
             self._kept += len(found)
