@@ -30,6 +30,9 @@ SCOPE_INDEX_MOST: Final = 500
 """Most notes a scope may hold for its own index: building one costs ~0.05 ms a note (5 ms for
 100 notes: CJK spacing in Python, FTS5's tokenizer), paid on the scope's second search after
 any change to the index; a larger scope keeps the walk in the home's index."""
+SCOPE_INDEX_CHARS: Final = 2_000_000
+"""...and at most this many characters of text (the index keeps up to `max_indexed_chars`,
+500k, of each note): a scope's own index lives in memory, 8 of them at once."""
 SCOPE_INDEXES_KEPT: Final = 8
 """Scopes with an index of their own at once, per store and index generation."""
 

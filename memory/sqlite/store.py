@@ -89,7 +89,12 @@ from memory.sqlite.index import (
     trigram_rows,
 )
 from memory.sqlite.index_json import write_index_json
-from memory.sqlite.scope_index import SCOPE_INDEX_MOST, SCOPE_INDEXES_KEPT, ScopeIndex
+from memory.sqlite.scope_index import (
+    SCOPE_INDEX_CHARS,
+    SCOPE_INDEX_MOST,
+    SCOPE_INDEXES_KEPT,
+    ScopeIndex,
+)
 from memory.sqlite.vectors import VectorIndex
 
 if TYPE_CHECKING:  # loaded with an encoder: a keyword-only hook process never needs it
@@ -1146,6 +1151,14 @@ class _SearchQueries:
         if kept.searched[key] < 2:  # a hook process searches once: nothing to build
             return None
         where, params = stats.sql()
+        size = self._conn.execute(
+            "SELECT coalesce(sum(length(n.title) + length(n.summary) + length(n.body)), 0)"
+            f" FROM notes n WHERE {where}",
+            params,
+        ).fetchone()[0]
+        if size > SCOPE_INDEX_CHARS:  # huge notes: the walk in the home's index, not memory
+            kept.searched[key] = -(2**31)  # not summed again until the index changes
+            return None
         rows = self._conn.execute(
             "SELECT n.nid, n.id, n.title, n.tags, n.summary, n.body, n.scope, n.status,"
             f" n.expires_ts FROM notes n WHERE {where}",

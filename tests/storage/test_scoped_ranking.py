@@ -18,6 +18,7 @@ from memory.encoders.models import HashingEncoder
 from memory.model import NoteDraft
 from memory.postgres.store import PostgresMemoryStore
 from memory.search import fts5
+from memory.sqlite.scope_index import SCOPE_INDEX_CHARS
 from memory.sqlite.store import MemoryStore
 from storage.postgres import PostgresDatabase
 from tests.storage.conftest import sqlite_and_postgres
@@ -311,3 +312,29 @@ def test_scope_searches_in_threads_while_notes_are_saved_see_every_note(tmp_path
             "pool leak", limit=50, scope="project:small", record_access=False, floor=0
         )
         assert set(saved) <= {hit.id for hit in found.hits}
+
+
+def test_a_scope_of_huge_notes_is_searched_in_the_homes_index_not_copied_to_memory(
+    tmp_path: Path,
+) -> None:
+    """SQLite: a scope's own index lives in memory, so a scope holding more text than
+    `SCOPE_INDEX_CHARS` (a note may hold 20 MB) keeps the walk in the home's index: searched
+    again, it builds nothing and ranks as before."""
+    config = MemoryConfig.for_home(tmp_path / "home", fsync=False)
+    with MemoryStore.open(config, clock=lambda: NOW) as store:
+        _save_all(store, SMALL, "project:small")
+        each = 450_000  # under the 500k characters the index keeps of a note
+        big = [
+            store.save(
+                NoteDraft(
+                    content=f"pool leak {i} " + "filler words " * (each // 13),
+                    scope="project:small",
+                )
+            ).id
+            for i in range(SCOPE_INDEX_CHARS // each + 1)
+        ]
+        _save_all(store, _others(60), "project:big")
+        first = _ranked(store, "pool leak", mode="keyword")
+        again = _ranked(store, "pool leak", mode="keyword")
+        assert again == first and set(big) & {hit_id for hit_id, _, _ in first}
+        assert not store._kept_for_searches().scope_indexes  # which path ranked is the point
