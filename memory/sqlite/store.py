@@ -1067,11 +1067,20 @@ class _KeptForSearches:
     - `sizes`: a found note's id and word count (its FTS5 docsize record), for scoring;
     - `scope_indexes`: a scope searched again gets an FTS5 index of its own (`ScopeIndex`,
       built on its second search), which replaces `walks` and `sizes` for it; `searched`
-      counts each scope's searches until then.
+      counts each scope's searches until then, `too_large` the scopes of too much text.
     `rows` counts what `ids`, `walks` and `sizes` hold, for the store's bound (a scope index
     adds its notes when built; its kept scores are bounded by its few notes)."""
 
-    __slots__ = ("first", "ids", "rows", "scope_indexes", "searched", "sizes", "walks")
+    __slots__ = (
+        "first",
+        "ids",
+        "rows",
+        "scope_indexes",
+        "searched",
+        "sizes",
+        "too_large",
+        "walks",
+    )
 
     def __init__(self) -> None:
         self.first: dict[str, Narrowed | None] = {}
@@ -1080,6 +1089,7 @@ class _KeptForSearches:
         self.sizes: dict[int, tuple[str, int]] = {}
         self.scope_indexes: dict[str, ScopeIndex] = {}
         self.searched: Counter[str] = Counter()
+        self.too_large: set[str] = set()
         self.rows = 0
 
     def close(self) -> None:
@@ -1143,6 +1153,8 @@ class _SearchQueries:
         kept, key = self._kept, repr(stats)
         if key in kept.scope_indexes:
             return kept.scope_indexes[key]
+        if key in kept.too_large:
+            return None
         notes = self._store._note_count(stats)
         cap = self._store.config.max_ranked_matches
         if notes > SCOPE_INDEX_MOST or 0 < cap < notes:
@@ -1157,7 +1169,7 @@ class _SearchQueries:
             params,
         ).fetchone()[0]
         if size > SCOPE_INDEX_CHARS:  # huge notes: the walk in the home's index, not memory
-            kept.searched[key] = -(2**31)  # not summed again until the index changes
+            kept.too_large.add(key)
             return None
         rows = self._conn.execute(
             "SELECT n.nid, n.id, n.title, n.tags, n.summary, n.body, n.scope, n.status,"
