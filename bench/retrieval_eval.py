@@ -8,6 +8,11 @@
 Sets:
 - bilingual: `tests/data/bilingual_memory.json` (80 notes in Chinese and English, 128
   paraphrased questions: zh->zh, en->en, zh->en, en->zh). Recall@1/@5 and MRR per direction.
+- set-b, set-c: `tests/data/bilingual_memory_b.json` and `..._c.json`, the same measures on two
+  other personas' memories (80 notes, 128 questions each) with 100 unrelated prompts of their
+  own. Both were written after the floors were chosen. Set B then showed the keyword side of
+  the fusion pushing right notes out and took part in choosing its weights (26 Nov); set C was
+  kept aside and measured once, with the settings final: the check on unseen data.
 - locomo: `../shared/data/locomo/locomo10.json` (read in place, never copied). One store per
   conversation, every dialogue turn a note (`speaker: text`, plus the caption of a shared
   photo); each question's evidence turns are the relevant notes. Turn recall@5/@10 (share of
@@ -84,6 +89,12 @@ for _name, _value in WORKER_THREAD_ENV.items():
 import numpy as np  # noqa: E402
 
 BILINGUAL = ROOT / "tests" / "data" / "bilingual_memory.json"
+EXTRA_SETS = {
+    "B": ROOT / "tests" / "data" / "bilingual_memory_b.json",
+    "C": ROOT / "tests" / "data" / "bilingual_memory_c.json",
+}
+"""Other personas' memories, each with its questions and 100 unrelated prompts (`--sets
+set-b,set-c`); see the module docstring for what each was used for."""
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "claude-memory-bench"
 FIXED_NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -95,6 +106,8 @@ SWEEP_DEPTH = 50
 FLOORS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6)
 UNRELATED = ROOT / "tests" / "data" / "unrelated_prompts.json"
 UNRELATED_SETS = ("tuning", "held_out", "held_out_2")
+EXTRA_UNRELATED = "unrelated"
+"""The key of an extra set's unrelated prompts."""
 """`tuning` chose the floors; the held-out sets were written after and only measured."""
 TARGETS = {
     "false injection, unrelated prompts": ("<=", 0.05),
@@ -103,6 +116,15 @@ TARGETS = {
     "bilingual recall@5, same-language": (">=", 0.95),
     "bilingual recall@5, cross-lingual": (">=", 0.95),
     "LoCoMo session recall@5": (">=", 0.90),
+    **{
+        f"set {name}: {metric}": target
+        for name in EXTRA_SETS
+        for metric, target in (
+            ("false injection, unrelated prompts", ("<=", 0.05)),
+            ("recall@5, same-language", (">=", 0.95)),
+            ("recall@5, cross-lingual", (">=", 0.95)),
+        )
+    },
 }
 
 
@@ -313,10 +335,10 @@ def _rank_metrics(ranks: list[int]) -> dict[str, float]:
     }
 
 
-def run_bilingual(encoder: Encoder, workdir: Path) -> BilingualRun:
-    data = json.loads(BILINGUAL.read_text(encoding="utf-8"))
+def run_bilingual(encoder: Encoder, workdir: Path, path: Path = BILINGUAL) -> BilingualRun:
+    data = json.loads(path.read_text(encoding="utf-8"))
     docs = [(n["id"], n["text"]) for n in data["notes"]]
-    run = BilingualRun(data["queries"], build_corpus(workdir / "bilingual", docs, encoder))
+    run = BilingualRun(data["queries"], build_corpus(workdir / path.stem, docs, encoder))
     for mode in MODES:
         run.rerun(mode)
     return run
@@ -339,15 +361,21 @@ class UnrelatedRun:
         return sum(b >= floor for b in best) / len(best)
 
 
-def run_unrelated(corpus: Corpus, workdir: Path) -> UnrelatedRun:
+def run_unrelated(
+    corpus: Corpus, workdir: Path, sets: dict[str, list[dict[str, str]]] | None = None
+) -> UnrelatedRun:
+    """`sets`: name -> prompts ({"text": ...}); default the three sets of `UNRELATED`."""
     from memory.loop.recall import is_trivial_prompt
 
-    data = json.loads(UNRELATED.read_text(encoding="utf-8"))
+    if sets is None:
+        data = json.loads(UNRELATED.read_text(encoding="utf-8"))
+        sets = {name: data[name] for name in UNRELATED_SETS}
     injected: dict[str, list[bool]] = {}
     best: dict[str, list[float]] = {}
-    for name in UNRELATED_SETS:
-        prompts = [p["text"] for p in data[name]]
-        injected[name] = first_turn_injects(corpus, workdir / f"state-{name}.db", prompts)
+    for name, items in sets.items():
+        prompts = [p["text"] for p in items]
+        state = workdir / f"state-{corpus.store.config.root.parent.name}-{name}.db"
+        injected[name] = first_turn_injects(corpus, state, prompts)
         best[name] = [
             0.0
             if is_trivial_prompt(p)
@@ -542,8 +570,8 @@ def run_latency(
     config = MemoryConfig.for_home(workdir / f"latency-{size}", fsync=False, dedup_threshold=1.0)
     store = MemoryStore.open(config, clock=lambda: FIXED_NOW)
     for n in range(size):
-        note = make_note(rng, FIXED_NOW, n)
-        store.save(NoteDraft(content=note.body, title=note.title, type=note.type))
+        made = make_note(rng, FIXED_NOW, n)
+        store.save(NoteDraft(content=made.body, title=made.title, type=made.type))
     timed = TimedEncoder(encoder)
     pending = store.vectors.pending(timed.name)
     np_rng = np.random.default_rng(7)
@@ -623,7 +651,10 @@ def locomo_table(run: LocomoRun, reference: dict[str, float] | None) -> str:
 
 
 def acceptance_table(
-    bi: BilingualRun | None, lo: LocomoRun | None, un: UnrelatedRun | None
+    bi: BilingualRun | None,
+    lo: LocomoRun | None,
+    un: UnrelatedRun | None,
+    extra: dict[str, tuple[BilingualRun, UnrelatedRun]] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The acceptance numbers, each with its target: measured with the relevance floor (what a
     user gets) and without it."""
@@ -648,6 +679,19 @@ def acceptance_table(
         rows["LoCoMo session recall@5"] = (
             lo.scores(FLOORED)["session r@5"],
             lo.scores("hybrid")["session r@5"],
+        )
+    for name, (bi_x, un_x) in (extra or {}).items():
+        rows[f"set {name}: false injection, unrelated prompts"] = (
+            un_x.rate(EXTRA_UNRELATED),
+            un_x.rate(EXTRA_UNRELATED, 0.0),
+        )
+        floored, plain = bi_x.scores(FLOORED), bi_x.scores("hybrid")
+        for group in ("same-language", "cross-lingual"):
+            rows[f"set {name}: recall@5, {group}"] = (floored[group]["r@5"], plain[group]["r@5"])
+        inject = MemoryConfig.for_home(Path("."), **FLOOR_OVERRIDE).injection_floor
+        rows[f"set {name}: the question's note injected"] = (
+            bi_x.injected_at(inject),
+            bi_x.injected_at(0),
         )
     lines = [
         "| metric (hybrid) | target | with the floors | without | met |",
@@ -697,22 +741,49 @@ def floor_table(bi: BilingualRun | None, lo: LocomoRun | None, un: UnrelatedRun 
     return "\n".join(lines)
 
 
+def extra_floor_table(bi: BilingualRun, un: UnrelatedRun) -> str:
+    """An extra set at several floors, like `floor_table` (no floor was chosen on it)."""
+    lines = [
+        "| floor | search: same R@5 | cross R@5 | injection: false | question's note injected |",
+        "|---|---|---|---|---|",
+    ]
+    for floor in FLOORS:
+        s = bi.at_floor(floor)
+        cells = [f"{floor:.2f}", _fmt(s["same-language"]["r@5"]), _fmt(s["cross-lingual"]["r@5"])]
+        cells += [_fmt(un.rate(EXTRA_UNRELATED, floor)), _fmt(bi.injected_at(floor))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _before(**changes: Any) -> FusionWeights:
+    """The fusion before 26 Nov (w_kw = 2, keyword trust from coverage 0) with `changes`."""
+    return FusionWeights(**{"keyword": 2.0, "coverage_start": 0.0, **changes})
+
+
 SWEEP: tuple[FusionWeights, ...] = (
-    FusionWeights(k=60, coverage_floor=0, confidence_span=0),  # plain RRF 2:1, k=60
-    FusionWeights(k=10, coverage_floor=0, confidence_span=0),  # plain RRF 2:1, k=10
+    _before(k=60, coverage_floor=0, confidence_span=0),  # plain RRF 2:1, k=60
+    _before(k=10, coverage_floor=0, confidence_span=0),  # plain RRF 2:1, k=10
     FusionWeights(keyword=1, k=10, coverage_floor=0, confidence_span=0),  # plain 1:1
-    FusionWeights(confidence_span=0),  # keyword trust only
-    FusionWeights(coverage_floor=0),  # vector trust only
-    FusionWeights(coverage_floor=0.4),
-    FusionWeights(keyword=3),
-    FusionWeights(confidence_start=1.5, confidence_span=1.5),
+    _before(confidence_span=0),  # keyword trust only
+    _before(coverage_floor=0),  # vector trust only
+    FusionWeights(keyword=2.0, coverage_floor=0.4),
+    FusionWeights(keyword=3.0, coverage_start=0.0),
+    _before(confidence_start=1.5, confidence_span=1.5),
+    _before(),  # the default before 26 Nov
+    FusionWeights(keyword=2.0),  # trust from 0.1, 2:1
+    FusionWeights(coverage_start=0.05),
+    FusionWeights(coverage_start=0.15),
+    FusionWeights(keyword=1.25),
+    FusionWeights(keyword=1.75),
+    FusionWeights(coverage_floor=0.7),
     FusionWeights(),  # the default
 )
 
 
 def _describe(w: FusionWeights) -> str:
     return (
-        f"{w.keyword:g}:{w.vector:g} k={w.k:g} floor={w.coverage_floor:g} "
+        f"{w.keyword:g}:{w.vector:g} k={w.k:g} trust from {w.coverage_start:g} to "
+        f"{w.coverage_floor:g} "
         f"z0={w.confidence_start:g} span={w.confidence_span:g}"
     )
 
@@ -721,7 +792,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--encoder", default="auto", help="as CLAUDE_MEMORY_ENCODER")
     parser.add_argument("--no-center", action="store_true", help="no language centering")
-    parser.add_argument("--sets", default="bilingual,locomo")
+    parser.add_argument("--sets", default="bilingual,set-b,set-c,locomo")
     parser.add_argument("--locomo", type=Path, default=LOCOMO)
     parser.add_argument("--sweep", action="store_true", help="try other fusion settings")
     parser.add_argument("--latency", type=int, default=0, help="notes for the latency run")
@@ -751,6 +822,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         bi = lo = un = None
+        extra: dict[str, tuple[BilingualRun, UnrelatedRun]] = {}
+        for name, path in EXTRA_SETS.items():
+            if f"set-{name.lower()}" not in sets:
+                continue
+            bi_x = run_bilingual(encoder, workdir, path)
+            prompts = json.loads(path.read_text(encoding="utf-8"))[EXTRA_UNRELATED]
+            extra[name] = (bi_x, run_unrelated(bi_x.corpus, workdir, {EXTRA_UNRELATED: prompts}))
+            print(f"\n## Set {name} ({len(bi_x.queries)} questions, 80 notes), recall@5\n")
+            print(bilingual_table(bi_x))
+            report[f"set-{name.lower()}"] = {m: bi_x.scores(m) for m in (*MODES, FLOORED)}
         if "bilingual" in sets:
             bi = run_bilingual(encoder, workdir)
             print(f"\n## Bilingual set ({len(bi.queries)} questions, 80 notes), recall@5\n")
@@ -769,23 +850,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"\n## Acceptance (search floor {config.relevance_floor:g}, "
             f"inject floor {config.injection_floor:g})\n"
         )
-        table, report["acceptance"] = acceptance_table(bi, lo, un)
+        table, report["acceptance"] = acceptance_table(bi, lo, un, extra)
         print(table)
         print("\n## Relevance floors (hybrid)\n")
         print(floor_table(bi, lo, un))
+        for name, (bi_x, un_x) in extra.items():
+            print(f"\n## Relevance floors, set {name} (hybrid)\n")
+            print(extra_floor_table(bi_x, un_x))
         if args.sweep:
             print("\n## Fusion settings (hybrid)\n")
-            print("| fusion | bilingual cross R@5 | same R@5 | LoCoMo turn r@10 | session r@5 |")
-            print("|---|---|---|---|---|")
+            print(
+                "| fusion | bilingual cross R@5 | same R@5 | set B cross R@5 | same R@5 "
+                "| LoCoMo turn r@10 | session r@5 |"
+            )
+            print("|---|---|---|---|---|---|---|")
             for weights in SWEEP:
                 cells = []
-                if bi is not None:
-                    bi.corpus.store.fusion = weights
-                    bi.rerun("hybrid")
-                    s = bi.scores("hybrid")
-                    cells += [_fmt(s["cross-lingual"]["r@5"]), _fmt(s["same-language"]["r@5"])]
-                else:
-                    cells += ["", ""]
+                for run in (bi, extra["B"][0] if "B" in extra else None):
+                    if run is None:
+                        cells += ["", ""]
+                        continue
+                    run.corpus.store.fusion = weights
+                    run.rerun("hybrid")
+                    by_group = run.scores("hybrid")
+                    cells += [
+                        _fmt(by_group["cross-lingual"]["r@5"]),
+                        _fmt(by_group["same-language"]["r@5"]),
+                    ]
                 if lo is not None:
                     for corpus in lo.corpora:
                         corpus.store.fusion = weights

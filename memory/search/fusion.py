@@ -3,15 +3,18 @@ factors (pure functions, no I/O; tuned in docs/retrieval.md).
 
     fused(d) = w_kw * trust_kw(d) / (k + rank_kw(d)) + w_vec * trust_vec(d) / (k + rank_vec(d))
 
-A list that does not contain `d` adds nothing; ranks start at 1; w_kw = 2, w_vec = 1, k = 10.
+A list that does not contain `d` adds nothing; ranks start at 1; w_kw = 1.5, w_vec = 1, k = 10.
 Plain RRF trusts every rank the same, which fails both ways on our data:
 
-- `trust_kw(d)`: the IDF-weighted share of the query's words that the note contains, divided
-  by `coverage_floor` (0.6) and capped at 1. A Chinese question about an English note still
-  gets keyword hits, matched on common words such as 用户; they rank first among the keyword
-  hits and, trusted fully, push the right note (found by vectors only) out of the top 5. A hit
-  holding the rare words of the question keeps full weight, so LoCoMo, where keywords are
-  strong, is not hurt.
+- `trust_kw(d)`: the IDF-weighted share of the query's words that the note contains, as a ramp
+  from `coverage_start` (0.1: nothing) to `coverage_floor` (0.6: full weight). A Chinese
+  question about an English note still gets keyword hits, matched on common words such as
+  用户; they rank first among the keyword hits and, trusted fully, push the right note (found
+  by vectors only) out of the top 5. A hit holding the rare words of the question keeps full
+  weight, so LoCoMo, where keywords are strong, is not hurt. A hit sharing only a word or two
+  in ten with a paraphrased question counts for nothing (set B of docs/retrieval.md: with
+  trust from 0 and w_kw = 2, such hits pushed the right note out of the top 5 for 6 % of the
+  questions).
 - `trust_vec(d)`: how far the note's cosine stands above the other vector candidates of this
   query: z = (cos - mean) / std over the top `vector_depth`, trust = clip((z - 1) / 2, 0, 3).
   A confident vector match (z >= 3 typically is the answer) can outweigh keyword hits; a flat
@@ -48,7 +51,7 @@ UsedMode = Literal["keyword", "vector", "hybrid"]
 
 @record
 class FusionWeights:
-    keyword: float = 2.0
+    keyword: float = 1.5
     vector: float = 1.0
     k: float = 10.0
     """RRF's damping constant: larger values flatten the difference between ranks."""
@@ -57,6 +60,8 @@ class FusionWeights:
     coverage_floor: float = 0.6
     """Keyword hits holding at least this IDF-weighted share of the query keep full weight;
     below it their weight falls linearly (0: every keyword hit fully trusted)."""
+    coverage_start: float = 0.1
+    """The share at which a keyword hit starts to count (below `coverage_floor`)."""
     confidence_start: float = 1.0
     """z-score of a vector hit's cosine at which it starts to count."""
     confidence_span: float = 2.0
@@ -70,6 +75,8 @@ class FusionWeights:
             raise ValueError("the RRF constant k must be >= 0")
         if not 0 <= self.coverage_floor <= 1:
             raise ValueError("coverage_floor must be in 0..1")
+        if self.coverage_floor > 0 and not 0 <= self.coverage_start < self.coverage_floor:
+            raise ValueError("coverage_start must be in 0..coverage_floor")
 
 
 DEFAULT_WEIGHTS: Final = FusionWeights()
@@ -107,9 +114,11 @@ def rrf(rankings: Sequence[tuple[Sequence[K], float]], k: float = 60.0) -> dict[
 
 
 def keyword_trust(coverage: float, weights: FusionWeights = DEFAULT_WEIGHTS) -> float:
+    """0 up to `coverage_start`, rising linearly to 1 at `coverage_floor`."""
     if weights.coverage_floor <= 0:
         return 1.0
-    return max(0.0, min(1.0, coverage / weights.coverage_floor))
+    start = weights.coverage_start
+    return max(0.0, min(1.0, (coverage - start) / (weights.coverage_floor - start)))
 
 
 def vector_trust(scores: Sequence[float], weights: FusionWeights = DEFAULT_WEIGHTS) -> list[float]:

@@ -66,10 +66,37 @@ def test_keyword_hits_holding_few_query_words_are_discounted() -> None:
 
 
 @pytest.mark.parametrize(
-    ("coverage", "trust"), [(0.0, 0.0), (0.3, 0.5), (0.6, 1.0), (0.9, 1.0), (1.0, 1.0)]
+    ("coverage", "trust"),
+    [(0.0, 0.0), (0.05, 0.0), (0.1, 0.0), (0.35, 0.5), (0.6, 1.0), (0.9, 1.0), (1.0, 1.0)],
 )
-def test_keyword_trust_grows_linearly_up_to_the_floor(coverage: float, trust: float) -> None:
-    assert keyword_trust(coverage, FusionWeights(coverage_floor=0.6)) == pytest.approx(trust)
+def test_keyword_trust_grows_linearly_from_its_start_to_the_floor(
+    coverage: float, trust: float
+) -> None:
+    weights = FusionWeights(coverage_start=0.1, coverage_floor=0.6)
+    assert keyword_trust(coverage, weights) == pytest.approx(trust)
+
+
+@pytest.mark.parametrize(("coverage", "trust"), [(0.0, 0.0), (0.3, 0.5), (0.6, 1.0)])
+def test_keyword_trust_from_zero(coverage: float, trust: float) -> None:
+    weights = FusionWeights(coverage_start=0.0, coverage_floor=0.6)
+    assert keyword_trust(coverage, weights) == pytest.approx(trust)
+
+
+def test_a_keyword_hit_sharing_a_common_word_does_not_outrank_a_modest_vector_hit() -> None:
+    # set B of docs/retrieval.md: a paraphrased question shares an everyday word with an
+    # unrelated note (a fifth of the query's weight); the note it is about is a vector hit
+    # standing out modestly (z about 1.8). With trust from 0 and w_kw = 2 the unrelated
+    # note ranked first.
+    others = [0.20 + 0.004 * (i % 25) for i in range(49)]
+    scores = [0.30, *others]
+    vector = ["note", *[f"other{i}" for i in range(49)]]
+    assert 0.3 < vector_trust(scores)[0] < 0.5
+    fused = fuse(["junk"], vector, FusionWeights(), keyword_coverage=[0.2], vector_scores=scores)
+    assert [item for item, _ in fused[:2]] == ["note", "junk"]
+    before = FusionWeights(keyword=2.0, coverage_start=0.0)
+    assert fuse(["junk"], vector, before, keyword_coverage=[0.2], vector_scores=scores)[0][0] == (
+        "junk"
+    )
 
 
 def test_a_confident_vector_hit_outweighs_a_keyword_hit() -> None:
@@ -129,6 +156,8 @@ def test_idf_falls_as_words_get_common() -> None:
         {"keyword": 0, "vector": 0},
         {"k": -1},
         {"coverage_floor": 2},
+        {"coverage_start": 0.6, "coverage_floor": 0.6},
+        {"coverage_start": -0.1},
     ],
 )
 def test_invalid_weights_are_refused(kwargs: dict) -> None:
