@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
+from pydantic import SecretStr
 
 from agent.logs import RequestLogs
 from agent.policy import PolicyConfig
@@ -70,7 +71,9 @@ async def main(runs: int) -> None:
         CLAUDE_CODE_MAX_RETRIES="0",
     )
     fake = FakeMessagesAPI().start()
-    settings = Settings(home=tmp / "cm", anthropic_base_url=fake.url, anthropic_api_key="dummy")
+    settings = Settings(
+        home=tmp / "cm", anthropic_base_url=fake.url, anthropic_api_key=SecretStr("dummy")
+    )
     # Full wiring as the app builds it: permission hooks, memory injection (a UserPromptSubmit
     # hook) over 200 notes, the in-process memory MCP server, episode recording.
     container = build_container(settings)

@@ -451,15 +451,17 @@ def run_size(
         reindex_s = timed(store.rebuild) / 1000
 
         print(f"[{size}] {operations} saves...", file=sys.stderr)
-        saves = [timed(lambda d=d: store.save(d)) for d in drafts(rng, now, size, operations)]
+        saves = [
+            timed(functools.partial(store.save, d)) for d in drafts(rng, now, size, operations)
+        ]
 
         print(f"[{size}] {operations} searches...", file=sys.stderr)
         queries = [query(rng) for _ in range(operations)]
         store.search(queries[0])  # warm up (rjieba import, page cache)
-        searches = [timed(lambda q=q: store.search(q, limit=10)) for q in queries]
+        searches = [timed(functools.partial(store.search, q, limit=10)) for q in queries]
         empty = sum(1 for q in queries[:50] if not store.search(q, record_access=False))
 
-        contexts = [timed(lambda q=q: loop_context(store, q, 1500)) for q in queries[:50]]
+        contexts = [timed(functools.partial(loop_context, store, q, 1500)) for q in queries[:50]]
         context_plain = timed(lambda: loop_context(store, None, 1500))
         sync_ms = statistics.median(timed(store.sync) for _ in range(3))
         conn = store.index.conn()
@@ -620,15 +622,18 @@ def run_size_pg(
 
                 print(f"[{size}] postgresql: {operations} saves...", file=sys.stderr)
                 saves = [
-                    timed(lambda d=d: store.save(d)) for d in drafts(rng, now, size, operations)
+                    timed(functools.partial(store.save, d))
+                    for d in drafts(rng, now, size, operations)
                 ]
 
                 print(f"[{size}] postgresql: {operations} searches...", file=sys.stderr)
                 queries = [query(rng) for _ in range(operations)]
                 store.search(queries[0])  # warm up (rjieba import, buffers)
-                searches = [timed(lambda q=q: store.search(q, limit=10)) for q in queries]
+                searches = [timed(functools.partial(store.search, q, limit=10)) for q in queries]
                 empty = sum(1 for q in queries[:50] if not store.search(q, record_access=False))
-                contexts = [timed(lambda q=q: loop_context(store, q, 1500)) for q in queries[:50]]
+                contexts = [
+                    timed(functools.partial(loop_context, store, q, 1500)) for q in queries[:50]
+                ]
                 context_plain = timed(lambda: loop_context(store, None, 1500))
                 size_mb = _database_mb(store)
 

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads(BILINGUAL.read_text("utf-8"))
     spec = parse_encoder_setting(args.encoder)
     encoder = load_encoder(spec) if spec is not None else None
-    modes: list[SearchMode] = ["keyword"] + (["auto"] if encoder is not None else [])
+    modes: list[SearchMode] = ["keyword", "auto"] if encoder is not None else ["keyword"]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         server = EmbeddedPostgres(root / "pg").start()
