@@ -6,7 +6,10 @@ that process while the app serves requests. `status` is one of `EncoderDisabled`
 `EncoderLoading`, `EncoderReady`, `EncoderFailed`. `encode()` raises `EncoderUnavailableError`
 at once unless the worker is ready, and after `request_timeout`. A worker that exits or
 crashes is restarted (backoff 1 s doubling to `max_restart_delay`; a worker that loaded and
-ran for a minute starts again from 1 s), and requests in flight fail instead of hanging.
+ran for a minute starts again from 1 s), and requests in flight fail instead of hanging. A
+worker that is alive but gives no answer to a request for `hang_timeout` seconds (stuck in a
+native library, stopped, swapped out) is killed and restarted the same way: otherwise every
+search would wait out its timeout and fall back to keywords until the app restarts.
 
 Requests are sent one at a time, queries before bulk passage work, so a re-index in progress
 delays a search by at most one batch.
@@ -146,6 +149,15 @@ class _Request:
     future: asyncio.Future[Any]
 
 
+@dataclass
+class _InFlight:
+    """A request written to the worker: the caller's future (which the caller may give up on)
+    and whether the worker has answered (what the hang watch waits for)."""
+
+    future: asyncio.Future[Any]
+    answered: asyncio.Event
+
+
 class EncoderClient:
     """Owns one worker process at a time (see the module docstring)."""
 
@@ -158,10 +170,18 @@ class EncoderClient:
         restart_delay: float = 1.0,
         max_restart_delay: float = 60.0,
         load_delay: float = 0.0,
+        hang_timeout: float = 120.0,
+        hang_per_text: float = 1.0,
     ) -> None:
         self.spec = spec
         self.log_path = log_path
         self.request_timeout = request_timeout
+        self.hang_timeout = hang_timeout
+        """Seconds a request written to the worker may go unanswered before the worker is
+        killed as hung, plus `hang_per_text` for each text it carries: a background batch of
+        16 long notes is up to 256 chunks, which a slow machine encodes at a few a second.
+        Loading is not watched."""
+        self.hang_per_text = hang_per_text
         self.restart_delay = restart_delay
         self.max_restart_delay = max_restart_delay
         self._load_delay = load_delay
@@ -177,6 +197,7 @@ class EncoderClient:
         self._changed: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._log_file: Any = None
+        self._killed_because: str | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -361,11 +382,13 @@ class EncoderClient:
         except (ConnectionError, RuntimeError) as exc:
             await process.wait()
             return f"worker exited at start: {exc}"
-        pending: dict[int, asyncio.Future[Any]] = {}
+        pending: dict[int, _InFlight] = {}
+        self._killed_because = None
         sender = asyncio.create_task(self._send_loop(process, pending), name="encoder-sender")
         reason = "worker exited"
         try:
             reason = await self._read_loop(process, pending)
+            reason = self._killed_because or reason
         finally:
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -374,14 +397,14 @@ class EncoderClient:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
             code = await process.wait()
-            for future in pending.values():
-                if not future.done():
-                    future.set_exception(EncoderUnavailableError("restarting", reason))
+            for item in pending.values():
+                if not item.future.done():
+                    item.future.set_exception(EncoderUnavailableError("restarting", reason))
             self._process = None
         return f"{reason} (exit code {code})"
 
     async def _read_loop(
-        self, process: asyncio.subprocess.Process, pending: dict[int, asyncio.Future[Any]]
+        self, process: asyncio.subprocess.Process, pending: dict[int, _InFlight]
     ) -> str:
         assert process.stdout is not None and self.spec is not None
         while True:
@@ -408,28 +431,39 @@ class EncoderClient:
             elif event == "failed":
                 return f"load failed: {message.get('error')}"
             elif "id" in message:
-                future = pending.pop(int(message["id"]), None)
-                if future is not None and not future.done():
-                    future.set_result(message)
+                item = pending.pop(int(message["id"]), None)
+                if item is not None:
+                    item.answered.set()
+                    if not item.future.done():
+                        item.future.set_result(message)
 
     async def _send_loop(
-        self, process: asyncio.subprocess.Process, pending: dict[int, asyncio.Future[Any]]
+        self, process: asyncio.subprocess.Process, pending: dict[int, _InFlight]
     ) -> None:
         assert self._queue is not None and process.stdin is not None
         while True:
             request = await self._queue.get()
             if request.future.done():
                 continue  # the caller gave up
-            pending[request.seq] = request.future
+            item = pending[request.seq] = _InFlight(request.future, asyncio.Event())
             line = json.dumps({"id": request.seq, **request.payload}) + "\n"
             try:
                 process.stdin.write(line.encode("utf-8"))
                 await process.stdin.drain()
             except (ConnectionError, RuntimeError):
                 return  # the reader sees the exit
-            # one request at a time, so a query never waits behind a queue of bulk work
-            with contextlib.suppress(Exception):
-                await asyncio.wait([request.future])
+            # one request at a time, so a query never waits behind a queue of bulk work; the
+            # worker's answer is awaited even when the caller gave up, so a worker that never
+            # answers is seen
+            allowed = self.hang_timeout + self.hang_per_text * len(request.payload.get("texts", ()))
+            try:
+                await asyncio.wait_for(item.answered.wait(), allowed)
+            except TimeoutError:
+                self._killed_because = f"no answer in {allowed:g}s: killed as hung"
+                log.warning("encoder worker %s %s", process.pid, self._killed_because)
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                return  # the reader sees the exit; the supervisor restarts it
 
 
 # --- adapters --------------------------------------------------------------------------------

@@ -124,3 +124,41 @@ async def test_worker_log_goes_to_the_log_file(tmp_path) -> None:
     async with EncoderClient(HASHING, log_path=log) as client:
         await client.wait_ready(30)
     assert log.exists()
+
+
+async def test_a_worker_that_stops_answering_is_killed_and_restarted() -> None:
+    # SIGSTOP: alive, pipes open, never answering (as a worker stuck in a native library).
+    # Before, every later search waited out its timeout and fell back to keywords for good.
+    async with EncoderClient(HASHING, restart_delay=1.0, hang_timeout=1.0) as client:
+        first = await client.wait_ready(30)
+        assert isinstance(first, EncoderReady)
+        os.kill(first.pid, signal.SIGSTOP)
+        with pytest.raises(EncoderUnavailableError, match="busy"):
+            await client.encode(["x"], "query", time_limit=0.3)
+        await _eventually(lambda: isinstance(client.status, EncoderFailed), 10)
+        failed = client.status
+        assert isinstance(failed, EncoderFailed)
+        assert "hung" in failed.error
+        await _eventually(lambda: not _alive(first.pid), 5)
+        assert not _alive(first.pid)
+        second = await client.wait_ready(30)
+        assert isinstance(second, EncoderReady)
+        assert second.pid != first.pid and second.restarts == 1
+        assert (await client.encode(["x"], "query")).shape == (1, 256)
+
+
+async def test_a_worker_answering_late_within_its_allowance_is_kept() -> None:
+    # a long batch is not a hang: the worker is paused for less than the allowance
+    async with EncoderClient(HASHING, hang_timeout=5.0) as client:
+        first = await client.wait_ready(30)
+        assert isinstance(first, EncoderReady)
+        os.kill(first.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(EncoderUnavailableError, match="busy"):
+                await client.encode(["x"], "query", time_limit=0.3)
+            await asyncio.sleep(1.0)
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
+        assert (await client.encode(["y"], "query", time_limit=10)).shape == (1, 256)
+        assert client.status == first
+        assert client.pid == first.pid
