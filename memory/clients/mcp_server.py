@@ -262,8 +262,11 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
         def work() -> str:
             outcome = res.store.search_detailed(query, limit=limit, scope=res.project.scope)
             hits = outcome.hits
+            floor = res.store.config.relevance_floor  # as the memories' search above
             episodes = [
-                e for e in res.episodes.search(query, limit=10) if e.project == res.project.key
+                e
+                for e in res.episodes.search(query, limit=10, floor=floor)
+                if e.project == res.project.key
             ][:5]
             parts = ["Memories:"]
             parts += [f"[{h.id}] {h.type} · {h.title} — {h.summary}" for h in hits] or ["(none)"]

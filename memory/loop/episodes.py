@@ -24,6 +24,7 @@ from memory._record import record
 from memory.loop.windows import StateWindows, WindowStore
 from memory.model import NoteDraft
 from memory.notes.capture import clean_message, sanitize
+from memory.search.ranking import text_relevance
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend, StateBackend
@@ -565,8 +566,11 @@ class EpisodeStore:
             )
         return cur.rowcount
 
-    def search(self, query: str, limit: int = 5) -> builtins.list[Episode]:
-        """Completed episodes whose title or summary mentions any query word."""
+    def search(self, query: str, limit: int = 5, *, floor: float = 0.0) -> builtins.list[Episode]:
+        """Completed episodes whose title or summary mentions a query word, most relevant first
+        (`memory.search.relevance.text_relevance`, then newest), those below `floor` left out:
+        a prompt's recall asks with the inject floor, a search with the search floor, so a
+        session sharing only "the" with a prompt is neither injected nor listed."""
         words = [w for w in re.split(r"\s+", query.strip()) if len(w) >= 2][:8]
         if not words:
             return []
@@ -579,12 +583,20 @@ class EpisodeStore:
         for word in words:
             pattern = "%" + word.replace("\\", "\\\\") + "%"
             params += [pattern, pattern]
+        # more candidates than asked for: the newest matching a common word must not crowd
+        # out an older session that is about the query
         rows = self.db.read(
             f"SELECT * FROM mem_episodes WHERE status = 'completed' AND ({clause})"
             " ORDER BY started DESC LIMIT ?",
-            (*params, limit),
+            (*params, max(limit * 10, EPISODE_CANDIDATES)),
         )
-        return [_episode(r) for r in rows]
+        scored = [
+            (text_relevance(query, e.title, e.summary or ""), n, e)
+            for n, e in enumerate(_episode(r) for r in rows)
+        ]
+        scored = [item for item in scored if item[0] >= floor]
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        return [e for _, _, e in scored[:limit]]
 
     def _prune_summaries(self, scope: str) -> None:
         notes = [
@@ -605,6 +617,8 @@ _JOINED: Final = (
     " m.content AS m_content, m.created AS m_created, e.*"
     " FROM mem_episode_messages m JOIN mem_episodes e ON e.id = m.episode_id"
 )
+EPISODE_CANDIDATES: Final = 100
+"""Newest sessions matching any query word that an episode search ranks."""
 OBSERVATION_CANDIDATES: Final = 2000
 """Newest matching observations an observation search ranks (a personal history's worth)."""
 

@@ -365,9 +365,12 @@ class MemoryLoop:
             self.windows.save(key, turn, (), given)
             return render(brief)
         recent = window.recent | set(given)
+        # unasked, so stricter than a search (docs/retrieval.md, "Two floors"): past sessions
+        # too, or any English prompt brought back every session whose summary holds "the"
+        floor = self.store.config.injection_floor
         past = [
             e
-            for e in self.episodes.search(prompt, limit=8)
+            for e in self.episodes.search(prompt, limit=8, floor=floor)
             if e.project == place.key and e.id not in recent and e.summary
         ][:PAST_SESSIONS]
         budget -= recall_overhead(self.tools)
@@ -381,9 +384,12 @@ class MemoryLoop:
             exclude_ids=recent | unwanted,
             scope=place.scope,
             limit=RECALL_CANDIDATES,
-            # unasked, so stricter than a search (docs/retrieval.md, "Two floors")
-            floor=self.store.config.injection_floor,
+            floor=floor,
         )
+        # a past session and its summary note are one memory: listed once, as the session
+        # (its line leads to the transcript)
+        listed = {e.summary_note_id for e in past}
+        entries = [e for e in entries if e.id not in listed]
         recall = assemble_recall(
             entries,
             past,

@@ -336,3 +336,74 @@ def test_past_sessions_of_the_same_place_are_recalled_never_the_live_one(
     text = make_loop(store, state, windows).prompt("claude-code:live", APP, "zebrafish").text
     assert f"[{done.id}] session" in text
     assert elsewhere.id not in text and "zebra live" not in text
+
+
+PAST = (
+    ("login", "Done: fixed the login redirect bug in the auth service. Open: add tests for it."),
+    ("trip", "Done: planned the trip to Lisbon with the user. Decided: the flights on Friday."),
+    ("ci", "完成：把 CI 从 Jenkins 迁到 GitHub Actions；待办：缓存依赖。"),
+)
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "What's the weather like today?",  # "the" in every summary: each was injected
+        "How do I boil an egg?",  # "do" in "Done"
+        "Can you explain what a monad is?",
+        "今天天气怎么样？",
+        "Tell me a joke about cats",
+    ],
+)
+def test_a_prompt_about_none_of_the_past_sessions_recalls_none(
+    store: MemoryStore, state: StateDB, windows: WindowStore, prompt: str
+) -> None:
+    episodes = EpisodeStore(state, store)
+    for key, summary in PAST:
+        done = episodes.start(f"claude-code:{key}", title=key, project=APP.key, scope=APP.scope)
+        episodes.close(done.id, summary)
+    context = make_loop(store, state, windows).prompt("claude-code:new", APP, prompt)
+    assert context.injected == ()
+    assert context.text == ""
+
+
+@pytest.mark.parametrize(
+    ("prompt", "key"),
+    [
+        ("is the login redirect bug fixed?", "login"),
+        ("What did we decide about the Lisbon trip?", "trip"),
+        ("CI 迁到 GitHub Actions 了吗", "ci"),
+    ],
+)
+def test_a_prompt_about_a_past_session_recalls_it_once(
+    store: MemoryStore, state: StateDB, windows: WindowStore, prompt: str, key: str
+) -> None:
+    episodes = EpisodeStore(state, store)
+    ids = {}
+    for name, summary in PAST:
+        done = episodes.start(f"claude-code:{name}", title=name, project=APP.key, scope=APP.scope)
+        episodes.close(done.id, summary)
+        ids[name] = episodes.get(done.id)
+    context = make_loop(store, state, windows).prompt("claude-code:new", APP, prompt)
+    wanted = ids[key]
+    shown = {i.id for i in context.injected}
+    # the session itself (its line leads to the transcript) or, when only its summary note
+    # is near enough, that note; never both, never another session
+    assert shown & {wanted.id, wanted.summary_note_id}
+    assert not {wanted.id, wanted.summary_note_id} <= shown
+    others = {e.id for n, e in ids.items() if n != key} | {
+        e.summary_note_id for n, e in ids.items() if n != key
+    }
+    assert not shown & others
+
+
+def test_an_episode_search_ranks_by_relevance_and_applies_its_floor(
+    store: MemoryStore, state: StateDB
+) -> None:
+    episodes = EpisodeStore(state, store)
+    for key, summary in PAST:
+        episodes.close(episodes.start(f"claude-code:{key}", title=key).id, summary)
+    assert len(episodes.search("the weather", limit=10)) == 2  # any word, no floor: as before
+    assert episodes.search("the weather", limit=10, floor=0.1) == []
+    found = episodes.search("the Lisbon trip flights", limit=10, floor=0.5)
+    assert [e.title for e in found] == ["trip"]
