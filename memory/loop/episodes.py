@@ -590,8 +590,9 @@ class EpisodeStore:
             " ORDER BY started DESC LIMIT ?",
             (*params, max(limit * 10, EPISODE_CANDIDATES)),
         )
+        relevance = text_relevance(query)
         scored = [
-            (text_relevance(query, e.title, e.summary or ""), n, e)
+            (relevance(e.title, e.summary or ""), n, e)
             for n, e in enumerate(_episode(r) for r in rows)
         ]
         scored = [item for item in scored if item[0] >= floor]

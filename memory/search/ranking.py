@@ -32,7 +32,13 @@ from memory.model import (
     parse_datetime,
 )
 from memory.notes.capture import sanitize
-from memory.search.fusion import FusionWeights, fuse, keyword_coverage, weighted_share
+from memory.search.fusion import (
+    FusionWeights,
+    fuse,
+    keyword_coverage,
+    term_patterns,
+    weighted_share,
+)
 from memory.search.keyword import (
     Candidate,
     ParsedQuery,
@@ -274,17 +280,22 @@ def fused_ranking(
 
 
 def text_relevance(
-    query: str, title: str, text: str, calibration: Calibration = DEFAULT_CALIBRATION
-) -> float:
-    """The relevance of a text outside the notes index (a past session's title and summary) to
-    a query, on the same scale as a note's: the share of the query's words it holds, on the
-    keyword ramp of a search with vectors (half the words: 0.5). Words weigh alike (no index
-    to count them in; stopwords are left out as in every query), and there is no vector side,
-    so a text sharing one everyday word of a prompt ("today", "the" before stopwords) does not
-    count: the session's summary note, which is in the index with its vectors, is what a
-    paraphrase finds."""
+    query: str, calibration: Calibration = DEFAULT_CALIBRATION
+) -> Callable[[str, str], float]:
+    """A scorer of texts outside the notes index (a past session's title and summary) for a
+    query, on the same scale as a note's relevance: the share of the query's words a text
+    holds, on the keyword ramp of a search with vectors (half the words: 0.5). Words weigh
+    alike (no index to count them in; stopwords are left out as in every query), and there is
+    no vector side, so a text sharing one everyday word of a prompt does not count: the
+    session's summary note, which is in the index with its vectors, is what a paraphrase
+    finds. The query is parsed once for all the texts."""
     parsed = parse_query(query)
-    if not parsed.terms:
-        return 0.0
-    coverage = keyword_coverage(parsed, title, (), "", text)
-    return calibrated(Evidence(coverage=coverage), calibration)
+    patterns = term_patterns(parsed)
+
+    def score(title: str, text: str) -> float:
+        if not parsed.terms:
+            return 0.0
+        coverage = keyword_coverage(parsed, title, (), "", text, patterns=patterns)
+        return calibrated(Evidence(coverage=coverage), calibration)
+
+    return score
