@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from errors import InvalidInputError
+from memory.search.ranking import text_relevance
 from memory.search.relevance import (
     DEFAULT_FLOOR,
     DEFAULT_INJECT_FLOOR,
@@ -95,3 +96,22 @@ def test_a_floor_is_a_relevance(floor: float, ok: bool) -> None:
 def test_a_calibration_ramp_must_rise() -> None:
     with pytest.raises(ValueError, match="rise"):
         Calibration(cosine_zero=0.5, cosine_full=0.5)
+
+
+SUMMARY = "Done: fixed the login redirect bug in the auth service. Open: add tests for it."
+
+
+@pytest.mark.parametrize(
+    ("query", "low", "high"),
+    [
+        ("What's the weather like today?", 0.0, 0.0),  # "the" is a stopword, nothing else
+        ("How do I boil an egg?", 0.0, 0.0),  # "do" is inside "Done", not a word of it
+        ("auth service", 1.0, 1.0),
+        ("login redirect bug", 1.0, 1.0),
+        ("is the login bug fixed", 0.5, 1.0),  # "fixed" by its stem
+        ("login page colours", 0.0, 0.49),  # one word of three: not enough to inject
+        ("", 0.0, 0.0),
+    ],
+)
+def test_text_relevance_of_a_session_summary(query: str, low: float, high: float) -> None:
+    assert low <= text_relevance(query)("login bug", SUMMARY) <= high
