@@ -24,6 +24,7 @@ from memory._record import record
 from memory.loop.windows import StateWindows, WindowStore
 from memory.model import NoteDraft
 from memory.notes.capture import clean_message, sanitize
+from memory.search.keyword import STOPWORDS
 from memory.search.ranking import text_relevance
 
 if TYPE_CHECKING:
@@ -571,7 +572,9 @@ class EpisodeStore:
         (`memory.search.relevance.text_relevance`, then newest), those below `floor` left out:
         a prompt's recall asks with the inject floor, a search with the search floor, so a
         session sharing only "the" with a prompt is neither injected nor listed."""
-        words = [w for w in re.split(r"\s+", query.strip()) if len(w) >= 2][:8]
+        words = [w for w in re.split(r"\s+", query.strip()) if len(w) >= 2]
+        # a stopword matches nearly every summary: it brings no candidate worth scoring
+        words = ([w for w in words if w.casefold() not in STOPWORDS] or words)[:8]
         if not words:
             return []
         # lower() on both sides: SQLite's LIKE folds ASCII case, PostgreSQL's folds none. The

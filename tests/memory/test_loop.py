@@ -403,7 +403,11 @@ def test_an_episode_search_ranks_by_relevance_and_applies_its_floor(
     episodes = EpisodeStore(state, store)
     for key, summary in PAST:
         episodes.close(episodes.start(f"claude-code:{key}", title=key).id, summary)
-    assert len(episodes.search("the weather", limit=10)) == 2  # any word, no floor: as before
-    assert episodes.search("the weather", limit=10, floor=0.1) == []
+    # a stopword brings no candidate when the query has another word; alone, it is the word
+    assert episodes.search("the weather", limit=10) == []
+    assert len(episodes.search("the", limit=10)) == 2
+    found = episodes.search("service flights", limit=10, floor=0.5)  # half the words: 0.5
+    assert {e.title for e in found} == {"login", "trip"}
+    assert episodes.search("service flights", limit=10, floor=0.6) == []
     found = episodes.search("the Lisbon trip flights", limit=10, floor=0.5)
     assert [e.title for e in found] == ["trip"]
