@@ -569,7 +569,7 @@ class EpisodeStore:
 
     def search(self, query: str, limit: int = 5, *, floor: float = 0.0) -> builtins.list[Episode]:
         """Completed episodes whose title or summary mentions a query word, most relevant first
-        (`memory.search.relevance.text_relevance`, then newest), those below `floor` left out:
+        (`memory.search.ranking.text_relevance`, then newest), those below `floor` left out:
         a prompt's recall asks with the inject floor, a search with the search floor, so a
         session sharing only "the" with a prompt is neither injected nor listed."""
         words = [w for w in re.split(r"\s+", query.strip()) if len(w) >= 2]
