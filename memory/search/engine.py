@@ -35,6 +35,11 @@ NO_KEYWORD_EVIDENCE: Final = min(DEFAULT_CALIBRATION.coverage_zero, DEFAULT_CALI
 DF_CAP: Final = 5000
 """Document frequencies for query-word IDF count up to this many notes (cheap, and words
 that common weigh little either way)."""
+IDF_NOTES_AT_LEAST: Final = 50
+"""Query-word IDF counts the notes as at least this many. In a memory of three notes a word
+two of them hold ("billing" in a decision and in the session summary quoting it) would weigh
+less than a word none holds, and the note a prompt is about would explain too little of it to
+be injected; a word in 2 of 50 notes is rare, as it is to the person."""
 
 
 class SearchQueries(Protocol):
@@ -190,9 +195,10 @@ def term_weights(queries: SearchQueries, parsed: ParsedQuery) -> list[float]:
     a scope's weights are the same whatever else the home holds. A word no note holds
     weighs as one held by a single note: in a small memory BM25's IDF would make it weigh
     several times more, and a prompt's every chatty word would then sink the share of it a
-    note explains (the coverage behind keyword trust and calibrated relevance)."""
+    note explains (the coverage behind keyword trust and calibrated relevance); and the notes
+    count as at least `IDF_NOTES_AT_LEAST`."""
     total, found = queries.doc_freqs(parsed)
-    return [idf(max(1, min(n, DF_CAP)), max(total, 1)) for n in found]
+    return [idf(max(1, min(n, DF_CAP)), max(total, IDF_NOTES_AT_LEAST)) for n in found]
 
 
 def hit(scored: Scored, parsed: ParsedQuery) -> SearchHit:

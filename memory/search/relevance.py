@@ -18,7 +18,7 @@ Each side is a linear ramp from "no evidence" to "full evidence", and the two co
 noisy OR (either side can carry a hit, both together count more):
 
     vec = clip((cosine - 0.10) / 0.40, 0, 1)
-    kw  = clip((coverage - 0.25) / 0.50, 0, 1)     keyword search alone: (coverage - 0.25) / 0.125
+    kw  = clip((coverage - 0.25) / 0.50, 0, 1)     keyword search alone: (coverage - 0.24) / 0.22
     relevance = 1 - (1 - vec) * (1 - kw)
 
 Keyword search alone (no encoder, or no vectors yet: the hooks working directly) has only the
@@ -59,10 +59,15 @@ class Calibration:
     """Cosine at which it is full evidence."""
     coverage_zero: float = 0.25
     coverage_full: float = 0.75
-    alone_zero: float = 0.25
+    alone_zero: float = 0.24
     """The keyword ramp of a search without vectors: one word of four in common is coincidence
-    there too ("what's the weather like today?" and a profile saying what the user likes)."""
-    alone_full: float = 0.375
+    there too ("what's the weather like today?" and a profile saying what the user likes: 0.05,
+    under the search floor)."""
+    alone_full: float = 0.46
+    """Full evidence at 46 % of the query's weight, so that the inject floor (0.5) asks for 35 %
+    and the search floor (0.1) for 26 %, as before. Until 26 Nov it was 0.375 (zero 0.25): the
+    inject floor then took one word of three (31 %), and a first turn without vectors injected a
+    note for 12.5 % of the tuning prompts (4.2 % now; docs/retrieval.md)."""
 
     def __post_init__(self) -> None:
         if (

@@ -33,10 +33,13 @@ from memory.search.relevance import (
         (Evidence(coverage=0.25), 0.0),
         (Evidence(coverage=0.50), 0.5),
         (Evidence(coverage=1.00), 1.0),
-        # keyword search alone rises faster (0.25 to 0.375): its keywords carry a hit alone
-        (Evidence(coverage=0.3125, vectors=False), 0.5),
-        (Evidence(coverage=0.375, vectors=False), 1.0),
-        (Evidence(coverage=0.25, vectors=False), 0.0),
+        # keyword search alone rises faster (0.24 to 0.46): its keywords carry a hit alone
+        (Evidence(coverage=0.24, vectors=False), 0.0),
+        (Evidence(coverage=0.35, vectors=False), 0.5),  # the inject floor
+        (Evidence(coverage=0.46, vectors=False), 1.0),
+        # one word of four: under the search floor; one of three: found, not injected
+        (Evidence(coverage=0.25, vectors=False), 0.01 / 0.22),
+        (Evidence(coverage=1 / 3, vectors=False), (1 / 3 - 0.24) / 0.22),
         # both sides: a noisy OR, more than either alone
         (Evidence(coverage=0.50, cosine=0.30), 0.75),
         (Evidence(coverage=1.00, cosine=0.05), 1.0),
@@ -65,6 +68,9 @@ def test_calibrated_relevance_from_a_hits_own_evidence(evidence: Evidence, expec
         # the note holds the rare words of the question
         (Evidence(coverage=0.80), True, True),
         (Evidence(coverage=0.80, vectors=False), True, True),
+        # keyword search alone: one word of three is found by a search, not injected
+        (Evidence(coverage=1 / 3, vectors=False), True, False),
+        (Evidence(coverage=0.40, vectors=False), True, True),
     ],
 )
 def test_the_default_floors_search_wide_and_inject_only_strong_evidence(
