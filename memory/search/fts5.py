@@ -77,8 +77,11 @@ def fts_columns_json(title: str, tags_json: str, summary: str, body: str) -> tup
 
 
 def bm25_idf(rows: int, hits: int) -> float:
-    """FTS5's IDF of a phrase found in `hits` of `rows` notes (1e-6 when most have it)."""
-    idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+    """FTS5's IDF of a phrase found in `hits` of `rows` notes (1e-6 when most have it). FTS5
+    reads both counts in one snapshot; ours may be read apart while another thread saves
+    notes, so `hits` can exceed `rows`: that too is "most have it", not a math error."""
+    ratio = (rows - hits + 0.5) / (hits + 0.5)
+    idf = math.log(ratio) if ratio > 0.0 else 0.0
     return idf if idf > 0.0 else 1e-6
 
 
@@ -94,7 +97,10 @@ def phrase_freq(score: float, idf: float, words: float, avgdl: float) -> int:
     (`score` = -bm25) and the statistics FTS5 scored it with (`bm25_term` solved for
     `freq`). The weights are whole numbers, so is the count: rounding makes it exact."""
     norm = K1 * ((1 - B) + B * words / avgdl)
-    return round(score * norm / (idf * (K1 + 1.0) - score))
+    room = idf * (K1 + 1.0) - score
+    if room <= 0.0:  # statistics read apart while notes were saved (see `bm25_idf`)
+        return 1
+    return round(score * norm / room)
 
 
 def varints(blob: bytes) -> list[int]:

@@ -103,6 +103,10 @@ def test_phrase_query(words: list[str], prefix: bool, query: str | None) -> None
         (10, 0, math.log(10.5 / 0.5)),
         (10, 5, 1e-6),  # half the notes: log(1) = 0, FTS5 keeps a sliver
         (10, 9, 1e-6),
+        # counts read apart while notes were saved (a scope's cached count, then its hits):
+        # once a ValueError in a search thread
+        (10, 11, 1e-6),
+        (10, 40, 1e-6),
     ],
 )
 def test_bm25_idf(rows: int, hits: int, idf: float) -> None:
@@ -112,3 +116,13 @@ def test_bm25_idf(rows: int, hits: int, idf: float) -> None:
 def test_ts_rank_cd_weights_are_the_bm25_column_weights_scaled() -> None:
     assert fts5.TS_RANK_CD_WEIGHTS == "{0.1, 0.4, 0.6, 1.0}"
     assert fts5.RANK_SCALE == 10.0
+
+
+def test_phrase_freq_inverts_bm25_term_and_survives_counts_read_apart() -> None:
+    idf, words, avgdl = fts5.bm25_idf(100, 3), 12.0, 20.0
+    for freq in (1, 2, 5, 40):
+        score = fts5.bm25_term(idf, freq, words, avgdl)
+        assert fts5.phrase_freq(score, idf, words, avgdl) == freq
+    # an IDF from counts read while notes were saved can be too small for the score FTS5 gave
+    score = fts5.bm25_term(idf, 3, words, avgdl)
+    assert fts5.phrase_freq(score, 1e-6, words, avgdl) == 1
