@@ -8,11 +8,12 @@
 Sets:
 - bilingual: `tests/data/bilingual_memory.json` (80 notes in Chinese and English, 128
   paraphrased questions: zh->zh, en->en, zh->en, en->zh). Recall@1/@5 and MRR per direction.
-- set-b, set-c: `tests/data/bilingual_memory_b.json` and `..._c.json`, the same measures on two
-  other personas' memories (80 notes, 128 questions each) with 100 unrelated prompts of their
-  own. Both were written after the floors were chosen. Set B then showed the keyword side of
-  the fusion pushing right notes out and took part in choosing its weights (26 Nov); set C was
-  kept aside and measured once, with the settings final: the check on unseen data.
+- set-b, set-c, set-d: `tests/data/bilingual_memory_b.json`, `..._c.json`, `..._d.json`, the
+  same measures on three other personas' memories (80 notes, 128 questions each) with 100
+  unrelated prompts of their own, all written after the floors were chosen. Set B then showed
+  the keyword side of the fusion pushing right notes out and took part in choosing its weights
+  (26 Nov); set C was kept aside and measured once with the fusion final; the keyword-alone
+  ramp was then chosen looking at A, B and C, and set D, written after it, checks both.
 - locomo: `../shared/data/locomo/locomo10.json` (read in place, never copied). One store per
   conversation, every dialogue turn a note (`speaker: text`, plus the caption of a shared
   photo); each question's evidence turns are the relevant notes. Turn recall@5/@10 (share of
@@ -92,6 +93,7 @@ BILINGUAL = ROOT / "tests" / "data" / "bilingual_memory.json"
 EXTRA_SETS = {
     "B": ROOT / "tests" / "data" / "bilingual_memory_b.json",
     "C": ROOT / "tests" / "data" / "bilingual_memory_c.json",
+    "D": ROOT / "tests" / "data" / "bilingual_memory_d.json",
 }
 """Other personas' memories, each with its questions and 100 unrelated prompts (`--sets
 set-b,set-c`); see the module docstring for what each was used for."""
@@ -792,7 +794,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--encoder", default="auto", help="as CLAUDE_MEMORY_ENCODER")
     parser.add_argument("--no-center", action="store_true", help="no language centering")
-    parser.add_argument("--sets", default="bilingual,set-b,set-c,locomo")
+    parser.add_argument("--sets", default="bilingual,set-b,set-c,set-d,locomo")
     parser.add_argument("--locomo", type=Path, default=LOCOMO)
     parser.add_argument("--sweep", action="store_true", help="try other fusion settings")
     parser.add_argument("--latency", type=int, default=0, help="notes for the latency run")
