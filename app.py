@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -333,6 +335,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def _domain_error(request: Request, exc: ClaudeMemoryError) -> JSONResponse:
         return JSONResponse({"detail": exc.message}, status_code=exc.status_code)
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own answer, but printable: the errors echo the input, and JSON can carry a
+        # lone surrogate (`"\ud800"`) that no UTF-8 response can (it raised, a 500).
+        return JSONResponse({"detail": _printable(jsonable_encoder(exc.errors()))}, 422)
+
     @app.get("/health", tags=["status"])
     async def health(request: Request) -> dict[str, Any]:
         """States and counts for anyone; paths and endpoints only with the bearer token."""
@@ -498,3 +506,14 @@ def __getattr__(name: str) -> Any:
     if name == "app":
         return create_app()
     raise AttributeError(name)
+
+
+def _printable(value: Any) -> Any:
+    """JSON-like data with each lone surrogate written out as `\\udXXX`, so it encodes."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value

@@ -28,7 +28,7 @@ class NotFoundError(ClaudeMemoryError):
     status_code = 404
 
     def __init__(self, kind: str, ident: str) -> None:
-        super().__init__(f"{kind} {ident!r} not found; list the {kind}s to see valid ids")
+        super().__init__(f"{kind} {ident!r} not found; list the {_plural(kind)} to see valid ids")
         self.kind = kind
         self.ident = ident
 
@@ -56,3 +56,11 @@ class BusyError(ClaudeMemoryError):
     """Too much work is already queued; the caller should retry later."""
 
     status_code = 429
+
+
+def _plural(noun: str) -> str:
+    """`note` -> `notes`, `pending entity` -> `pending entities` (the kinds are English nouns
+    written in code, never user text)."""
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return noun[:-1] + "ies"
+    return noun + "s"

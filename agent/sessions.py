@@ -586,6 +586,7 @@ class SessionManager:
     def validate_message(self, message: str) -> None:
         if not message or not message.strip():
             raise InvalidInputError("message is empty: send some text")
+        _refuse_surrogates("message", message)
         if len(message) > self.settings.max_message_chars:
             raise InvalidInputError(
                 f"message has {len(message)} characters; the limit is "
@@ -595,6 +596,8 @@ class SessionManager:
     async def resolve_conversation(self, conversation_id: str | None, new: bool) -> str:
         """The id a message goes to: `main` by default; a fresh id (the old one retired after
         its grace period) when a new conversation is asked for."""
+        if conversation_id is not None:
+            _refuse_surrogates("conversation_id", conversation_id)
         if not new:
             return conversation_id or DEFAULT_CONVERSATION
         if conversation_id:
@@ -749,3 +752,16 @@ class SessionManager:
 def _title(message: str) -> str:
     line = " ".join(message.split())
     return line[:60] + ("…" if len(line) > 60 else "")
+
+
+def _refuse_surrogates(name: str, value: str) -> None:
+    """JSON can escape half a UTF-16 pair (`"\\ud83d"`): not text, and it cannot be logged,
+    stored or sent to the model, so it is refused before anything is written."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = f"\\u{ord(value[error.start]):04x}"
+        raise InvalidInputError(
+            f"{name} holds a lone surrogate ({code} at {error.start}), which is not text: "
+            "send UTF-8"
+        ) from None

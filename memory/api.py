@@ -23,7 +23,7 @@ from memory.conflicts import ConflictStore, Supersession
 from memory.conflicts import status_filter as conflict_status
 from memory.history import ChangeSource, acting_as
 from memory.history_store import HistoryStore
-from memory.inputs import Flag, SearchText
+from memory.inputs import ID_MAX, Flag, SearchText
 from memory.loop.entities import PendingStore, confirm_pending, pending_filter
 from memory.loop.episodes import EpisodeStore
 from memory.loop.feedback import FeedbackStore
@@ -458,7 +458,7 @@ def create_observations_router(get_episodes: Callable[[], EpisodeStore]) -> APIR
 
     @router.get("/{observation_id}/timeline")
     async def timeline(
-        observation_id: int,
+        observation_id: int = Path(ge=1, le=ID_MAX),
         before: int = Query(default=3, ge=0, le=20),
         after: int = Query(default=3, ge=0, le=20),
     ) -> dict[str, Any]:
@@ -481,10 +481,13 @@ def create_observations_router(get_episodes: Callable[[], EpisodeStore]) -> APIR
             raise HTTPException(422, "ids must be numbers separated by commas") from None
         if not wanted or len(wanted) > 50:
             raise HTTPException(422, "send between 1 and 50 ids")
-        if min(wanted) < 1:
-            raise HTTPException(422, "ids are positive numbers")
+        if min(wanted) < 1 or max(wanted) > ID_MAX:
+            raise HTTPException(422, f"ids are positive numbers, at most {ID_MAX}")
         found = await _run(get_episodes().observations, wanted)
-        return {"observations": [m.to_dict() for m in found if m.role == "observation"]}
+        observations = [m.to_dict() for m in found if m.role == "observation"]
+        if not observations:
+            raise NotFoundError("observation", ids)
+        return {"observations": observations}
 
     return router
 
@@ -535,14 +538,14 @@ def create_history_router(
         return await _run(run)
 
     @router.get("/{note_id}/history/{version}")
-    async def note_version(note_id: str, version: int = Path(ge=1)) -> dict[str, Any]:
+    async def note_version(note_id: str, version: int = Path(ge=1, le=ID_MAX)) -> dict[str, Any]:
         """One version in full: its fields, its text and `text` (fields then body, for a
         diff)."""
         found = await _run(get_history().version, note_id, version)
         return found.to_dict()
 
     @router.post("/{note_id}/history/{version}/restore", response_model=RestoreResponse)
-    async def restore_version(note_id: str, version: int = Path(ge=1)) -> RestoreResponse:
+    async def restore_version(note_id: str, version: int = Path(ge=1, le=ID_MAX)) -> RestoreResponse:
         """Bring a version's title, summary, text and tags back (a deleted note comes back
         under its id); the restore is itself a new version."""
 

@@ -41,9 +41,14 @@ def between(low: int, high: int) -> Interval:
     return Interval(ge=low, le=high)
 
 
+ID_MAX = 2**63 - 1
+"""The largest id a database row can have (SQLite INTEGER, PostgreSQL BIGINT): a larger number
+is refused here, as invalid, instead of overflowing in the driver."""
+
+
 def positive() -> Interval:
-    """An id or a count that starts at 1."""
-    return Interval(ge=1)
+    """An id or a count that starts at 1 (and fits a database integer)."""
+    return Interval(ge=1, le=ID_MAX)
 
 
 def describe(error: ValidationError) -> str:

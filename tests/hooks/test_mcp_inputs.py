@@ -45,6 +45,9 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], str]] = [
     ("get_observations", {"ids": []}, "at least 1 item"),
     ("get_observations", {"ids": [-3]}, "greater than or equal to 1"),
     ("get_observations", {"ids": list(range(1, 52))}, "at most 50 items"),
+    # past a database integer: refused, not an overflow from the driver
+    ("observation_timeline", {"id": 2**63}, "less than or equal to 9223372036854775807"),
+    ("get_observations", {"ids": [1, 10**23]}, "less than or equal to 9223372036854775807"),
     ("memory_search_by_type", {"type": ""}, "at least 1 character"),
     ("memory_search_by_type", {"type": "wizard"}, "unknown type"),
     ("memory_search_by_type", {"type": "decision", "query": " "}, "query"),

@@ -60,6 +60,12 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any] | None, int, str]] = [
     ("GET", "/api/observations", {"ids": "a,b"}, 422, "numbers"),
     ("GET", "/api/observations", {"ids": "-1"}, 422, "positive"),
     ("GET", "/api/observations", {"ids": ",".join(map(str, range(1, 52)))}, 422, "50 ids"),
+    # Past a database integer: refused as input, never an overflow in the driver (a 500)
+    ("GET", "/api/observations", {"ids": "99999999999999999999999"}, 422, "at most"),
+    ("GET", "/api/observations", {"ids": "999998,999999"}, 404, "not found"),
+    ("GET", "/api/observations/99999999999999999999999/timeline", None, 422, "less than or"),
+    ("GET", "/api/memories/<note>/history/99999999999999999999999", None, 422, "less than or"),
+    ("POST", "/api/memories/<note>/history/9223372036854775808/restore", None, 422, "less than"),
     ("GET", "/api/memories/history/deleted", {"limit": 0}, 422, "greater than or equal"),
     ("GET", "/api/memories/<note>/history/0", None, 422, "greater than or equal"),
     ("POST", "/api/memories/<note>/history/0/restore", None, 422, "greater than or equal"),
@@ -151,3 +157,37 @@ async def test_every_endpoint_refuses_bad_input_with_a_clear_error_and_changes_n
                 wrong.append(f"{method} {path} {data} -> {response.status_code}: {detail[:300]}")
         assert not wrong, "\n".join(wrong)
         assert home_fingerprint(settings.home) == before
+
+
+# JSON may escape a lone surrogate (`"\ud800"`): valid JSON, but no Unicode text, so it can
+# be neither stored nor echoed back in an error as UTF-8. Sent as raw bytes (a JSON encoder
+# refuses to write them).
+SURROGATE_BODIES = [
+    ("POST", "/api/memories", b'{"content": "x \\ud800"}'),
+    ("POST", "/api/memories/search", b'{"query": "pool \\udfff"}'),
+    ("PUT", "/api/memories/<note>", b'{"title": "x \\udfff"}'),
+    ("POST", "/api/chat", b'{"message": "hi \\ud83d"}'),
+    ("POST", "/api/chat/stream", b'{"message": "hi", "conversation_id": "c\\udc00"}'),
+]
+
+
+async def test_a_lone_surrogate_in_json_is_a_clear_422_and_changes_nothing(
+    make_settings: Callable[..., Settings],
+) -> None:
+    settings = make_settings()
+    async with running_app(settings) as client:
+        note = (await client.post("/api/memories", json={"content": "The pool holds 20."})).json()
+        saved = (await client.get(f"/api/memories/{note['id']}")).json()
+        before = home_fingerprint(settings.home)
+        for method, path, body in SURROGATE_BODIES:
+            response = await client.request(
+                method,
+                path.replace("<note>", note["id"]),
+                content=body,
+                headers={"content-type": "application/json"},
+            )
+            assert response.status_code == 422, (path, response.text)
+            assert "surrogate" in response.text.lower() or "\\ud" in response.text, response.text
+        assert home_fingerprint(settings.home) == before
+        kept = (await client.get(f"/api/memories/{note['id']}")).json()
+    assert kept == saved
