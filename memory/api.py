@@ -545,7 +545,9 @@ def create_history_router(
         return found.to_dict()
 
     @router.post("/{note_id}/history/{version}/restore", response_model=RestoreResponse)
-    async def restore_version(note_id: str, version: int = Path(ge=1, le=ID_MAX)) -> RestoreResponse:
+    async def restore_version(
+        note_id: str, version: int = Path(ge=1, le=ID_MAX)
+    ) -> RestoreResponse:
         """Bring a version's title, summary, text and tags back (a deleted note comes back
         under its id); the restore is itself a new version."""
 
