@@ -52,6 +52,7 @@ from memory.opening import open_memory, open_state
 from memory.vector_sync import VectorSync
 from settings import Settings, load_settings
 from storage.private import private_process, tighten_home
+from storage.text import printable
 from storage.urls import safe_url, safe_urls_in
 from web.access import LoopbackOnly
 from web.auth import has_valid_token, require_token
@@ -339,7 +340,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         # FastAPI's own answer, but printable: the errors echo the input, and JSON can carry a
         # lone surrogate (`"\ud800"`) that no UTF-8 response can (it raised, a 500).
-        return JSONResponse({"detail": _printable(jsonable_encoder(exc.errors()))}, 422)
+        return JSONResponse({"detail": printable(jsonable_encoder(exc.errors()))}, 422)
 
     @app.get("/health", tags=["status"])
     async def health(request: Request) -> dict[str, Any]:
@@ -506,14 +507,3 @@ def __getattr__(name: str) -> Any:
     if name == "app":
         return create_app()
     raise AttributeError(name)
-
-
-def _printable(value: Any) -> Any:
-    """JSON-like data with each lone surrogate written out as `\\udXXX`, so it encodes."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, dict):
-        return {_printable(k): _printable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_printable(v) for v in value]
-    return value

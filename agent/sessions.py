@@ -45,6 +45,7 @@ from agent.policy import Allowed, Approver, Denied, PolicyConfig
 from agent.replies import Reply, TurnOutcome, build_reply, without_paths
 from errors import InvalidInputError
 from settings import Settings
+from storage.text import require_text
 from storage.urls import safe_url
 
 logger = logging.getLogger(__name__)
@@ -586,7 +587,7 @@ class SessionManager:
     def validate_message(self, message: str) -> None:
         if not message or not message.strip():
             raise InvalidInputError("message is empty: send some text")
-        _refuse_surrogates("message", message)
+        require_text("message", message)
         if len(message) > self.settings.max_message_chars:
             raise InvalidInputError(
                 f"message has {len(message)} characters; the limit is "
@@ -597,7 +598,7 @@ class SessionManager:
         """The id a message goes to: `main` by default; a fresh id (the old one retired after
         its grace period) when a new conversation is asked for."""
         if conversation_id is not None:
-            _refuse_surrogates("conversation_id", conversation_id)
+            require_text("conversation_id", conversation_id)
         if not new:
             return conversation_id or DEFAULT_CONVERSATION
         if conversation_id:
@@ -752,16 +753,3 @@ class SessionManager:
 def _title(message: str) -> str:
     line = " ".join(message.split())
     return line[:60] + ("…" if len(line) > 60 else "")
-
-
-def _refuse_surrogates(name: str, value: str) -> None:
-    """JSON can escape half a UTF-16 pair (`"\\ud83d"`): not text, and it cannot be logged,
-    stored or sent to the model, so it is refused before anything is written."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as error:
-        code = f"\\u{ord(value[error.start]):04x}"
-        raise InvalidInputError(
-            f"{name} holds a lone surrogate ({code} at {error.start}), which is not text: "
-            "send UTF-8"
-        ) from None

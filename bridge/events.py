@@ -21,6 +21,7 @@ from typing import Any, Literal, TypedDict
 
 from bridge.strings import Locale, locale_of
 from errors import InvalidInputError
+from storage.text import repaired
 
 ChatType = Literal["p2p", "group"]
 AttachmentKind = Literal["image", "file"]
@@ -166,7 +167,7 @@ def parse_event(payload: bytes | str, *, bot_open_id: str | None) -> ParsedEvent
     if isinstance(payload, bytes):
         payload = payload.decode("utf-8", errors="replace")
     try:
-        envelope: RawEnvelope = _clean(json.loads(payload))
+        envelope: RawEnvelope = repaired(json.loads(payload))
     except ValueError as exc:
         raise EventParseError(f"event payload is not JSON: {exc}") from exc
     if not isinstance(envelope, dict):
@@ -201,7 +202,7 @@ def _parse_message(
     mentions = list(message.get("mentions") or [])
     message_type = message.get("message_type") or ""
     try:
-        content = _clean(json.loads(message.get("content") or "{}"))
+        content = repaired(json.loads(message.get("content") or "{}"))
     except (ValueError, TypeError):
         content = {}  # read as an empty message: the sender gets a line instead of silence
     if not isinstance(content, dict):
@@ -224,22 +225,6 @@ def _parse_message(
         thread_id=message.get("thread_id") or None,
         locale=locale_of(str(message.get("user_agent") or "")),
     )
-
-
-def _clean(value: Any) -> Any:
-    """Every string of a decoded JSON value with lone surrogates replaced by U+FFFD."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            # Pairs written as two escapes join up; what stays alone becomes U+FFFD.
-            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return value
-    if isinstance(value, dict):
-        return {_clean(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
 
 
 def message_to_json(msg: IncomingMessage) -> str:

@@ -486,7 +486,7 @@ class StoreCore:
         check_updatable(changes)
         clean = clean_changes(changes, max_note_bytes=self.config.max_note_bytes)
         if self.history is not None:
-            self._catch_up(self.get(note_id))
+            self._catch_up(self._readable(note_id))
         note = self._update(note_id, clean)
         self._record(note, kind_of_update(clean))
         return note
@@ -494,13 +494,20 @@ class StoreCore:
     def delete(self, note_id: str) -> None:
         """Delete the note (raises NotFoundError). Its history keeps the last content, so a
         deleted note can be restored (`restore_version`)."""
-        before = None
-        if self.history is not None:
-            before = self.get(note_id)
-            self._catch_up(before)
+        if self.history is None:
+            self._delete(note_id)
+            return
+        before = self._readable(note_id)
+        self._catch_up(before)
         self._delete(note_id)
         if before is not None:
             self._record(before, "delete")
+        else:  # a file no longer read as a note: the last version that was stands for it
+            who = current_source() or HAND_EDIT
+            try:
+                self.history.record_gone(note_id, who)
+            except Exception:
+                log.exception("note %s was deleted; its history could not say so", note_id)
 
     def attach_history(self, history: HistoryRecorder | None) -> None:
         """Record every change in `history` from now on (None: keep no history)."""
@@ -522,7 +529,7 @@ class StoreCore:
         except NotFoundError:
             current = None
         if current is not None:
-            self._catch_up(current)
+            self._catch_up(self._readable(note_id))
             changes = {
                 "title": wanted.title,
                 "summary": wanted.summary,
@@ -544,6 +551,7 @@ class StoreCore:
                 source=wanted.source,
                 id=note_id,
                 path=wanted.path or None,
+                created=wanted.created,
             )
             note = self.get(self._save(draft).id)
         self._record(note, "restore", restored_from=number)
@@ -579,11 +587,17 @@ class StoreCore:
                 "note %s changed (%s) but its history could not be written", note.id, kind
             )
 
-    def _catch_up(self, before: Note) -> None:
+    def _readable(self, note_id: str) -> Note | None:
+        """The note as it is now, for its history; None when it cannot be read as a note (a
+        file whose front matter is broken: its raw text is no version of it). Raises
+        NotFoundError. Backends whose notes are always well formed need not override it."""
+        return self.get(note_id)
+
+    def _catch_up(self, before: Note | None) -> None:
         """Before a change, the note as it is now when history does not hold it yet: written
         before history was kept (`baseline`), or edited by hand where no history was attached
-        (a CLI or hook process that read the file first)."""
-        if self.history is None:
+        (a CLI or hook process that read the file first). Nothing for an unreadable note."""
+        if self.history is None or before is None:
             return
         try:
             latest = self.history.latest_digest(before.id)

@@ -140,12 +140,16 @@ class Snapshot:
     expires_at: str | None
     source: str | None
     path: str
+    created: str | None = None
+    """When the note was first saved (ISO 8601), so a deleted note comes back with its date;
+    None in versions recorded before 26 Nov. Not part of the digest, like the path."""
 
     def digest(self) -> str:
-        """Equal for two snapshots a reader could not tell apart (the path left out: a moved
-        file is the same note)."""
+        """Equal for two snapshots a reader could not tell apart (the path and the creation
+        date left out: a moved file is the same note, and older versions have no date)."""
         fields = asdict(self)
         fields.pop("path")
+        fields.pop("created")
         data = json.dumps(fields, ensure_ascii=False, sort_keys=True)
         return str(sha256(data.encode("utf-8")).hexdigest())
 
@@ -168,6 +172,7 @@ class Snapshot:
             expires_at=data.get("expires_at"),
             source=data.get("source"),
             path=str(data.get("path") or ""),
+            created=data.get("created"),
         )
 
     def text(self) -> str:
@@ -202,6 +207,7 @@ def snapshot_of(note: Note) -> Snapshot:
         expires_at=note.expires_at.isoformat() if note.expires_at else None,
         source=sanitize(note.source) if note.source else None,
         path=note.path,
+        created=note.created.isoformat(),
     )
 
 

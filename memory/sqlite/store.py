@@ -682,6 +682,13 @@ class MemoryStore(core.StoreCore):
 
     def get(self, note_id: str) -> Note:
         """The full note, read from its file (raises NotFoundError)."""
+        return self._read(note_id).note
+
+    def _readable(self, note_id: str) -> Note | None:
+        parsed = self._read(note_id)
+        return parsed.note if parsed.ok else None
+
+    def _read(self, note_id: str) -> ParsedFile:
         row = self._row_or_sync(note_id)
         rel = row["path"]
         path = self.root / rel
@@ -700,11 +707,12 @@ class MemoryStore(core.StoreCore):
             if stat.st_mtime_ns != row["mtime_ns"]:  # the sync rewrote it (a derived summary)
                 data, stat = path.read_bytes(), path.stat()
         parsed = parse_note(data, rel, stat.st_mtime)
-        return replace(
+        note = replace(
             parsed.note,
             id=row["id"],
             access_count=parsed.note.access_count + int(row["access_pending"]),
         )
+        return replace(parsed, note=note)
 
     def _row_or_sync(self, note_id: str) -> sqlite3.Row:
         if not isinstance(note_id, str) or not note_id:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from errors import InvalidInputError
 from memory.config import MemoryConfig
 from memory.history import (
     KEEP_VERSIONS,
@@ -202,6 +203,37 @@ def test_a_hand_edit_that_breaks_the_front_matter_is_not_a_version(
     assert [v.kind for v in history.versions(saved.id)] == ["create"]
 
 
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        pytest.param(("\nimportance:", "\nbroken: [oops\nimportance:"), id="broken-yaml"),
+        pytest.param(("Keep this", "Keep \udcff this"), id="invalid-utf8"),
+    ],
+)
+def test_a_refused_change_to_a_broken_file_adds_no_version_and_delete_keeps_the_last_good(
+    store: MemoryStore, history: HistoryStore, breakage: tuple[str, str]
+) -> None:
+    # Found by a new user (26 Nov): a refused PUT "caught up" the broken file as a hand
+    # edit whose body was the raw file, front matter and all; restoring it put YAML in a body.
+    saved = store.save(NoteDraft(content="Keep this safe.", tags=["vault"]))
+    path = store.abspath(saved.path)
+    old, new = breakage
+    text = path.read_text(encoding="utf-8").replace(old, new)
+    later = time.time_ns() + 2_000_000_000
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    os.utime(path, ns=(later, later))
+    with pytest.raises(InvalidInputError, match="broken front matter or invalid UTF-8"):
+        store.update(saved.id, tags=["pinned"])
+    with pytest.raises(InvalidInputError):
+        store.restore_version(saved.id, 1)
+    assert [v.kind for v in history.versions(saved.id)] == ["create"]
+    store.delete(saved.id)
+    assert [v.kind for v in history.versions(saved.id)] == ["delete", "create"]
+    assert history.version(saved.id, 2).snapshot.body == "Keep this safe."
+    restored = store.restore_version(saved.id, 2)
+    assert restored.body.strip() == "Keep this safe." and restored.tags == ("vault",)
+
+
 def test_cli_changes_are_the_cli_door_and_rm_is_restorable(home: Path) -> None:
     def cli(*args: str) -> str:
         done = subprocess.run(
@@ -241,3 +273,14 @@ async def test_the_chat_agents_tools_name_their_conversation(
         ("edit", ChangeSource("feishu", "feishu:oc_7")),
         ("create", ChangeSource("feishu", "feishu:oc_7")),
     ]
+
+
+def test_a_deleted_note_comes_back_with_its_creation_date(
+    store: MemoryStore, history: HistoryStore
+) -> None:
+    saved = store.save(NoteDraft(content="Backups run nightly.", created="2024-01-02T03:04:05Z"))
+    store.delete(saved.id)
+    last = history.versions(saved.id)[0]
+    restored = store.restore_version(saved.id, last.number)
+    assert restored.created.isoformat().startswith("2024-01-02T03:04:05")
+    assert restored.body.strip() == "Backups run nightly."
