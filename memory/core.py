@@ -485,6 +485,11 @@ class StoreCore:
         """
         check_updatable(changes)
         clean = clean_changes(changes, max_note_bytes=self.config.max_note_bytes)
+        successor = clean.get("superseded_by")
+        if successor is not None:  # a link to nothing would read as "replaced" forever
+            if successor == note_id:
+                raise InvalidInputError("a note cannot supersede itself")
+            self.get(successor)
         if self.history is not None:
             self._catch_up(self._readable(note_id))
         note = self._update(note_id, clean)
@@ -650,9 +655,6 @@ class StoreCore:
 
     def supersede(self, old_id: str, new_id: str) -> Note:
         """Mark `old_id` superseded by `new_id` (both must exist)."""
-        if old_id == new_id:
-            raise InvalidInputError("a note cannot supersede itself")
-        self.get(new_id)
         return self.update(old_id, status="superseded", superseded_by=new_id)
 
     def deprecate(self, note_id: str, reason: str | None = None) -> Note:

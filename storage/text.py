@@ -14,8 +14,15 @@ from typing import Any
 from errors import InvalidInputError
 
 
-def require_text(name: str, value: str) -> None:
-    """Raise `InvalidInputError` naming `name` when `value` holds a lone surrogate."""
+def require_text(name: str, value: object) -> None:
+    """Raise `InvalidInputError` naming `name` when `value` (a string, or a list or tuple of
+    them, such as tags) holds a lone surrogate; anything else passes, for its own checks."""
+    if isinstance(value, list | tuple):
+        for item in value:
+            require_text(name, item)
+        return
+    if not isinstance(value, str):
+        return
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:

@@ -37,6 +37,7 @@ from memory.model import (
     utcnow,
 )
 from memory.notes.capture import sanitize
+from storage.text import require_text
 
 log = logging.getLogger(__name__)
 
@@ -444,6 +445,8 @@ def note_from_draft(draft: NoteDraft, *, relpath: str = "", now: datetime | None
     """Validate a draft and make it a note; text fields are sanitized (private spans, secrets)."""
     if not isinstance(draft.content, str):
         raise InvalidInputError("content must be a string")
+    for name in ("content", "title", "summary", "type", "scope", "tags", "source", "id"):
+        require_text(name, getattr(draft, name))
     body = sanitize(draft.content).strip("\r\n") + "\n"
     if not body.strip():
         raise InvalidInputError("content is empty (after removing <private> spans)")

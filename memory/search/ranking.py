@@ -48,6 +48,7 @@ from memory.search.keyword import (
     score_parts,
 )
 from memory.search.relevance import DEFAULT_CALIBRATION, Calibration, Evidence, calibrated
+from storage.text import require_text
 
 UPDATABLE: Final = frozenset(
     {
@@ -99,6 +100,7 @@ def clean_changes(changes: dict[str, Any], *, max_note_bytes: int) -> dict[str, 
     (`content` becomes `body`)."""
     clean: dict[str, Any] = {}
     for key, value in changes.items():
+        require_text(key, value)
         if key in ("content", "body"):
             if not isinstance(value, str) or not sanitize(value).strip():
                 raise InvalidInputError("content must be non-empty text")

@@ -36,6 +36,7 @@ BAD_REQUESTS: list[tuple[str, str, dict[str, Any] | None, int, str]] = [
     ("PUT", "/api/memories/<note>", {"importance": -1}, 422, "greater than or equal"),
     ("PUT", "/api/memories/<note>", {"title": None}, 422, "title"),
     ("PUT", "/api/memories/mem_nope", {"title": "x"}, 404, "not found"),
+    ("PUT", "/api/memories/<note>", {"superseded_by": "mem_nope"}, 404, "mem_nope"),
     ("DELETE", "/api/memories/mem_nope", None, 404, "not found"),
     ("GET", "/api/memories", {"limit": 0}, 422, "greater than or equal"),
     ("GET", "/api/memories", {"limit": 501}, 422, "less than or equal"),

@@ -161,6 +161,30 @@ def test_import_of_an_unknown_file_type_is_refused(
     assert "cannot import" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("where", ["argv", "stdin"])
+def test_invalid_utf8_is_one_clear_line_and_nothing_is_written(home: Path, where: str) -> None:
+    # Found by a new user (26 Nov): a byte that is not UTF-8 ended `memory add` in a
+    # traceback. Python reads such bytes as lone surrogates; they are refused before a write.
+    bad = b"bad \xff bytes"
+    argv = [sys.executable, "-m", "memory.cli", "--home", str(home), "add"]
+    done = subprocess.run(
+        [*argv, os.fsdecode(bad)] if where == "argv" else [*argv, "-"],
+        input=bad if where == "stdin" else None,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    err = done.stderr.decode("utf-8", "replace")
+    assert done.returncode != 0
+    assert "Traceback" not in err
+    assert "content is not valid text" in err and "\\udcff" in err, err
+    notes = MemoryStore.open(MemoryConfig.for_home(home, fsync=False))
+    try:
+        assert [n.id for n in notes.list(limit=10)] == ["mem_user_profile"]
+    finally:
+        notes.close()
+
+
 def test_module_entry_point_runs(home: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "memory.cli", "--home", str(home), "add", "via subprocess"],
