@@ -14,8 +14,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Final
 
+from errors import ClaudeMemoryError
 from memory import _text
 from memory._record import record
+from memory.loop.recall import is_profile_skeleton
+from memory.notes.files import PROFILE_PATH
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend
@@ -62,11 +65,13 @@ def select_context_entries(
         found = [
             (h.id, h.type, h.title, h.summary, h.tags, h.score)
             for h in store.search(query, limit=limit, scope=scope, record_access=False, floor=floor)
+            if not (h.path == PROFILE_PATH and _untouched_profile(store, h.id))
         ]
     else:
         found = [
             (n.id, n.type, n.title, n.summary, n.tags, score)
             for n, score in store.top_notes(limit=limit, scope=scope)
+            if not (n.path == PROFILE_PATH and is_profile_skeleton(n))
         ]
     entries: list[ContextEntry] = []
     excluded = set(exclude_ids)
@@ -80,3 +85,13 @@ def select_context_entries(
         budget -= cost
         entries.append(ContextEntry(note_id, title, note_type, summary, tags, score, line, cost))
     return entries
+
+
+def _untouched_profile(store: MemoryBackend, note_id: str) -> bool:
+    """The profile file as created (headings only): its headings match prompts about the user
+    ("communication style") at full relevance, yet it says nothing, so it is never a line.
+    Read only when the profile is among the hits."""
+    try:
+        return is_profile_skeleton(store.get(note_id))
+    except ClaudeMemoryError:  # gone or unreadable since the search: no line either way
+        return True

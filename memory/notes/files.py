@@ -548,6 +548,9 @@ Every field is optional; missing ones get defaults. Secrets are redacted and
 `<private>...</private>` text is removed before the store writes a note.
 """
 
+PROFILE_PATH: Final = "user/profile.md"
+"""Where the person's own profile lives (seed 001: the system never writes into `user/`)."""
+
 PROFILE_TEXT: Final = """\
 ---
 id: mem_user_profile
@@ -581,7 +584,7 @@ def ensure_memory_layout(root: Path) -> None:
     for rel, text in (
         ("README.md", README_TEXT),
         ("MEMORY_SCHEMA.md", SCHEMA_TEXT),
-        ("user/profile.md", PROFILE_TEXT),
+        (PROFILE_PATH, PROFILE_TEXT),
     ):
         path = root / rel
         if path.exists():

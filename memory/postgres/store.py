@@ -66,6 +66,7 @@ from memory.model import (
 )
 from memory.notes.files import (
     NOTE_SUFFIX,
+    PROFILE_PATH,
     PROFILE_TEXT,
     note_folder,
     parse_note,
@@ -916,7 +917,7 @@ class PostgresMemoryStore(core.StoreCore):
     def _seed_profile(self) -> None:
         """The profile skeleton every memory starts with (the SQLite store's `user/profile.md`,
         re-created whenever it is missing, as `ensure_memory_layout` does)."""
-        parsed = parse_note(PROFILE_TEXT.encode("utf-8"), "user/profile.md", time.time())
+        parsed = parse_note(PROFILE_TEXT.encode("utf-8"), PROFILE_PATH, time.time())
         note = parsed.note
         values = _values(note, _derive(note, self.config.max_indexed_chars))
         with self._conn() as conn:

@@ -297,6 +297,27 @@ def test_the_chat_gets_its_brief_once_per_session_and_again_after_compaction(
     assert "About the user:" in loop.prompt("c", CHAT, "again", with_brief=True).text
 
 
+def test_the_untouched_profile_is_never_recalled_for_a_prompt_about_the_user(
+    store: MemoryStore, state: StateDB, windows: WindowStore
+) -> None:
+    # Found by a new user (26 Nov): the profile skeleton's headings matched "communication
+    # style" at full relevance, so every such prompt injected an empty template.
+    tea = store.save(NoteDraft(content="The user drinks oolong tea, never coffee.")).id
+    loop = make_loop(store, state, windows)
+    prompts = ["what tea do I like", "how should you adapt to my communication style?"]
+    injected = [
+        [i.id for i in loop.prompt(f"k{n}", CHAT, p).injected] for n, p in enumerate(prompts)
+    ]
+    assert all("mem_user_profile" not in ids for ids in injected), injected
+    assert tea in injected[0]
+    profile = store.abspath(store.get("mem_user_profile").path)
+    profile.write_text(
+        profile.read_text("utf-8") + "\nCommunication style: short answers, in Chinese.\n", "utf-8"
+    )
+    filled = loop.prompt("k9", CHAT, "how should you adapt to my communication style?")
+    assert "mem_user_profile" in [i.id for i in filled.injected]
+
+
 def test_a_window_in_the_state_survives_a_restart(
     store: MemoryStore, state: StateDB, tmp_path: Path
 ) -> None:
