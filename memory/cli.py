@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from errors import ClaudeMemoryError, ConfigurationError
+from errors import ClaudeMemoryError, ConfigurationError, InvalidInputError
 from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
 from memory.encoders.models import EncoderSpec, load_encoder
@@ -210,8 +210,11 @@ def _print_json(data: Any) -> None:
 
 
 def _search(store: MemoryBackend, args: argparse.Namespace) -> int:
+    query = " ".join(args.query)
+    if not query.strip():  # as the HTTP API and MCP refuse it (memory/inputs.py)
+        raise InvalidInputError("the query is empty: give some words to search for")
     outcome = store.search_detailed(
-        " ".join(args.query),
+        query,
         limit=args.limit,
         type=args.type,
         scope=args.scope,

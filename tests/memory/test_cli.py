@@ -76,6 +76,8 @@ def test_bad_input_gives_an_error_and_exit_code_1(
 ) -> None:
     assert run(home, "add", "text", "--type", "wizard") == 1
     assert "unknown type" in capsys.readouterr().err
+    assert run(home, "search", "  ") == 1
+    assert "query is empty" in capsys.readouterr().err
 
 
 def test_reindex_shows_progress_and_stats(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
