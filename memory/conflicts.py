@@ -30,6 +30,7 @@ from memory.backend import StateBackend
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend
+    from memory.model import Note
 
 Keep = Literal["new", "old", "both"]
 KEEPS: Final = frozenset(get_args(Keep))
@@ -165,16 +166,29 @@ class ConflictStore:
 
 
 def _apply(store: MemoryBackend, sup: Supersession, keep: Keep) -> None:
+    """The note kept must exist (NotFoundError: a deleted note cannot be kept); the other one
+    may be gone, and then there is nothing left to change."""
     match keep:
         case "new":
-            if store.get(sup.old_id).superseded_by != sup.new_id:
+            store.get(sup.new_id)
+            other = _existing(store, sup.old_id)
+            if other is not None and other.superseded_by != sup.new_id:
                 store.supersede(sup.old_id, sup.new_id)
         case "old":
+            store.get(sup.old_id)
+            other = _existing(store, sup.new_id)
             reason = f"conflicted with {sup.old_id}; the older note was kept"
-            if store.get(sup.new_id).status != "deprecated":
+            if other is not None and other.status != "deprecated":
                 store.deprecate(sup.new_id, reason=reason)
         case "both":
             pass
+
+
+def _existing(store: MemoryBackend, note_id: str) -> Note | None:
+    try:
+        return store.get(note_id)
+    except NotFoundError:
+        return None
 
 
 def _same_or_conflict(current: Supersession, keep: Keep) -> Supersession:

@@ -177,9 +177,24 @@ def test_unknown_ids_and_choices_are_refused_and_a_failed_choice_stays_pending(
         conflicts.resolve(store, pending, "neither")  # type: ignore[arg-type]
     store.delete(old)
     with pytest.raises(NotFoundError):
-        conflicts.resolve(store, pending, "new")
+        conflicts.resolve(store, pending, "old")  # a deleted note cannot be kept
     assert conflicts.get(pending).status == "pending"
     assert conflicts.resolve(store, pending, "both").keep == "both"
+
+
+@pytest.mark.parametrize("gone", ["old", "new"])
+def test_when_one_note_is_deleted_keeping_the_other_resolves_it(opened: Opened, gone: str) -> None:
+    # Found by a new user (26 Nov): with the new note deleted, "keep old" answered 404 and
+    # only "keep both" could clear the pending supersession.
+    store, conflicts = opened.store, opened.conflicts
+    old, new, pending = _pair(opened, "备份保留 14 天", "备份保留 30 天")
+    kept = new if gone == "old" else old
+    store.delete(old if gone == "old" else new)
+    with pytest.raises(NotFoundError):
+        conflicts.resolve(store, pending, gone)  # type: ignore[arg-type]
+    resolved = conflicts.resolve(store, pending, "new" if gone == "old" else "old")
+    assert resolved.status == "resolved"
+    assert store.get(kept).status == "active" and conflicts.list() == []
 
 
 def test_an_old_note_ranks_lower_by_age_but_is_never_deleted(opened: Opened) -> None:
