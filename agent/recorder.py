@@ -19,7 +19,6 @@ from memory.loop.episodes import (
     EpisodeStore,
     episode_title,
     rule_based_summary,
-    should_summarize,
     transcript,
 )
 
@@ -82,7 +81,7 @@ class MemoryRecorder:
             if episode is None:
                 return
             summary: str | None = None
-            if should_summarize(episode):
+            if await asyncio.to_thread(self.episodes.wants_summary, episode):
                 messages = await asyncio.to_thread(self.episodes.messages, episode.id)
                 if self.summarizer is not None:
                     summary = await self.summarizer(transcript(messages))

@@ -416,12 +416,9 @@ class HookService:
 
     # --- helpers ---
     def _close(self, episode: Episode, *, always: bool = False) -> None:
-        from memory.loop.episodes import should_summarize
-
         episodes = self.episodes
         summary = None
-        # a trigger point may have written one already: it is brought up to date
-        if always or should_summarize(episode) or episode.summary:
+        if always or episodes.wants_summary(episode):
             summary = session_summary(episodes.session_messages(episode.key))
         episodes.close(episode.id, summary)  # clears its window too
         log.info("closed episode %s (%s)", episode.id, "summary" if summary else "no summary")

@@ -57,7 +57,7 @@ from memory.history import ChangeSource, acting_as
 from memory.history_store import HistoryStore
 from memory.inputs import Confirmation, SearchText, Text, between, describe, positive
 from memory.loop.entities import PendingStore, confirm_pending, pending_filter
-from memory.loop.episodes import Episode, EpisodeStatus, EpisodeStore, Role, should_summarize
+from memory.loop.episodes import Episode, EpisodeStatus, EpisodeStore, Role
 from memory.model import ENTITY_TYPE_MAP, NoteDraft, normalize_type
 from memory.opening import open_database, open_memory, open_state
 
@@ -661,7 +661,7 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
     def close(episode_id: str, summary: str | None) -> Episode:
         episodes = res.episodes
         episode = episodes.get(episode_id)
-        if summary is None and should_summarize(episode):
+        if summary is None and episodes.wants_summary(episode):
             summary = session_summary(episodes.messages(episode.id))
         closed = episodes.close(episode.id, summary)
         clear_window(res.state, episode.key)

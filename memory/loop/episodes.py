@@ -337,6 +337,17 @@ class EpisodeStore:
         )
         return [_episode(r) for r in rows]
 
+    def wants_summary(self, episode: Episode) -> bool:
+        """Whether closing `episode` writes its session's summary: a session worth one
+        (`should_summarize`), or one that has a summary already (a trigger point wrote it, or an
+        earlier episode of the same key: a resumed session), which is brought up to date even
+        when the part since is short."""
+        return (
+            should_summarize(episode)
+            or bool(episode.summary)
+            or bool(self.summaries(key=episode.key, limit=1))
+        )
+
     def get(self, episode_id: str) -> Episode:
         rows = self.db.read("SELECT * FROM mem_episodes WHERE id = ?", (episode_id,))
         if not rows:

@@ -189,6 +189,30 @@ def test_a_short_session_keeps_its_trigger_summary_when_it_ends(
     assert "pytest" in _summary_file(mem_home, "s1").read_text(encoding="utf-8")
 
 
+def test_a_resumed_session_with_one_more_prompt_updates_its_own_summary_file(
+    hook: Hook,
+    make_project: Callable[..., Path],
+    mem_home: Path,
+    state: StateDB,
+    store: MemoryStore,
+) -> None:
+    # Found by a new user (26 Nov): the resumed part alone (one prompt) was "too short" to
+    # summarize, so the session's file kept describing the first part only.
+    project = make_project("app")
+    hook("session-start", cwd=project, session_id="rs1", source="startup")
+    for prompt in ("Add a cache to atlas/api.py.", "Use an LRU of size 128.", "Expose stats."):
+        hook("user-prompt-submit", cwd=project, session_id="rs1", prompt=prompt)
+    hook("session-end", cwd=project, session_id="rs1", reason="other")
+    first = _summary_file(mem_home, "rs1").read_text(encoding="utf-8")
+    assert "cache" in first and "CHANGELOG" not in first
+    hook("session-start", cwd=project, session_id="rs1", source="resume")
+    hook("user-prompt-submit", cwd=project, session_id="rs1", prompt="Now write the CHANGELOG.")
+    hook("session-end", cwd=project, session_id="rs1", reason="other")
+    files = sorted((mem_home / "memory" / "sessions").glob("*.md"))
+    assert [f.name for f in files] == ["rs1.md"]
+    assert "CHANGELOG" in _summary_file(mem_home, "rs1").read_text(encoding="utf-8")
+
+
 def test_pre_compact_writes_the_summary_and_the_compact_start_carries_the_reminder(
     hook: Hook, make_project: Callable[..., Path], mem_home: Path
 ) -> None:
