@@ -268,6 +268,10 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
                 for e in res.episodes.search(query, limit=10, floor=floor)
                 if e.project == res.project.key
             ][:5]
+            # a past session and its summary note are one memory: listed once, as the session
+            # (as the prompt's recall does, memory/loop/prompt.py)
+            listed = {e.summary_note_id for e in episodes}
+            hits = [h for h in hits if h.id not in listed]
             parts = ["Memories:"]
             parts += [f"[{h.id}] {h.type} · {h.title} — {h.summary}" for h in hits] or ["(none)"]
             parts += ["", "Past sessions:"]

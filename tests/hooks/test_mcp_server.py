@@ -123,6 +123,10 @@ async def test_tools_save_search_get_and_episodes(
         assert episode_id in await call(session, "memory_list_episodes")
         detail = await call(session, "memory_get_episode_detail", episode_id=episode_id)
         assert "migrate search index step 2" in detail
+        # the session and its summary note are one memory: listed once, as the session
+        recalled = await call(session, "memory_recall", query="migrate search index step")
+        memories, past = recalled.split("Past sessions:")
+        assert episode_id in past and "conversation ·" not in memories, recalled
 
         deprecated = await call(session, "memory_deprecate_entity", id=note_id, reason="moved")
         assert "deprecated" in deprecated
