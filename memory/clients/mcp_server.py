@@ -49,6 +49,7 @@ from memory._record import record
 from memory.backend import MemoryBackend, StateBackend
 from memory.clients.conventions import SERVER_NAME, normalize_session_id
 from memory.clients.hooks import clear_window, session_summary
+from memory.clients.mcp_stdio import run_stdio
 from memory.clients.project import ProjectIdentity, identify
 from memory.config import MemoryConfig
 from memory.conflicts import ConflictStore, keep_choice
@@ -895,7 +896,7 @@ async def _serve(server: FastMCP, res: MemoryResources) -> None:
     its own process while the tools answer (with keywords until it is ready)."""
     spec = res.config.encoder
     if spec is None:
-        await server.run_stdio_async()
+        await run_stdio(server)
         return
     from memory.encoders.client import EncoderClient, ThreadEncoder
 
@@ -909,7 +910,7 @@ async def _serve(server: FastMCP, res: MemoryResources) -> None:
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_embed_in_background, res, client)
-                await server.run_stdio_async()
+                await run_stdio(server)
                 tasks.cancel_scope.cancel()
         finally:
             res.attach_encoder(None)

@@ -1,0 +1,115 @@
+"""The MCP server answers every request line, even one the SDK cannot parse (a JSON escape of
+half a UTF-16 pair, broken JSON): before 26 Nov such a request got no answer and the client
+waited for its own timeout. The table over the pure `refusal`, then the real server on raw
+stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory.clients.mcp_stdio import refusal
+from tests.hooks.conftest import CLAUDE_MEMORY
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def call(request_id: int, tool: str, arguments: dict[str, Any]) -> str:
+    message = {"name": tool, "arguments": arguments}
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": message}
+    )
+
+
+SURROGATE_SEARCH = (
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call",'
+    '"params":{"name":"memory_search","arguments":{"query":"\\ud800"}}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "answer"),
+    [
+        (json.dumps(INIT), None),
+        (json.dumps(INITIALIZED), None),
+        (call(3, "memory_search", {"query": "deploy"}), None),
+        (SURROGATE_SEARCH, (2, -32602, "lone surrogate")),
+        (
+            '{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"n\\udc00":1}}',
+            ("a", -32602, "lone surrogate"),
+        ),
+        ('{"jsonrpc":"2.0","id":4,"method":', (None, -32700, "not JSON")),
+        ("[1, 2]", (None, -32600, "not a JSON-RPC")),
+        ('{"jsonrpc":"1.0","id":5,"method":"ping"}', (5, -32600, "not a valid JSON-RPC")),
+        ('{"jsonrpc":"2.0","method":"notifications/\\ud800"}', None),  # never answered
+    ],
+)
+def test_refusal(line: str, answer: tuple[Any, int, str] | None) -> None:
+    got = refusal(line)
+    if answer is None:
+        assert got is None
+        return
+    assert got is not None
+    request_id, code, words = answer
+    assert (got["id"], got["error"]["code"]) == (request_id, code)
+    assert words in got["error"]["message"]
+    json.dumps(got, ensure_ascii=True)  # writable as it is
+
+
+def test_the_server_answers_a_request_it_cannot_parse_and_goes_on(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    lines = [
+        json.dumps(INIT),
+        json.dumps(INITIALIZED),
+        SURROGATE_SEARCH,
+        '{"jsonrpc":"2.0","id":7,"method":',
+        call(3, "memory_save", {"content": "Deploys go out on Fridays."}),
+        call(4, "memory_search", {"query": "deploys Fridays"}),
+    ]
+    server = subprocess.Popen(
+        [str(CLAUDE_MEMORY), "--home", str(mem_home), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        encoding="utf-8",
+        cwd=make_project("app"),
+        env={k: v for k, v in os.environ.items() if k != "CLAUDE_MEMORY_HOME"},
+    )
+    assert server.stdin is not None and server.stdout is not None
+    by_id: dict[Any, dict[str, Any]] = {}
+    try:
+        # stdin stays open until the last answer: a client that hangs up gets none
+        for line in lines:
+            server.stdin.write(line + "\n")
+        server.stdin.flush()
+        while 4 not in by_id:
+            answer = json.loads(server.stdout.readline())
+            by_id[answer.get("id")] = answer
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+        server.stdout.close()
+    assert by_id[2]["error"]["code"] == -32602
+    assert "lone surrogate" in by_id[2]["error"]["message"]
+    assert by_id[None]["error"]["code"] == -32700
+    assert "result" in by_id[3] and "result" in by_id[4]
+    found = by_id[4]["result"]["content"][0]["text"]
+    assert "Fridays" in found, found
