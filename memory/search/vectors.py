@@ -45,18 +45,32 @@ def _sentences(text: str) -> Iterator[str]:
             yield piece
 
 
-def _split_long(sentence: str, budget: int) -> list[str]:
-    """A sentence longer than a chunk, cut into pieces of about `budget` tokens."""
-    pieces: list[str] = []
+def _split_long(sentence: str, budget: int) -> Iterator[str]:
+    """A sentence longer than a chunk, cut into pieces of about `budget` tokens; a "word"
+    longer than that (a pasted blob, a long run with no space) is cut by characters, or one
+    piece could carry megabytes to the encoder and hold it for seconds."""
+    width = budget * 4  # characters of about `budget` tokens when none is CJK
     current = ""
-    for word in re.findall(rf"[{_text.CJK_CHAR}]|\S+\s*|\s+", sentence):
-        if current and _tokens(current + word) > budget:
-            pieces.append(current.strip())
-            current = ""
-        current += word
+    for match in re.finditer(rf"[{_text.CJK_CHAR}]|\S+\s*|\s+", sentence):
+        word = match.group(0)
+        for start in range(0, len(word), width):
+            part = word[start : start + width]
+            if current and _tokens(current + part) > budget:
+                yield current.strip()
+                current = ""
+            current += part
     if current.strip():
-        pieces.append(current.strip())
-    return pieces
+        yield current.strip()
+
+
+def _pieces(body: str, budget: int) -> Iterator[str]:
+    """The body's sentences, a long one cut to size: lazily, so a huge note is read only as
+    far as its chunks go."""
+    for sentence in _sentences(body):
+        if _tokens(sentence) > budget:
+            yield from _split_long(sentence, budget)
+        else:
+            yield sentence
 
 
 def chunk_note(
@@ -78,16 +92,15 @@ def chunk_note(
         if core and core not in body[: max(400, len(core) + 50)] and core not in head_parts:
             head_parts.append(extra.strip())
     head = "\n".join(head_parts)
-    sentences: list[str] = []
-    for sentence in _sentences(body):
-        too_long = _tokens(sentence) > budget
-        sentences.extend(_split_long(sentence, budget) if too_long else [sentence])
     chunks: list[str] = []
     current: list[str] = [head] if head else []
     size = _tokens(head)
-    for sentence in sentences:
+    # Chunks come from the start of the body: past this many characters (twice what
+    # `max_chunks` full chunks of Latin text hold, overlaps included) none is ever read.
+    for sentence in _pieces(body[: max_chunks * budget * 8], budget):
         cost = _tokens(sentence)
-        if current and size + cost > budget and (len(current) > 1 or not head):
+        # the head alone is never a chunk: the first sentence joins it
+        if current and size + cost > budget and current != [head]:
             chunks.append("\n".join(current))
             if len(chunks) >= max_chunks:
                 return chunks
