@@ -625,7 +625,15 @@ def run(argv: Sequence[str] | None = None) -> None:
     home = _entry_home(args)
     if home is not None:
         tighten_home(home)
-    sys.exit(main(args))
+    try:
+        code = main(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `claude-memory ... | head`: the reader left; quietly, as other command-line tools do
+        # (stdout is pointed at /dev/null so the interpreter's own last flush cannot fail).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141  # 128 + SIGPIPE, what a shell reports for a process killed by it
+    sys.exit(code)
 
 
 def _entry_home(argv: Sequence[str]) -> Path | None:

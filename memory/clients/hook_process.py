@@ -541,8 +541,10 @@ def parse_args(argv: Sequence[str]) -> HookArgs | None:
 def append_log(home: str, level: str, message: str) -> None:
     """One line in `<home>/logs/hooks.log` without the logging package (the served path's
     only line; it carries no user text, so it needs no redaction)."""
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    line = f"{stamp},000 {os.getpid()} {level} memory.clients.hook_process: {message}\n"
+    now = time.time()
+    # the logging package's format to the millisecond, so the lines sort with its own
+    stamp = f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(now))},{int(now % 1 * 1000):03d}"
+    line = f"{stamp} {os.getpid()} {level} memory.clients.hook_process: {message}\n"
     try:
         fd = os.open(
             os.path.join(home, "logs", "hooks.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600

@@ -362,3 +362,17 @@ def test_a_chinese_prompt_recalls_a_chinese_note_without_loading_the_dictionary(
     )
     assert proc.stderr.decode() == "False"
     assert "连接池泄漏排查" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_the_served_paths_log_line_carries_its_milliseconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its lines said ",000" and sorted before the logging package's lines they followed.
+    from memory.clients import hook_process
+
+    (tmp_path / "logs").mkdir()
+    monkeypatch.setattr(hook_process.time, "time", lambda: 1_764_000_000.4567)
+    hook_process.append_log(str(tmp_path), "INFO", "hook user-prompt-submit done")
+    line = (tmp_path / "logs" / "hooks.log").read_text(encoding="utf-8")
+    stamp = line.split(f" {os.getpid()} ")[0]
+    assert stamp.endswith(",456"), line
