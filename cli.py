@@ -627,7 +627,8 @@ def run(argv: Sequence[str] | None = None) -> None:
         tighten_home(home)
     try:
         code = main(args)
-        sys.stdout.flush()
+        if not sys.stdout.closed:  # `mcp` hands stdout's buffer to a wrapper that closes it
+            sys.stdout.flush()
     except BrokenPipeError:
         # `claude-memory ... | head`: the reader left; quietly, as other command-line tools do
         # (stdout is pointed at /dev/null so the interpreter's own last flush cannot fail).

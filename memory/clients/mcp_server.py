@@ -218,6 +218,17 @@ class _Server(FastMCP):
     dump with a link."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            # pydantic drops what a tool does not take: `memory_update(status=...)` answered
+            # "nothing to change", and `memory_save(expires_at=...)` saved without one
+            known = set(tool.parameters.get("properties", {}))
+            unknown = sorted(set(arguments) - known)
+            if unknown:
+                raise ToolError(
+                    f"{name}: unknown argument(s) {', '.join(unknown)}; it takes "
+                    f"{', '.join(sorted(known)) or 'none'}"
+                )
         try:
             return await super().call_tool(name, arguments)
         except ToolError as exc:

@@ -45,6 +45,9 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], str]] = [
     ("get_observations", {"ids": []}, "at least 1 item"),
     ("get_observations", {"ids": [-3]}, "greater than or equal to 1"),
     ("get_observations", {"ids": list(range(1, 52))}, "at most 50 items"),
+    # an argument the tool does not take is named, not dropped (was "nothing to change")
+    ("memory_update", {"id": "<note>", "status": "deprecated"}, "unknown argument(s) status"),
+    ("memory_recall", {"query": "pool", "colour": "red"}, "unknown argument(s) colour"),
     # past a database integer: refused, not an overflow from the driver
     ("observation_timeline", {"id": 2**63}, "less than or equal to 9223372036854775807"),
     ("get_observations", {"ids": [1, 10**23]}, "less than or equal to 9223372036854775807"),
