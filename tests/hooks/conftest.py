@@ -23,6 +23,18 @@ from memory.sqlite.store import MemoryStore
 
 CLAUDE_MEMORY = Path(sys.executable).parent / "claude-memory"
 
+MCP_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+"""The first request an MCP client sends, for tests that speak the protocol on raw stdio."""
+
 
 def free_port() -> int:
     with socket.socket() as sock:

@@ -23,7 +23,7 @@ from memory.model import NoteDraft
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
 from tests.embeddings.fake_openai import FakeEmbeddingsAPI
-from tests.hooks.conftest import CLAUDE_MEMORY
+from tests.hooks.conftest import CLAUDE_MEMORY, MCP_INITIALIZE
 
 TOOLS = {
     "memory_recall",
@@ -259,16 +259,7 @@ def test_the_server_exits_when_stdin_closes(
         stderr=subprocess.PIPE,
         cwd=make_project("app"),
     )
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"},
-        },
-    }
+    init = MCP_INITIALIZE
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write((json.dumps(init) + "\n").encode())
     proc.stdin.flush()

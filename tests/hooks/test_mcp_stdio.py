@@ -15,18 +15,9 @@ from typing import Any
 import pytest
 
 from memory.clients.mcp_stdio import refusal
-from tests.hooks.conftest import CLAUDE_MEMORY
+from tests.hooks.conftest import CLAUDE_MEMORY, MCP_INITIALIZE
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
+INIT = MCP_INITIALIZE
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 

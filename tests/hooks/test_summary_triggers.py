@@ -190,11 +190,7 @@ def test_a_short_session_keeps_its_trigger_summary_when_it_ends(
 
 
 def test_a_resumed_session_with_one_more_prompt_updates_its_own_summary_file(
-    hook: Hook,
-    make_project: Callable[..., Path],
-    mem_home: Path,
-    state: StateDB,
-    store: MemoryStore,
+    hook: Hook, make_project: Callable[..., Path], mem_home: Path
 ) -> None:
     # Found by a new user (26 Nov): the resumed part alone (one prompt) was "too short" to
     # summarize, so the session's file kept describing the first part only.
