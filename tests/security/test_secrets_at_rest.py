@@ -143,7 +143,7 @@ async def test_the_corpus_through_api_cli_hooks_and_mcp_leaves_no_secret_on_disk
                 "content": SECRET_TEXT,
                 "title": "creds password=Hunter2xq",
                 "summary": "token: tkn8FhQ2mZ9x",
-                "tags": ["pwd=kq83"],
+                "tags": ["pwd=ku83"],
                 "source": "postgres://admin:pgUrlPw66@db.example.com/app",
             },
         )
