@@ -15,8 +15,14 @@ from errors import InvalidInputError
 
 
 def require_text(name: str, value: object) -> None:
-    """Raise `InvalidInputError` naming `name` when `value` (a string, or a list or tuple of
-    them, such as tags) holds a lone surrogate; anything else passes, for its own checks."""
+    """Raise `InvalidInputError` naming `name` when `value` (a string, or JSON-like data: lists,
+    tuples, dicts with their keys) holds a lone surrogate; anything else passes, for its own
+    checks."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            require_text(name, key)
+            require_text(name, item)
+        return
     if isinstance(value, list | tuple):
         for item in value:
             require_text(name, item)

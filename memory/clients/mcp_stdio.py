@@ -35,11 +35,19 @@ log = logging.getLogger(__name__)
 def refusal(line: str) -> dict[str, Any] | None:
     """The JSON-RPC error answering a request line the SDK cannot parse, None for a line it
     can (or a notification, which gets no answer). Pure: the table in the tests."""
+    return read(line)[1]
+
+
+def read(line: str) -> tuple[types.JSONRPCMessage | ValueError, dict[str, Any] | None]:
+    """A line parsed once: (the message, None), or (the parse error, the answer to send back,
+    None for a notification: it is passed on, to be logged)."""
     try:
-        types.JSONRPCMessage.model_validate_json(line)
-        return None
-    except ValueError:
-        pass
+        return types.JSONRPCMessage.model_validate_json(line), None
+    except ValueError as error:
+        return error, _refuse(line)
+
+
+def _refuse(line: str) -> dict[str, Any] | None:
     try:
         data = json.loads(line)
     except ValueError as exc:
@@ -50,21 +58,10 @@ def refusal(line: str) -> dict[str, Any] | None:
             return None  # a notification: never answered, even when wrong
         return _error(None, types.INVALID_REQUEST, "not a JSON-RPC 2.0 request")
     try:
-        require_text("the request", _strings(data))
+        require_text("the request", data)
     except InvalidInputError as exc:
         return _error(request_id, types.INVALID_PARAMS, exc.message)
     return _error(request_id, types.INVALID_REQUEST, "not a valid JSON-RPC 2.0 request")
-
-
-def _strings(value: Any) -> list[str]:
-    """Every string of a decoded JSON value, keys included."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
 
 
 def _error(request_id: str | int | None, code: int, message: str) -> dict[str, Any]:
@@ -95,17 +92,14 @@ async def run_stdio(server: FastMCP) -> None:
                 async for line in stdin:
                     if not line.strip():
                         continue
-                    answer = refusal(line)
+                    message, answer = read(line)
                     if answer is not None:
                         log.warning("refused a request line: %s", answer["error"]["message"])
                         await emit(json.dumps(answer, ensure_ascii=True))
-                        continue
-                    try:
-                        message = types.JSONRPCMessage.model_validate_json(line)
-                    except ValueError as exc:  # a notification the SDK cannot read
-                        await read_writer.send(exc)
-                        continue
-                    await read_writer.send(SessionMessage(message))
+                    elif isinstance(message, ValueError):  # a notification the SDK cannot read
+                        await read_writer.send(message)
+                    else:
+                        await read_writer.send(SessionMessage(message))
         except anyio.ClosedResourceError:  # pragma: no cover - the session ended first
             await anyio.lowlevel.checkpoint()
 
