@@ -367,6 +367,8 @@ def _import(store: MemoryBackend, args: argparse.Namespace) -> int:
             f"imported {report.added} notes, {report.deduplicated} duplicates refreshed, "
             f"{report.skipped} already present, {len(report.errors)} errors"
         )
+        for warning in report.warnings:  # imported, but not as written (an unknown type)
+            print(f"  warning: {warning}")
         for error in report.errors:
             print(f"  error: {error}")
     return 1 if report.errors and not (report.added or report.deduplicated) else 0

@@ -2,7 +2,9 @@
 
 - Export JSONL: one JSON object per note (front matter fields, `path`, `body`).
 - Export markdown: the note files copied as they are, same relative paths.
-- Import JSONL: each line becomes a note; ids, dates and paths are kept when free.
+- Import JSONL: each line becomes a note; ids, dates and paths are kept when free. A type
+  that is neither a note type nor an entity name becomes `general`, keeps its name as the tag
+  `type:<name>`, and the report warns about the line.
 - Import a folder: every `.md` note (front matter kept, relative path kept when free);
   `MEMORY.md` / `CLAUDE.md` files inside are split into sections.
 - Import `MEMORY.md` / `CLAUDE.md` (Claude Code memory files): each section becomes a note.
@@ -16,15 +18,21 @@ import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import Any, Final, TextIO
 
 from errors import ClaudeMemoryError, InvalidInputError, NotFoundError
 from memory import _text
 from memory.backend import MemoryBackend
-from memory.model import NoteDraft, path_note_id
-from memory.notes.files import is_note_name, iter_note_files, parse_note, render_note, safe_relpath
+from memory.model import NoteDraft, normalize_tags, normalize_type, path_note_id
+from memory.notes.files import (
+    ParsedFile,
+    is_note_name,
+    iter_note_files,
+    parse_note,
+    render_note,
+    safe_relpath,
+)
 from memory.sqlite.store import MemoryStore
 
 ProgressFn = Callable[[str, int, int], None]
@@ -39,6 +47,8 @@ class ImportReport:
     deduplicated: int = 0
     skipped: int = 0
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Notes imported otherwise than written (an unknown type imported as `general`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -46,7 +56,13 @@ class ImportReport:
             "deduplicated": self.deduplicated,
             "skipped": self.skipped,
             "errors": list(self.errors),
+            "warnings": list(self.warnings),
         }
+
+
+# An import item: where it came from, the draft (or why there is none), and a warning to
+# report once the note is added.
+_Item = tuple[str, NoteDraft | Exception, str | None]
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -124,17 +140,45 @@ def split_sections(text: str, fallback_title: str) -> list[tuple[str, str]]:
     return sections
 
 
-def _draft_from_record(record: dict[str, Any]) -> NoteDraft:
+def _record_type(value: object) -> tuple[str, str | None, str | None]:
+    """A JSONL record's `type` as (type, tag keeping the original, warning). What the store
+    does not know becomes `general`, as a hand-written note's unknown type does; the record's
+    own name for it stays as the tag `type:<name>` so those notes can still be found."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return "general", None, None
+    if not isinstance(value, str):
+        shown = _text.shorten(json.dumps(value, ensure_ascii=False, default=str), 60)
+        return "general", None, f"type {shown} is not a name, imported as general"
+    try:
+        return normalize_type(value), None, None
+    except InvalidInputError:
+        pass
+    name = value.strip()
+    tag = f"type:{name}"
+    if len(tag) > 100 or "\n" in tag:  # not a tag (normalize_tags): the warning only
+        return "general", None, f"unknown type {_text.shorten(name, 60)!r}, imported as general"
+    return "general", tag, f"unknown type {name!r}, imported as general (tagged {tag})"
+
+
+def _draft_from_record(
+    record: dict[str, Any], note_type: str | None = None
+) -> tuple[NoteDraft, str | None]:
+    """The draft of one JSONL record, and a warning when it is not imported as written.
+    With `note_type` (import --type) the record's own type is not read."""
     content = record.get("body", record.get("content"))
     if not isinstance(content, str):
         raise InvalidInputError("record has no 'body' (or 'content') text")
-    return NoteDraft(
+    kind, tag, warning = (note_type, None, None) if note_type else _record_type(record.get("type"))
+    tags = normalize_tags(record.get("tags"))
+    if tag:
+        tags = (*tags, tag)
+    draft = NoteDraft(
         content=content,
         title=record.get("title"),
         summary=record.get("summary"),
-        type=record.get("type") or "general",
+        type=kind,
         scope=record.get("scope") or "user",
-        tags=record.get("tags") or (),
+        tags=tags,
         importance=0.5 if record.get("importance") is None else record["importance"],
         expires_at=record.get("expires_at"),
         source=record.get("source"),
@@ -146,9 +190,10 @@ def _draft_from_record(record: dict[str, Any]) -> NoteDraft:
         access_count=int(record.get("access_count") or 0),
         path=record.get("path"),
     )
+    return draft, warning
 
 
-def _jsonl_drafts(path: Path) -> Iterator[tuple[str, NoteDraft | Exception]]:
+def _jsonl_drafts(path: Path, note_type: str | None) -> Iterator[_Item]:
     with open(path, encoding="utf-8", errors="replace") as handle:
         for n, line in enumerate(handle, 1):
             if not line.strip():
@@ -158,12 +203,13 @@ def _jsonl_drafts(path: Path) -> Iterator[tuple[str, NoteDraft | Exception]]:
                 record = json.loads(line)
                 if not isinstance(record, dict):
                     raise InvalidInputError("line is not a JSON object")
-                yield label, _draft_from_record(record)
+                draft, warning = _draft_from_record(record, note_type)
+                yield label, draft, warning
             except (json.JSONDecodeError, ClaudeMemoryError, TypeError, ValueError) as exc:
-                yield label, exc
+                yield label, exc, None
 
 
-def _claude_drafts(path: Path, scope: str, note_type: str) -> Iterator[tuple[str, NoteDraft]]:
+def _claude_drafts(path: Path, scope: str, note_type: str) -> Iterator[_Item]:
     text = path.read_bytes().decode("utf-8", errors="replace")
     for n, (title, body) in enumerate(split_sections(text, path.stem), 1):
         yield (
@@ -176,11 +222,23 @@ def _claude_drafts(path: Path, scope: str, note_type: str) -> Iterator[tuple[str
                 tags=("claude-code", "imported"),
                 source=f"{path.name}",
             ),
+            None,
         )
 
 
-def _markdown_draft(path: Path, rel: str, scope: str | None, note_type: str | None) -> NoteDraft:
-    parsed = parse_note(path.read_bytes(), rel, path.stat().st_mtime)
+def _markdown_item(path: Path, rel: str, scope: str | None, note_type: str | None) -> _Item:
+    """A markdown note file as an import item; what reading it fell back on (an unknown
+    type, a malformed date: `parse_note`'s warnings) is its warning."""
+    try:
+        parsed = parse_note(path.read_bytes(), rel, path.stat().st_mtime)
+    except (OSError, ClaudeMemoryError) as exc:
+        return rel, exc, None
+    return rel, _markdown_draft(parsed, rel, scope, note_type), "; ".join(parsed.warnings) or None
+
+
+def _markdown_draft(
+    parsed: ParsedFile, rel: str, scope: str | None, note_type: str | None
+) -> NoteDraft:
     note = parsed.note
     if not parsed.ok:
         return NoteDraft(
@@ -219,7 +277,7 @@ def import_path(
     """Import a JSONL file, a folder of markdown notes, or a MEMORY.md / CLAUDE.md file."""
     if not path.exists():
         raise InvalidInputError(f"{path} does not exist")
-    items: list[tuple[str, NoteDraft | Exception]] = []
+    items: list[_Item] = []
     if path.is_dir():
         for file in sorted(p for p in path.rglob("*.md") if p.is_file()):
             rel = file.relative_to(path).as_posix()
@@ -228,13 +286,13 @@ def import_path(
             if file.name.lower() in CLAUDE_FILES:
                 items.extend(_claude_drafts(file, scope or "user", note_type or "general"))
             elif is_note_name(file.name):
-                items.append((rel, _safe(partial(_markdown_draft, file, rel, scope, note_type))))
+                items.append(_markdown_item(file, rel, scope, note_type))
     elif path.suffix.lower() == ".jsonl":
-        items.extend(_jsonl_drafts(path))
+        items.extend(_jsonl_drafts(path, note_type))
     elif path.name.lower() in CLAUDE_FILES:
         items.extend(_claude_drafts(path, scope or "user", note_type or "general"))
     elif path.suffix.lower() in (".md", ".markdown"):
-        items.append((path.name, _safe(lambda: _markdown_draft(path, path.name, scope, note_type))))
+        items.append(_markdown_item(path, path.name, scope, note_type))
     else:
         raise InvalidInputError(
             f"cannot import {path}: use a .jsonl file, a folder of .md notes, "
@@ -242,7 +300,7 @@ def import_path(
         )
     report = ImportReport()
     total = len(items)
-    for done, (label, item) in enumerate(items, 1):
+    for done, (label, item, warning) in enumerate(items, 1):
         if isinstance(item, Exception):
             report.errors.append(f"{label}: {_message(item)}")
         else:
@@ -257,6 +315,8 @@ def import_path(
                         report.deduplicated += 1
                     else:
                         report.added += 1
+                        if warning:
+                            report.warnings.append(f"{label}: {warning}")
             except ClaudeMemoryError as exc:
                 report.errors.append(f"{label}: {exc.message}")
         if progress:
@@ -274,13 +334,6 @@ def _exists(store: MemoryBackend, note_id: str) -> bool:
 
 def _override(draft: NoteDraft, scope: str | None, note_type: str | None) -> NoteDraft:
     return replace(draft, scope=scope or draft.scope, type=note_type or draft.type)
-
-
-def _safe(build: Callable[[], NoteDraft]) -> NoteDraft | Exception:
-    try:
-        return build()
-    except (OSError, ClaudeMemoryError) as exc:
-        return exc
 
 
 def _message(exc: Exception) -> str:

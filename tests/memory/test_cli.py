@@ -154,6 +154,62 @@ def test_import_claude_code_memory_files_by_section(
         assert titles["Project guide: Style"].tags == ("claude-code", "imported")
 
 
+def test_jsonl_import_of_an_unknown_type_imports_it_as_general_and_says_so(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue #29: a line whose type the store does not know was dropped (an error among
+    # successes: exit 0). It is imported as general, as a hand-written note's unknown type is.
+    path = tmp_path / "notes.jsonl"
+    lines = [
+        {"id": "mem_known", "body": "连接池泄漏的修复", "type": "bug"},
+        {"id": "mem_entity", "body": "We chose PostgreSQL", "type": "Decision"},
+        {"id": "mem_event", "body": "Release party on Friday", "type": "event", "tags": ["x"]},
+        {"id": "mem_number", "body": "A type that is a number", "type": 42},
+        {"id": "mem_listed", "body": "A type that is a list", "type": ["a", "b"]},
+        {"id": "mem_untyped", "body": "No type at all"},
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+
+    assert run(home, "import", str(path)) == 0
+    out = capsys.readouterr().out
+    assert "imported 6 notes" in out and "0 errors" in out
+    assert "  warning: notes.jsonl:3: unknown type 'event', imported as general" in out
+    assert "(tagged type:event)" in out
+    assert "  warning: notes.jsonl:4: type 42 is not a name, imported as general" in out
+    assert '  warning: notes.jsonl:5: type ["a", "b"] is not a name, imported as general' in out
+    assert out.count("warning:") == 3  # known types, entity names and no type say nothing
+
+    with MemoryStore.open(MemoryConfig.for_home(home, fsync=False)) as store:
+        types = {n.id: (n.type, n.tags) for n in store.list(limit=20)}
+    assert types["mem_known"] == ("bug", ())
+    assert types["mem_entity"] == ("decision", ())
+    assert types["mem_event"] == ("general", ("x", "type:event"))
+    assert types["mem_number"] == ("general", ())
+    assert types["mem_listed"] == ("general", ())
+    assert types["mem_untyped"] == ("general", ())
+
+
+def test_jsonl_import_warnings_are_in_the_json_report_and_type_overrides_them(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"body": "A meetup", "type": "event"}) + "\n", encoding="utf-8")
+    assert run(home, "import", str(path), "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["added"], report["errors"]) == (1, [])
+    assert report["warnings"] == [
+        "one.jsonl:1: unknown type 'event', imported as general (tagged type:event)"
+    ]
+
+    other = tmp_path / "other-home"
+    assert run(other, "import", str(path), "--type", "project", "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["added"], report["warnings"]) == (1, [])  # --type: the line's is not read
+    with MemoryStore.open(MemoryConfig.for_home(other, fsync=False)) as store:
+        [note] = [n for n in store.list(limit=10) if n.id != "mem_user_profile"]
+    assert (note.type, note.tags) == ("project", ())
+
+
 def test_import_of_an_unknown_file_type_is_refused(
     home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -46,7 +46,13 @@ def test_folder_import_keeps_paths_and_splits_claude_files(
     (src / "README.md").write_text("# readme\n", encoding="utf-8")
     bar = io.StringIO()
     report = import_path(store, src, progress=ProgressBar(stream=bar))
-    assert report.to_dict() == {"added": 3, "deduplicated": 0, "skipped": 0, "errors": []}
+    assert report.to_dict() == {
+        "added": 3,
+        "deduplicated": 0,
+        "skipped": 0,
+        "errors": [],
+        "warnings": [],
+    }
     note = store.get("mem_keepme")
     assert note.path == "projects/x/note.md" and note.type == "decision"
     assert {n.title for n in store.list(tag="claude-code")} == {"One", "Two"}
@@ -69,8 +75,38 @@ def test_jsonl_import_reports_bad_lines_and_keeps_going(store: MemoryStore, tmp_
         encoding="utf-8",
     )
     report = import_path(store, path)
-    assert report.added == 2 and len(report.errors) == 4
+    assert report.added == 3 and len(report.errors) == 3
     assert all(e.startswith("in.jsonl:") for e in report.errors)
+    assert report.warnings == [
+        "in.jsonl:4: unknown type 'wizard', imported as general (tagged type:wizard)"
+    ]
+
+
+def test_an_unknown_type_that_cannot_be_a_tag_is_only_warned_about(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    path = tmp_path / "in.jsonl"
+    long_name = "x" * 120
+    path.write_text(json.dumps({"body": "long type", "type": long_name}) + "\n", encoding="utf-8")
+    report = import_path(store, path)
+    assert report.added == 1 and report.errors == []
+    [warning] = report.warnings
+    assert warning.startswith("in.jsonl:1: unknown type 'xxx") and "tagged" not in warning
+    [note] = store.list(type="general", limit=10)
+    assert note.tags == ()
+
+
+def test_a_warning_is_given_only_for_a_note_that_was_added(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text(
+        json.dumps({"id": "mem_twice", "body": "an event", "type": "event"}) + "\n",
+        encoding="utf-8",
+    )
+    assert len(import_path(store, path).warnings) == 1
+    again = import_path(store, path)
+    assert (again.skipped, again.warnings) == (1, [])  # already there: nothing was imported
 
 
 def test_export_writes_one_json_object_per_note(store: MemoryStore) -> None:
@@ -79,3 +115,17 @@ def test_export_writes_one_json_object_per_note(store: MemoryStore) -> None:
     assert export_jsonl(store, out) == 2
     records = [json.loads(line) for line in out.getvalue().splitlines()]
     assert {"id", "title", "type", "scope", "tags", "body", "path"} <= set(records[0])
+
+
+def test_a_markdown_note_read_with_fallbacks_is_imported_with_a_warning(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    note = tmp_path / "event.md"
+    note.write_text("---\ntype: event\ntitle: Meetup\n---\nOn Friday.\n", encoding="utf-8")
+    report = import_path(store, note)
+    assert report.added == 1 and report.errors == []
+    [warning] = report.warnings
+    assert warning.startswith("event.md: type: unknown type 'event'")
+    assert warning.endswith("using 'general'")
+    [imported] = store.list(type="general", limit=10)
+    assert imported.title == "Meetup"
