@@ -10,7 +10,7 @@ Changes made here are recorded in a note's history as made by the `web` door.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
@@ -27,7 +27,7 @@ from memory.inputs import ID_MAX, Flag, SearchText
 from memory.loop.entities import PendingStore, confirm_pending, pending_filter
 from memory.loop.episodes import EpisodeStore
 from memory.loop.feedback import FeedbackStore
-from memory.model import Note, NoteDraft, SearchHit
+from memory.model import Note, NoteDraft, NoteStatus, SearchHit
 
 T = TypeVar("T")
 
@@ -94,22 +94,28 @@ class NoteOut(BaseModel):
     importance: float
     status: str
     superseded_by: str | None
+    superseded_by_title: str | None = Field(
+        default=None,
+        description="The title of the note named by `superseded_by` (null when there is none, "
+        "or it was deleted since).",
+    )
     expires_at: datetime | None
     source: str | None
     access_count: int
     path: str
 
     @classmethod
-    def of(cls, note: Note) -> NoteOut:
-        return cls(**_note_fields(note))
+    def of(cls, note: Note, successor: str | None = None) -> NoteOut:
+        """`successor`: the title of the note that replaced this one (`_titles`)."""
+        return cls(**_note_fields(note), superseded_by_title=successor)
 
 
 class NoteFull(NoteOut):
     body: str
 
     @classmethod
-    def of(cls, note: Note) -> NoteFull:
-        return cls(**_note_fields(note), body=note.body)
+    def of(cls, note: Note, successor: str | None = None) -> NoteFull:
+        return cls(**_note_fields(note), superseded_by_title=successor, body=note.body)
 
 
 class NoteList(BaseModel):
@@ -166,6 +172,12 @@ class SearchHitOut(BaseModel):
     )
     score_parts: ScorePartsOut
     snippet: str
+    superseded_by: str | None = Field(
+        default=None, description="The note that replaced this one (a superseded hit)."
+    )
+    superseded_by_title: str | None = Field(
+        default=None, description="Its title (null when it was deleted since)."
+    )
 
     @classmethod
     def of(cls, hit: SearchHit) -> SearchHitOut:
@@ -204,6 +216,68 @@ def _note_fields(note: Note) -> dict[str, Any]:
         "access_count": note.access_count,
         "path": note.path,
     }
+
+
+def _titles(store: MemoryBackend, ids: Iterable[str | None]) -> dict[str, str]:
+    """The titles of the notes named by `ids` (the notes that replaced others), by id; one
+    deleted since is left out. For a page that says "replaced by <title>"."""
+    titles: dict[str, str] = {}
+    for note_id in {i for i in ids if i}:
+        try:
+            titles[note_id] = store.get(note_id).title
+        except NotFoundError:
+            continue
+    return titles
+
+
+def _hits_out(store: MemoryBackend, hits: Iterable[SearchHit]) -> list[SearchHitOut]:
+    """Search hits as answered: each superseded one names the note that replaced it, and
+    that note's title."""
+    rows = [hit.to_dict() for hit in hits]
+    for row in rows:
+        if row["status"] == "superseded" and not row.get("superseded_by"):
+            try:  # a hit that does not carry its successor: the note does
+                row["superseded_by"] = store.get(row["id"]).superseded_by
+            except NotFoundError:
+                continue
+    titles = _titles(store, (row.get("superseded_by") for row in rows))
+    return [
+        SearchHitOut(**row, superseded_by_title=titles.get(row.get("superseded_by") or ""))
+        for row in rows
+    ]
+
+
+def _full(store: MemoryBackend, note: Note) -> NoteFull:
+    """A note in full, with the title of the one that replaced it."""
+    titles = _titles(store, [note.superseded_by])
+    return NoteFull.of(note, titles.get(note.superseded_by or ""))
+
+
+# The list's order when no status is asked for: current notes first, then retired ones.
+_STATUS_ORDER: tuple[NoteStatus, ...] = ("active", "deprecated", "superseded")
+
+
+def _list_current_first(
+    store: MemoryBackend, limit: int, offset: int, **query: Any
+) -> tuple[list[Note], int]:
+    """All statuses, active notes first, then deprecated, then superseded, each group in the
+    asked order; paged over the whole sequence. A query per status: both backends' lists
+    take one status, and a note superseded a minute ago must not come before current ones."""
+    notes: list[Note] = []
+    total = 0
+    skip = offset
+    for status in _STATUS_ORDER:
+        count = store.count(
+            type=query["type"], scope=query["scope"], tag=query["tag"], status=status
+        )
+        total += count
+        if skip >= count:
+            skip -= count
+            continue
+        if len(notes) < limit:
+            notes += store.list(status=status, limit=limit - len(notes), offset=skip, **query)
+        skip = 0
+    return notes, total
 
 
 WEB: ChangeSource = ChangeSource("web")
@@ -255,7 +329,7 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
             floor=0.0 if everything or body.all else None,
         )
         return SearchResponse(
-            results=[SearchHitOut.of(h) for h in outcome.hits],
+            results=await _run(_hits_out, get_store(), outcome.hits),
             mode=outcome.mode,
             notice=outcome.notice,
         )
@@ -306,35 +380,39 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
         offset: int = Query(default=0, ge=0),
         sort: Literal["updated", "created", "importance", "access"] = "updated",
     ) -> NoteList:
-        """List notes (all statuses unless `status` is given)."""
+        """List notes. Without `status`, all of them with the current ones first: active
+        notes, then deprecated, then superseded ones, each group in the `sort` order."""
         store = get_store()
-        notes = await _run(
-            store.list,
-            type=type,
-            scope=scope,
-            tag=tag,
-            status=status,
-            limit=limit,
-            offset=offset,
-            sort=sort,
-        )
-        total = await _run(store.count, type=type, scope=scope, tag=tag, status=status)
-        return NoteList(
-            items=[NoteOut.of(n) for n in notes], total=total, limit=limit, offset=offset
-        )
+
+        def run() -> tuple[list[Note], int, dict[str, str]]:
+            query: dict[str, Any] = {"type": type, "scope": scope, "tag": tag, "sort": sort}
+            if status is None:
+                notes, total = _list_current_first(store, limit, offset, **query)
+            else:
+                notes = store.list(status=status, limit=limit, offset=offset, **query)
+                total = store.count(type=type, scope=scope, tag=tag, status=status)
+            return notes, total, _titles(store, (n.superseded_by for n in notes))
+
+        notes, total, titles = await _run(run)
+        items = [NoteOut.of(n, titles.get(n.superseded_by or "")) for n in notes]
+        return NoteList(items=items, total=total, limit=limit, offset=offset)
 
     @router.get("/{note_id}", response_model=NoteFull)
     async def get_memory(note_id: str) -> NoteFull:
         """A note with its full text, read from its file."""
-        return NoteFull.of(await _run(get_store().get, note_id))
+        store = get_store()
+        return await _run(lambda: _full(store, store.get(note_id)))
 
     @router.put("/{note_id}", response_model=NoteFull)
     async def update_memory(note_id: str, body: UpdateRequest) -> NoteFull:
-        """Partial update; the note is rewritten and re-indexed."""
+        """Partial update; the note is rewritten and re-indexed. `{"status": "superseded",
+        "superseded_by": "<newer id>"}` marks it replaced by that note (the page's
+        "Replaces…"); `{"status": "active", "superseded_by": null}` makes it current again."""
         changes = body.model_dump(exclude_unset=True)
         if not changes:
             raise HTTPException(status_code=422, detail="send at least one field to change")
-        return NoteFull.of(await _run(get_store().update, note_id, **changes))
+        store = get_store()
+        return await _run(lambda: _full(store, store.update(note_id, **changes)))
 
     @router.delete("/{note_id}", response_model=DeleteResponse)
     async def delete_memory(note_id: str) -> DeleteResponse:
@@ -405,7 +483,7 @@ def create_supersessions_router(
         notes: dict[str, Any] = {}
         for side, note_id in (("new", sup.new_id), ("old", sup.old_id)):
             try:
-                notes[side] = NoteFull.of(store.get(note_id)).model_dump(mode="json")
+                notes[side] = _full(store, store.get(note_id)).model_dump(mode="json")
             except NotFoundError:
                 notes[side] = None
         return {**sup.to_dict(), **notes}
@@ -552,9 +630,10 @@ def create_history_router(
         under its id); the restore is itself a new version."""
 
         def run() -> RestoreResponse:
-            note = get_store().restore_version(note_id, version)
+            store = get_store()
+            note = store.restore_version(note_id, version)
             count = len(get_history().versions(note.id))
-            return RestoreResponse(note=NoteFull.of(note), restored_from=version, versions=count)
+            return RestoreResponse(note=_full(store, note), restored_from=version, versions=count)
 
         return await _run(run)
 
