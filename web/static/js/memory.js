@@ -1,7 +1,9 @@
-// The memory view: search and filter notes, open one, edit it, deprecate or delete it, see
-// its history (every change, who made it) and restore a version, bring a deleted note back,
-// and confirm or reject the entities waiting in the pending list; choose between a new note
-// and the older one it contradicts (keep new / keep old / keep both).
+// The memory view: search and filter notes, open one, edit it, deprecate or delete it, mark
+// an older note as replaced by it, see its history (every change, who made it) and restore a
+// version, bring a deleted note back, and confirm or reject the entities waiting in the
+// pending list; choose between a new note and the older one it contradicts (keep new / keep
+// old / keep both). Results are shown in the order the server gives (current notes first):
+// the page never re-sorts them.
 
 import { json } from "./api.js";
 import { $, clear, h, timeAgo } from "./dom.js";
@@ -18,6 +20,7 @@ let confirmAction = async () => true;
 let openId = null;
 let loaded = false;
 let shownVersion = null; // the version whose text is shown under the history
+let candidates = null; // the notes "Replaces…" offers, loaded when it opens
 
 export function initMemory({ confirm }) {
   confirmAction = confirm;
@@ -53,6 +56,12 @@ export function initMemory({ confirm }) {
     restored: $("#mem-restored"),
     deleted: $("#deleted-list"),
     conflicts: $("#conflict-list"),
+    replacesOpen: $("#mem-replaces-open"),
+    replaces: $("#mem-replaces"),
+    replacesQuery: $("#mem-replaces-query"),
+    replacesList: $("#mem-replaces-list"),
+    replacesCancel: $("#mem-replaces-cancel"),
+    replacesStatus: $("#mem-replaces-status"),
   };
   ui.search.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -68,6 +77,12 @@ export function initMemory({ confirm }) {
   ui.remove.addEventListener("click", removeNote);
   ui.back.addEventListener("click", closeDetail);
   ui.restore.addEventListener("click", restoreShown);
+  ui.replacesOpen.addEventListener("click", () => (ui.replaces.hidden ? openReplaces() : closeReplaces()));
+  ui.replacesCancel.addEventListener("click", closeReplaces);
+  ui.replacesQuery.addEventListener("input", renderCandidates);
+  ui.replacesQuery.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") closeReplaces();
+  });
 }
 
 /** Called when the view is shown: load filters, results and pending entities once. */
@@ -132,11 +147,12 @@ export async function runSearch() {
   ui.count.textContent = `${items.length} note${items.length === 1 ? "" : "s"}${query ? ` for “${query}”` : ""}`;
   clear(ui.list);
   if (!items.length) ui.list.append(h("li", { class: "meta empty" }, "Nothing found."));
+  // in the server's order (current notes first, replaced ones after): never re-sorted here
   for (const note of items) {
     ui.list.append(
       h(
         "li",
-        { dataset: { id: note.id } },
+        { dataset: { id: note.id, status: note.status } },
         h(
           "button",
           {
@@ -166,9 +182,43 @@ export async function runSearch() {
             ].join(" · "),
           ),
         ),
+        replacedMarker(note),
       ),
     );
   }
+}
+
+/** A link that opens the note `id` (its title, else its id). */
+function noteLink(id, title) {
+  return h(
+    "a",
+    {
+      href: "#memory",
+      class: "note-link",
+      dataset: { id },
+      onclick: (event) => {
+        event.preventDefault();
+        openNote(id);
+      },
+    },
+    title || id,
+  );
+}
+
+/** Under a superseded note: "Replaced by <the newer note> · <date>" (outside the item's
+ * button: a link cannot sit inside a button). The date is the note's last change, when it
+ * was replaced unless edited since. */
+function replacedMarker(note) {
+  if (note.status !== "superseded") return null;
+  const when = new Date(note.updated);
+  return h(
+    "p",
+    { class: "mem-replaced meta" },
+    "Replaced by ",
+    note.superseded_by ? noteLink(note.superseded_by, note.superseded_by_title) : "a newer note",
+    " · ",
+    h("time", { datetime: note.updated, title: when.toLocaleString() }, when.toLocaleDateString()),
+  );
 }
 
 export async function openNote(id) {
@@ -184,6 +234,7 @@ export async function openNote(id) {
   openId = note.id;
   fillForm(note);
   hideVersion();
+  closeReplaces();
   // after the note: reading it is what notices (and records) an edit of its file by hand
   await loadHistory();
   ui.detail.hidden = false;
@@ -201,6 +252,7 @@ function fillForm(note) {
   ui.tags.value = (note.tags || []).join(", ");
   ui.body.value = note.body;
   ui.deprecate.textContent = note.status === "active" ? "Deprecate" : "Reactivate";
+  ui.deprecate.title = note.status === "superseded" ? "Make it current again (no longer replaced)" : "";
   ui.deprecate.dataset.status = note.status;
   const pinned = (note.tags || []).includes(PIN_TAG);
   ui.pin.textContent = pinned ? "Unpin" : "Pin";
@@ -211,6 +263,9 @@ function fillForm(note) {
     ["Type", note.type],
     ["Scope", note.scope],
     ["Status", note.status],
+    ...(note.status === "superseded" && note.superseded_by
+      ? [["Replaced by", noteLink(note.superseded_by, note.superseded_by_title)]]
+      : []),
     ["Importance", String(note.importance)],
     ["Updated", new Date(note.updated).toLocaleString()],
     ["File", note.path],
@@ -265,8 +320,11 @@ async function update(changes, message) {
 
 async function toggleDeprecated() {
   if (!openId) return;
-  const active = ui.deprecate.dataset.status === "active";
-  await update({ status: active ? "deprecated" : "active" }, active ? "Deprecated." : "Reactivated.");
+  const status = ui.deprecate.dataset.status;
+  if (status === "active") await update({ status: "deprecated" }, "Deprecated.");
+  // a replaced note made current again no longer names the note that replaced it
+  else if (status === "superseded") await update({ status: "active", superseded_by: null }, "Reactivated.");
+  else await update({ status: "active" }, "Reactivated.");
 }
 
 /** Pinning is the tag "pinned": the memory loop starts every session with pinned notes. */
@@ -293,9 +351,127 @@ async function removeNote() {
 }
 
 function closeDetail() {
+  closeReplaces();
   openId = null;
   ui.detail.hidden = true;
   ui.layout.classList.remove("detail-open");
+}
+
+// --- "Replaces…": the open note replaces an older one, which is marked superseded by it -------
+
+const ID_LIKE = /^mem_[A-Za-z0-9_.-]+$/;
+const CANDIDATES_SHOWN = 20;
+let lookUpTimer = null;
+
+async function openReplaces() {
+  if (!openId) return;
+  const id = openId;
+  ui.replaces.hidden = false;
+  ui.replacesOpen.setAttribute("aria-expanded", "true");
+  ui.replacesQuery.value = "";
+  ui.replacesStatus.textContent = "";
+  candidates = null;
+  clear(ui.replacesList).append(h("li", { class: "meta empty" }, "Loading…"));
+  let data;
+  try {
+    // every status, current notes first (the list route's order)
+    data = await json("/api/memories?limit=500");
+  } catch (err) {
+    clear(ui.replacesList).append(h("li", { class: "error-text" }, `Could not load the notes: ${err.message}`));
+    return;
+  }
+  if (id !== openId || ui.replaces.hidden) return;
+  candidates = data;
+  renderCandidates();
+  ui.replacesQuery.focus();
+}
+
+function closeReplaces() {
+  clearTimeout(lookUpTimer);
+  candidates = null;
+  ui.replaces.hidden = true;
+  ui.replacesOpen.setAttribute("aria-expanded", "false");
+  clear(ui.replacesList);
+}
+
+/** The notes whose title (or id) holds what is typed; never the open note itself, nor
+ * one it already replaces. */
+function renderCandidates() {
+  if (!candidates) return;
+  const query = ui.replacesQuery.value.trim();
+  const wanted = query.toLowerCase();
+  const found = candidates.items.filter(
+    (n) =>
+      n.id !== openId &&
+      n.superseded_by !== openId &&
+      (!wanted || n.title.toLowerCase().includes(wanted) || n.id.toLowerCase().includes(wanted)),
+  );
+  clear(ui.replacesList);
+  for (const note of found.slice(0, CANDIDATES_SHOWN)) ui.replacesList.append(candidateItem(note));
+  if (found.length > CANDIDATES_SHOWN) {
+    ui.replacesList.append(h("li", { class: "meta" }, `${found.length - CANDIDATES_SHOWN} more: type more of the title.`));
+  }
+  const partial = candidates.total > candidates.items.length;
+  clearTimeout(lookUpTimer);
+  if (!found.length && ID_LIKE.test(query) && query !== openId) {
+    // an id beyond the notes listed here: asked once the typing pauses
+    ui.replacesList.append(h("li", { class: "meta empty" }, "Looking up this id…"));
+    lookUpTimer = setTimeout(() => lookUpCandidate(query), 300);
+  } else if (!found.length) {
+    ui.replacesList.append(h("li", { class: "meta empty" }, query === openId ? "A note cannot replace itself." : "No note matches."));
+  }
+  ui.replacesStatus.textContent = partial
+    ? `Among the first ${candidates.items.length} of ${candidates.total} notes; type an id for any other.`
+    : "";
+}
+
+async function lookUpCandidate(id) {
+  let note;
+  try {
+    note = await json(`/api/memories/${encodeURIComponent(id)}`);
+  } catch {
+    note = null;
+  }
+  if (ui.replacesQuery.value.trim() !== id || !candidates) return; // typed on meanwhile
+  clear(ui.replacesList).append(note ? candidateItem(note) : h("li", { class: "meta empty" }, "No note has this id."));
+}
+
+function candidateItem(note) {
+  return h(
+    "li",
+    { dataset: { id: note.id } },
+    h(
+      "button",
+      { type: "button", class: "mem-item", onclick: () => markReplaced(note) },
+      h(
+        "span",
+        { class: "mem-item-head" },
+        h("span", { class: "mem-item-title" }, note.title),
+        h("span", { class: "badge" }, note.type),
+        note.status !== "active" ? h("span", { class: `badge badge-${note.status}` }, note.status) : null,
+      ),
+      h("span", { class: "meta" }, `${note.id} · ${timeAgo(note.updated)}`),
+    ),
+  );
+}
+
+/** The older note becomes superseded by the open one (PUT on the older note: the store checks
+ * that the newer one exists and is not the same note, and its history records the change). */
+async function markReplaced(older) {
+  if (!openId) return;
+  const newer = openId;
+  try {
+    await json(`/api/memories/${encodeURIComponent(older.id)}`, {
+      method: "PUT",
+      body: { status: "superseded", superseded_by: newer },
+    });
+  } catch (err) {
+    ui.replacesStatus.textContent = `Not replaced: ${err.message}`;
+    return;
+  }
+  closeReplaces();
+  ui.saved.textContent = `“${older.title}” is now marked as replaced by this note.`;
+  await runSearch();
 }
 
 export async function loadPending() {
