@@ -239,9 +239,7 @@ def _vector_sync(container: Container) -> contextlib.AbstractAsyncContextManager
         return contextlib.nullcontext()
     memory = container.memory
     return VectorSync(
-        container.encoder,
-        memory.vectors,
-        memory.generation,
+        container.encoder, memory.vectors, memory.generation, written=memory.check_embedded
     )
 
 

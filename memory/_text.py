@@ -14,7 +14,7 @@ import unicodedata
 import zlib
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from memory._patterns import lazy_pattern
 
@@ -283,6 +283,39 @@ _NEGATION_CHAR_RE = lazy_pattern(f"[{''.join(sorted(_NEGATION_CHARS))}]")
 _NAMING_WORDS = frozenset(
     {"#", "no", "issue", "pr", "task", "ticket", "bug", "step", "case", "号", "第", "版"}
 )
+# Words saying a claim changed ("现在监听 8081", "standup is now at 9:45"): left out of a claim's
+# subject, so an update finds the note it updates (`memory.notes.facts`).
+CHANGE_WORDS_ZH: Final = (
+    "现在", "目前", "如今", "改成", "改为", "改用", "改到", "换成", "换到", "换了", "换用",
+    "迁移到", "迁到", "搬到", "不再", "已经不", "以后", "今后", "从今天起", "开始用", "转用",
+    "调整为", "调整到", "调成", "变成", "升级到", "改回", "挪到",
+)  # fmt: skip
+CHANGE_WORDS_EN: Final = (
+    "now", "no longer", "anymore", "any more", "switched to", "switched", "switch to",
+    "moved to", "moved off", "changed to", "instead", "from now on", "these days", "nowadays",
+    "migrated to", "migrated", "going forward", "not anymore",
+)  # fmt: skip
+_CHANGE_EN_RE = lazy_pattern(
+    r"(?<![a-z])(?:" + "|".join(re.escape(w) for w in CHANGE_WORDS_EN) + r")(?![a-z])"
+)
+_CHANGE_ZH_RE = lazy_pattern("|".join(CHANGE_WORDS_ZH))
+
+
+def change_words(text: str) -> frozenset[str]:
+    """The words of change a text holds (Chinese and English), case-folded."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    found = {m.group(0) for m in _CHANGE_ZH_RE().finditer(folded)}
+    found |= {m.group(0) for m in _CHANGE_EN_RE().finditer(folded)}
+    return frozenset(found)
+
+
+def without_change_words(text: str) -> str:
+    """The text with its words of change left out (the subject of an update is the old
+    claim's)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return _CHANGE_EN_RE().sub(" ", _CHANGE_ZH_RE().sub("", folded))
+
+
 _NUMBER_RE = lazy_pattern(r"\d+(?:[.,:]\d+)*")
 _EN_WORD_RE = lazy_pattern(r"[a-z]+(?:'[a-z]+)?")
 _WORD_OR_CHAR_RE = lazy_pattern(r"[a-z0-9]+(?:'[a-z]+)?|\S")
@@ -312,7 +345,7 @@ def subject(text: str) -> str:
     and "部署前不跑迁移", "the user likes dark mode" and "the user doesn't like dark mode")."""
     out = []
     # "非常" and the like are words, not negations: kept whole
-    for piece in re.split(f"({_NOT_NEGATIONS_RE().pattern})", _fold(text)):
+    for piece in re.split(f"({_NOT_NEGATIONS_RE().pattern})", _fold(without_change_words(text))):
         if _NOT_NEGATIONS_RE().fullmatch(piece):
             out.append(piece)
             continue
@@ -456,17 +489,17 @@ def says_the_same(old: Fingerprint, new: Fingerprint, threshold: float) -> bool:
         return False
     if old.skeleton == new.skeleton:
         return True
-    return threshold < 1.0 and old.similarity(new) >= threshold and not _swapped(old.text, new.text)
+    return threshold < 1.0 and old.similarity(new) >= threshold and not swapped(old.text, new.text)
 
 
 def near_duplicate(a: str, b: str, threshold: float = 0.9) -> bool:
     """Whether `b` says what `a` says: the same skeleton, or (with `threshold` < 1) skeletons
     whose character pairs overlap at least `threshold` with no English word swapped for
-    another (`_swapped`); and no negation or number differs."""
+    another (`swapped`); and no negation or number differs."""
     return says_the_same(Fingerprint(a), Fingerprint(b), threshold)
 
 
-def _swapped(a: str, b: str) -> bool:
+def swapped(a: str, b: str) -> bool:
     """Whether a word of one text stands where another word stands in the other: "owned by
     Alice" / "owned by Bob" is another claim however long the sentence. A word added or
     dropped is not a swap, nor a spelling fix ("recieve" / "receive")."""
@@ -474,6 +507,41 @@ def _swapped(a: str, b: str) -> bool:
 
     only_a, only_b = _latin_words(a) - _latin_words(b), _latin_words(b) - _latin_words(a)
     return any(difflib.SequenceMatcher(None, x, y).ratio() < 0.75 for x in only_a for y in only_b)
+
+
+_NAME_RE = lazy_pattern(r"[A-Za-z][A-Za-z0-9_.\-+#]*")
+_SENTENCE_START = ".!?。！？：:\n"
+
+
+def names(text: str) -> set[str]:
+    """The names a text holds: English words written with a capital inside a sentence
+    ("React", "PostgreSQL", "Jenkins"), in capitals ("VPN"), with digits or code-like
+    ("order-service", "py3.12"); case-folded. Ordinary words ("prefers", "likes") are not."""
+    found = set()
+    for match in _NAME_RE().finditer(text):
+        word = match.group(0).rstrip(".-")
+        before = text[: match.start()].rstrip()
+        starts = not before or before[-1] in _SENTENCE_START
+        capital = any(c.isupper() for c in word[1:]) or (word[0].isupper() and not starts)
+        if capital or any(c.isdigit() for c in word) or _CODE_LIKE_RE().search(word[1:]):
+            found.add(word.casefold())
+    return found
+
+
+def renamed(a: str, b: str) -> bool:
+    """Whether a name of one text stands where another name stands in the other ("React" /
+    "Vue", "Jenkins" / "GitHub Actions"): another claim, never the same fact. A name added
+    or dropped is not a change of one."""
+    first, second = names(a), names(b)
+    return bool(first - second) and bool(second - first)
+
+
+def reordered(a: str, b: str) -> bool:
+    """Whether two texts hold the same English words in another order ("React, not Vue" /
+    "Vue, not React"): another claim, never the same one."""
+    first = [w for w in _EN_WORD_RE().findall(_fold(a)) if w not in _FILLER_WORDS]
+    second = [w for w in _EN_WORD_RE().findall(_fold(b)) if w not in _FILLER_WORDS]
+    return first != second and sorted(first) == sorted(second)
 
 
 def _latin_words(text: str) -> set[str]:

@@ -172,6 +172,10 @@ def run(
                 door = "import" if args.memory_handler is _import else "cli"
                 with acting_as(ChangeSource(door)):
                     code: int = args.memory_handler(store, args)
+                    if args.memory_handler in (_add, _import) and store.encoder is not None:
+                        # a save never waits on the encoder: the new notes are embedded (in
+                        # batches) and checked for what they repeat or update now
+                        store.sync_vectors()
                 return code
             finally:
                 state.close()

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import builtins
 import logging
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Final, Protocol, Self
 
 from errors import InvalidInputError, NotFoundError
 from memory import _text
@@ -65,11 +66,11 @@ from memory.search.ranking import (
 )
 from memory.search.vectors import (
     PendingNote,
-    chunk_note,
     embed_pending,
     encoder_stats,
     require_encoder,
 )
+from memory.search.versions import SEARCHED_STATUSES, asks_about_the_past, current_first
 
 if TYPE_CHECKING:  # loaded with an encoder: a keyword-only hook process never needs it
     from memory.encoders.models import Encoder
@@ -80,15 +81,6 @@ ProgressFn = Callable[[str, int, int], None]
 
 
 # --- the write path --------------------------------------------------------------------------
-
-
-@record
-class Embedded:
-    """A note being saved, already embedded (outside the write lock: an encoder takes ms)."""
-
-    note: PendingNote
-    vectors: Any
-    model: str
 
 
 def draft_note(
@@ -107,34 +99,12 @@ def draft_note(
     return note, text
 
 
-def embed_note(encoder: Encoder | None, note: Note, key: str) -> Embedded | None:
-    """A new note's vectors (for near-duplicate detection and storage), or None when no
-    encoder can answer now (the note gets vectors later, from background embedding or
-    `sync_vectors`). `key`: its doc key (`memory.search.vectors.doc_key`)."""
-    if encoder is None:
-        return None
-    from memory.encoders.models import EncoderUnavailableError
-
-    chunks = chunk_note(note.title, note.summary, note.body)
-    try:
-        model = encoder.name
-        vectors = encoder.encode(chunks, "passage")
-    except EncoderUnavailableError as exc:
-        log.debug("note saved without vectors for now: %s", exc.message)
-        return None
-    return Embedded(PendingNote(note.id, key, tuple(chunks)), vectors, model)
-
-
 class DuplicateQueries(Protocol):
     """What dedup asks about the active, unexpired notes of the new note's scope (a row: a
     mapping with at least `id`, `path`, `type` and `body`)."""
 
     def same_content(self, content_hash: str) -> Any | None:
         """The oldest such note with this content hash."""
-        ...
-
-    def nearest_vector(self, model: str, vector: Any) -> tuple[str, float] | None:
-        """(id, cosine) of the such note nearest to `vector`."""
         ...
 
     def row(self, note_id: str) -> Any | None: ...
@@ -155,10 +125,12 @@ class Duplicate:
 @record
 class Conflict:
     """The new note makes a different claim about what this active note (same scope and
-    type) says: both are kept, the choice is the user's."""
+    type) says. `confident`: it also says it changed something ("现在", "now", "改成"): the
+    older note is replaced at once; otherwise both are kept and the choice is the user's."""
 
     row: Any
     reason: str
+    confident: bool = False
 
 
 def find_duplicate(
@@ -168,20 +140,19 @@ def find_duplicate(
     note_type: str,
     content_hash: str,
     bands: list[int],
-    embedded: Embedded | None,
     threshold: float,
 ) -> Duplicate | Conflict | None:
-    """The note a new one duplicates or contradicts, in this order:
+    """The note a new one duplicates or contradicts, by its text alone (a save never waits on
+    the encoder; what vectors can tell is judged once the note has them, `check_embedded`):
 
     1. the same content (hash of the normalised text);
     2. among the notes sharing keys, one that says the same (`_text.near_duplicate`: the same
        skeleton, or, with `threshold` < 1, skeletons overlapping at least `threshold`);
-    3. (with `threshold` < 1) a short note whose vector has cosine > `threshold`;
-    4. among those notes (and the nearest vector), one of the same type the new note
-       contradicts (`_text.contradicts`).
+    3. among those notes, one of the same type the new note contradicts
+       (`_text.contradicts`), confidently when the new note says it changed something.
 
     A negation or a number that differs never makes a duplicate (`_text.meaning_differs`),
-    however close the texts or their vectors: "port 5432" and "port 5433" are two claims."""
+    however close the texts: "port 5432" and "port 5433" are two claims."""
     exact = queries.same_content(content_hash)
     if exact is not None:
         return Duplicate(exact)
@@ -194,20 +165,10 @@ def find_duplicate(
             best, best_sim = row, old.similarity(new)
     if best is not None:
         return Duplicate(best)
-    # by vector: short (one-chunk) notes only, a long note is never folded into another
-    # because its first part matches
-    if embedded is not None and threshold < 1.0 and len(embedded.note.chunks) == 1:
-        nearest = queries.nearest_vector(embedded.model, embedded.vectors[0])
-        if nearest is not None and nearest[1] > threshold:
-            row = queries.row(nearest[0])
-            if row is not None:
-                near = _text.Fingerprint(row["body"])
-                if near.polarity == new.polarity:
-                    return Duplicate(row)
-                candidates.append((row, near))
     for row, old in candidates:
         if row["type"] == note_type and _text.makes_another_claim(old, new, threshold):
-            return Conflict(row, _text.how_meaning_differs(old.text, body))
+            said = _text.change_words(body) - _text.change_words(old.text)
+            return Conflict(row, _text.how_meaning_differs(old.text, body), bool(said))
     return None
 
 
@@ -224,8 +185,9 @@ class SaveQueries(DuplicateQueries, Protocol):
         """A duplicate found: its `updated` becomes now and its access count grows by one."""
         ...
 
-    def insert(self, note: Note, embedded: Embedded | None) -> Note:
-        """Store the new note (and its vectors); the note as placed (its path)."""
+    def insert(self, note: Note) -> Note:
+        """Store the new note; the note as placed (its path). Its vectors come later
+        (background embedding, `sync_vectors`)."""
         ...
 
     def mark_superseded(self, row: Any, new_id: str, now: datetime) -> None: ...
@@ -238,14 +200,14 @@ def save_locked(
     *,
     content_hash: str,
     bands: list[int],
-    embedded: Embedded | None,
     threshold: float,
     now: datetime,
 ) -> SaveResult:
     """Refuse a taken id, find the superseded note, then refresh a duplicate or insert the
     new note and mark the superseded one (a draft that supersedes is never deduplicated).
-    A new note that contradicts an older one is inserted and says so (`conflicts_with`);
-    one that names what it supersedes has said what it replaces."""
+    A new note that contradicts an older one is inserted and says so (`conflicts_with`), and
+    replaces it at once when it says it changed something (`replaced`); one that names what
+    it supersedes has said what it replaces."""
     if draft.id and queries.exists(note.id):
         raise InvalidInputError(f"a note with id {note.id!r} already exists")
     old = None
@@ -259,15 +221,23 @@ def save_locked(
         note_type=note.type,
         content_hash=content_hash,
         bands=bands,
-        embedded=embedded,
         threshold=threshold,
     )
     if isinstance(found, Duplicate) and old is None:
         return queries.refresh(found.row, now)
-    placed = queries.insert(note, embedded)
+    placed = queries.insert(note)
     if old is not None:
         queries.mark_superseded(old, placed.id, now)
         return SaveResult(id=placed.id, deduplicated=False, path=placed.path)
+    if isinstance(found, Conflict) and found.confident:
+        queries.mark_superseded(found.row, placed.id, now)
+        return SaveResult(
+            id=placed.id,
+            deduplicated=False,
+            path=placed.path,
+            replaced=str(found.row["id"]),
+            conflict_reason=found.reason,
+        )
     if isinstance(found, Conflict):
         return SaveResult(
             id=placed.id,
@@ -314,6 +284,34 @@ def note_from_row(
         path=row["path"],
         extra=extra or {},
     )
+
+
+RELATE_CANDIDATES: Final = 6
+"""Nearest active notes of its scope a newly embedded note is compared with."""
+UNCHECKED_MOST: Final = 10_000
+"""Saved notes waiting for their vectors' check that a process remembers (the oldest are
+forgotten past it: a process that saves without ever embedding)."""
+
+
+class Unchecked:
+    """Ids of notes this process saved whose vectors have not been checked yet, oldest first.
+    Kept in memory: a note saved just before the process stops is not checked (docs/retrieval.md,
+    "One fact, one note")."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, None] = {}
+        self._lock = threading.Lock()
+
+    def wait_for_vectors(self, note_id: str) -> None:
+        with self._lock:
+            self._ids[note_id] = None
+            while len(self._ids) > UNCHECKED_MOST:
+                del self._ids[next(iter(self._ids))]
+
+    def take(self, note_id: str) -> bool:
+        """Whether the note was waiting (it no longer is)."""
+        with self._lock:
+            return self._ids.pop(note_id, 0) is None
 
 
 # --- the store -------------------------------------------------------------------------------
@@ -434,6 +432,7 @@ class StoreCore:
         self.fusion = DEFAULT_WEIGHTS
         self._query_vectors = QueryVectors()
         self.history = None
+        self._unchecked = Unchecked()
 
     def __enter__(self) -> Self:
         return self
@@ -455,12 +454,15 @@ class StoreCore:
         if self.history is not None and draft.supersedes:
             self._catch_up(self.get(draft.supersedes))
         result = self._save(draft)
+        if not result.deduplicated and self.encoder is not None:
+            self._unchecked.wait_for_vectors(result.id)
+        replaced = draft.supersedes or result.replaced
         if self.history is not None and not result.deduplicated:
             note = self.get(result.id)
             self._record(note, "create")
-            if draft.supersedes:
+            if replaced:
                 who = current_source() or infer_source(note.source)
-                self._record(self.get(draft.supersedes), "supersede", source=who)
+                self._record(self.get(replaced), "supersede", source=who)
         if self.history is not None and result.conflicts_with:
             try:
                 pending = self.history.propose_supersession(
@@ -731,11 +733,17 @@ class StoreCore:
             return SearchOutcome([], "keyword", plan.notice)
         limit = check_limit(limit)
         now_ts = self._now().timestamp()
+        # words of the past ("去年", "used to") want the notes later ones replaced too
+        # (memory.search.versions): they come back, each beside its successor
+        past = not include_inactive and asks_about_the_past(query)
         filters = Filters.for_search(
-            type, scope, tag, include_inactive=include_inactive, now_ts=now_ts
+            type, scope, tag, include_inactive=include_inactive or past, now_ts=now_ts
         )
-        found = self._ranked_hits(plan, filters, limit, now_ts, record_access)
-        return SearchOutcome(found, plan.used, plan.notice)
+        wanted = limit * 2 if past else limit
+        found = self._ranked_hits(plan, filters, wanted, now_ts, record_access)
+        if past:
+            found = [h for h in found if h.status in SEARCHED_STATUSES]
+        return SearchOutcome(current_first(found, past=past)[:limit], plan.used, plan.notice)
 
     def top_notes(
         self, limit: int = 50, scope: str | None = None
@@ -786,7 +794,65 @@ class StoreCore:
         """Embed the notes whose vectors are missing or stale (blocking; needs an encoder).
         Returns how many notes were embedded; `progress("embed", done, total)`."""
         self._check_open()
-        return embed_pending(self.vectors, require_encoder(self.encoder), progress, batch=batch)
+        encoder = require_encoder(self.encoder)
+        return embed_pending(
+            self.vectors, encoder, progress, batch=batch, written=self.check_embedded
+        )
+
+    def check_embedded(self, model: str, items: Sequence[tuple[PendingNote, Any]]) -> None:
+        """The checks a save leaves until its note has vectors (a save never waits on the
+        encoder): for each note saved by this process and now embedded, whether it repeats or
+        updates an older active note of its scope (`memory.notes.facts.judge`, on the vectors'
+        cosine and the two texts). Confident cases are applied (the older note is superseded
+        by the newer, its history kept); unsure ones become pending choices (`memory.conflicts`,
+        when history is attached). Called by background embedding and `sync_vectors` after
+        each batch."""
+        for pending, vectors in items:
+            if not self._unchecked.take(pending.id) or len(pending.chunks) != 1:
+                continue  # a long note is never folded into another by its first part
+            try:
+                self._relate(pending.id, model, vectors[0])
+            except Exception:  # the note is saved; a check that fails leaves it as it is
+                log.exception("note %s: checking what it repeats or updates failed", pending.id)
+
+    def _relate(self, note_id: str, model: str, vector: Any) -> None:
+        from memory.notes.facts import judge  # only a process that embeds notes needs it
+        from memory.search.plan import QueryVector
+
+        try:
+            note = self.get(note_id)
+        except NotFoundError:
+            return
+        if note.status != "active":
+            return
+        now_ts = self._now().timestamp()
+        filters = Filters.of(None, note.scope, None, None, active_at=now_ts)
+        with self.search_queries(filters) as queries:
+            nearest = [
+                (i, c)
+                for i, c in queries.nearest(QueryVector(vector, model), RELATE_CANDIDATES, filters)
+                if i != note_id
+            ]
+            rows = queries.rows_by_id([i for i, _ in nearest])
+        for other_id, cosine in nearest:
+            row = rows.get(other_id)
+            if row is None or row["scope"] != note.scope:
+                continue
+            created = parse_datetime(row["created"])
+            if created is None or (created, str(row["id"])) > (note.created, note.id):
+                continue  # a newer note: it is checked against this one when it is embedded
+            same_type = row["type"] == note.type
+            verdict = judge(str(row["body"]), note.body, cosine=float(cosine), same_type=same_type)
+            if verdict.relation == "other":
+                continue
+            if verdict.confident:
+                self.supersede(other_id, note_id)
+                log.info("note %s replaces %s: %s", note_id, other_id, verdict.reason)
+            elif self.history is not None:
+                self.history.propose_supersession(note_id, other_id, verdict.reason)
+            else:
+                continue
+            return
 
     def reindex_vectors(self, progress: ProgressFn | None = None) -> int:
         """Drop the vectors of other encoders (and of deleted notes), then embed every note

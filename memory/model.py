@@ -373,12 +373,21 @@ class SaveResult:
     pending: str | None = None
     """The pending supersession recorded for the conflict (None when the store keeps no
     state database: a process without history)."""
+    replaced: str | None = None
+    """An older active note the new one updates and said so ("现在", "now", "改成"): it is
+    marked superseded by the new note at once (kept, restorable; `conflict_reason` says what
+    changed)."""
 
     def notice(self) -> str:
         """What the caller (a person, a model) is told about the save."""
         if self.deduplicated:
             return f"Already remembered as [{self.id}] (refreshed it)."
         text = f"Saved as [{self.id}] ({self.path})."
+        if self.replaced:
+            text += (
+                f" It replaces [{self.replaced}] ({self.conflict_reason}); the older note is"
+                " kept, marked replaced."
+            )
         if self.conflicts_with:
             text += f" It conflicts with [{self.conflicts_with}]: {self.conflict_reason}."
             if self.pending:
@@ -421,6 +430,9 @@ class SearchHit:
     """Calibrated relevance in 0..1 from the hit's own evidence (`memory.search.relevance`):
     unlike `parts.relevance`, which ranks hits against each other, it means the same in any
     result list."""
+    superseded_by: str | None = None
+    """The note that replaced this one (status `superseded`)."""
+    created: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -432,6 +444,8 @@ class SearchHit:
             "path": self.path,
             "tags": list(self.tags),
             "status": self.status,
+            "superseded_by": self.superseded_by,
+            "created": format_datetime(self.created) if self.created else None,
             "updated": format_datetime(self.updated),
             "score": round(self.score, 6),
             "relevance": round(self.relevance, 6),

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from memory._background import BackgroundTask
 from memory.encoders.client import BULK_PRIORITY, EncoderClient, EncoderReady
 from memory.encoders.models import EncoderUnavailableError
-from memory.search.vectors import by_note
+from memory.search.vectors import PendingNote, by_note
 
 if TYPE_CHECKING:
     from memory.backend import NoteVectors
@@ -35,8 +35,12 @@ class VectorSync(BackgroundTask):
         *,
         batch: int = 16,
         interval: float = 1.0,
+        written: Callable[[str, Sequence[tuple[PendingNote, Any]]], None] | None = None,
     ) -> None:
+        """`written(model, items)`: after each batch is stored, in a thread (the checks a
+        save leaves until its note has vectors, `StoreCore.check_embedded`)."""
         self.client = client
+        self.written = written
         self.vectors = vectors
         self.generation = generation
         self.batch = batch
@@ -60,6 +64,8 @@ class VectorSync(BackgroundTask):
         matrix = await self.client.encode(texts, "passage", priority=BULK_PRIORITY)
         items = by_note(pending, matrix)
         written = await asyncio.to_thread(self.vectors.write, status.name, items)
+        if self.written is not None:
+            await asyncio.to_thread(self.written, status.name, items)
         self.embedded += written
         return max(written, 1)
 

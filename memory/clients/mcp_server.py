@@ -941,7 +941,7 @@ async def _embed_in_background(res: MemoryResources, client: EncoderClient) -> N
     except ClaudeMemoryError as exc:  # the tools report it too, on their first use
         log.warning("background embedding off: the store did not open (%s)", exc.message)
         return
-    async with VectorSync(client, store.vectors, store.generation):
+    async with VectorSync(client, store.vectors, store.generation, written=store.check_embedded):
         await anyio.sleep_forever()
 
 

@@ -87,19 +87,21 @@ def is_profile_skeleton(note: Note) -> bool:
 
 
 def user_notes(notes: Sequence[Note]) -> list[Note]:
-    """What the brief says about the user: their own files (`user/`) first, then what the
-    system learned about them (`learned/`), minus empty ones and the untouched skeleton."""
-    about = [
+    """What the brief says about the user: their own files (`user/`: the profile and what they
+    wrote themselves), minus empty ones and the untouched skeleton. What the system learned
+    about them (`learned/`) is not in the brief: a memory of a year holds dozens of such
+    preferences, and a new conversation about the weather started with ten of them (issue #29);
+    they come with the prompts they are relevant to, and a person who wants one in every
+    session pins it or writes it into the profile (docs/memory-loop.md, "The brief")."""
+    return [
         n
         for n in notes
-        if n.path.startswith(ABOUT_THE_USER) and n.body.strip() and not is_profile_skeleton(n)
+        if n.path.startswith(PROFILE_FOLDER) and n.body.strip() and not is_profile_skeleton(n)
     ]
-    return sorted(about, key=lambda n: not n.path.startswith("user/"))  # stable: order kept
 
 
-ABOUT_THE_USER = ("user/", "learned/")
-"""The person's own files, and what the system learned about them (never written to `user/`)."""
-
+PROFILE_FOLDER = "user/"
+"""The person's own files: the only notes the brief holds besides the pins."""
 PIN_TAG = "pinned"
 """The tag a user gives a note that is always relevant: every session starts with it."""
 
@@ -112,7 +114,7 @@ def pinned_notes(notes: Sequence[Note], scope: str | None) -> list[Note]:
         for n in notes
         if PIN_TAG in n.tags
         and n.status == "active"
-        and not n.path.startswith(ABOUT_THE_USER)
+        and not n.path.startswith(PROFILE_FOLDER)
         and n.scope in ("user", scope or "user")
     ]
 

@@ -968,9 +968,6 @@ class PostgresMemoryStore(core.StoreCore):
         note, _ = core.draft_note(draft, now, self.config.max_note_bytes, _storable)
         wanted = safe_relpath(draft.path) if draft.path else None
         derived = _derive(note, self.config.max_indexed_chars)  # outside the lock: rjieba
-        embedded = core.embed_note(self.encoder, note, derived.doc_key)  # an encoder takes ms
-        if embedded is not None:
-            self.vectors.ensure_model(embedded.model, int(embedded.vectors.shape[1]))
         with self._tx() as conn:
             # One writer per scope: duplicate detection and insertion are one step, as under
             # the SQLite store's write lock, so two instances never both add the same note.
@@ -984,13 +981,10 @@ class PostgresMemoryStore(core.StoreCore):
                 note,
                 content_hash=derived.content_hash,
                 bands=list(derived.bands),
-                embedded=embedded,
                 threshold=self.config.dedup_threshold,
                 now=now,
             )
         self._bump_notes()
-        if embedded is not None and not result.deduplicated:
-            self.vectors.bump()
         return result
 
     def _insert(self, conn: Connection, note: Note, derived: _Derived, wanted: str | None) -> Note:
@@ -1475,14 +1469,6 @@ class _SaveQueries:
             (content_hash, *self._active),
         ).fetchone()
 
-    def nearest_vector(self, model: str, vector: Any) -> tuple[str, float] | None:
-        def allowed(c: Connection, ids: builtins.list[str]) -> set[str]:
-            sql = f"SELECT n.id FROM memory_notes n WHERE n.id = ANY(%s) AND {_ACTIVE}"
-            return {r["id"] for r in c.execute(sql, (ids, *self._active))}
-
-        nearest = self._store.vectors.search(model, vector, 1, allowed=allowed, conn=self._conn)
-        return nearest[0] if nearest else None
-
     def row(self, note_id: str) -> dict[str, Any] | None:
         sql = (
             f"SELECT id, path, type, left(body, {_SIMILARITY_BODY}) AS body"
@@ -1515,12 +1501,8 @@ class _SaveQueries:
         )
         return SaveResult(id=row["id"], deduplicated=True, path=row["path"])
 
-    def insert(self, note: Note, embedded: core.Embedded | None) -> Note:
-        placed = self._store._insert(self._conn, note, self._derived, self._wanted)
-        if embedded is not None:
-            pairs = [(embedded.note, embedded.vectors)]
-            self._store.vectors.write(embedded.model, pairs, conn=self._conn)
-        return placed
+    def insert(self, note: Note) -> Note:
+        return self._store._insert(self._conn, note, self._derived, self._wanted)
 
     def mark_superseded(self, row: dict[str, Any], new_id: str, now: datetime) -> None:
         self._conn.execute(

@@ -218,6 +218,8 @@ def hit(scored: Scored, parsed: ParsedQuery) -> SearchHit:
         parts=scored.parts,
         relevance=scored.relevance,
         snippet=snippet(row["body"], parsed),
+        superseded_by=row["superseded_by"],
+        created=parse_datetime(row["created"]),
     )
 
 

@@ -67,6 +67,13 @@ class FusionWeights:
     confidence_span: float = 2.0
     """z-score span over which a vector hit's trust grows by 1 (0: every hit trusted 1)."""
     confidence_max: float = 3.0
+    cosine_start: float = 1.0
+    """Absolute cosine at which a vector hit counts whatever the others' (0..1; 1: never, the
+    default: measured on the life set, docs/retrieval.md)."""
+    cosine_span: float = 0.15
+    """Cosine span over which that trust grows to 1. A good cross-language match can sit
+    among near neighbours (a z-score under 1: no trust from the spread); its own cosine
+    still says it is a match (issue #29: zh->en recall 0.65 with the spread alone)."""
 
     def __post_init__(self) -> None:
         if self.keyword < 0 or self.vector < 0 or self.keyword + self.vector <= 0:
@@ -133,8 +140,14 @@ def vector_trust(scores: Sequence[float], weights: FusionWeights = DEFAULT_WEIGH
     for score in scores:
         z = (score - mean) / std
         trust = (z - weights.confidence_start) / weights.confidence_span
-        out.append(max(0.0, min(weights.confidence_max, trust)))
+        out.append(max(0.0, min(weights.confidence_max, trust), _cosine_trust(score, weights)))
     return out
+
+
+def _cosine_trust(cosine: float, weights: FusionWeights) -> float:
+    if weights.cosine_span <= 0:
+        return 0.0
+    return max(0.0, min(1.0, (cosine - weights.cosine_start) / weights.cosine_span))
 
 
 def fuse(

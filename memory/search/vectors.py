@@ -172,9 +172,11 @@ def embed_pending(
     progress: Callable[[str, int, int], None] | None = None,
     *,
     batch: int = 32,
+    written: Callable[[str, Sequence[tuple[PendingNote, Any]]], None] | None = None,
 ) -> int:
     """Embed the notes whose vectors for `encoder` are missing or stale, `batch` notes per
-    call (blocking). Returns how many notes were embedded; `progress("embed", done, total)`."""
+    call (blocking). Returns how many notes were embedded; `progress("embed", done, total)`;
+    `written(model, items)` after each batch is stored (the checks that need vectors)."""
     model = encoder.name
     pending = vectors.pending(model)
     total = len(pending)
@@ -184,7 +186,10 @@ def embed_pending(
     for start in range(0, total, batch):
         part = pending[start : start + batch]
         matrix = encoder.encode([chunk for n in part for chunk in n.chunks], "passage")
-        vectors.write(model, by_note(part, matrix))
+        items = by_note(part, matrix)
+        vectors.write(model, items)
+        if written is not None:
+            written(model, items)
         done += len(part)
         if progress:
             progress("embed", done, total)

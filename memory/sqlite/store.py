@@ -66,7 +66,6 @@ from memory.search.filters import Filters, prefilter_most
 from memory.search.keyword import Candidate, ParsedQuery
 from memory.search.plan import QueryVector, SearchPlan
 from memory.search.ranking import Scored, rederived
-from memory.search.vectors import doc_key
 from memory.sqlite.index import (
     NOTE_COLUMNS,
     SCHEMA_VERSION,
@@ -557,8 +556,6 @@ class MemoryStore(core.StoreCore):
         now = self._now()
         note, text = core.draft_note(draft, now, self.config.max_note_bytes, None)
         chash = _text.content_hash(note.body)
-        # outside the lock: an encoder takes ms
-        embedded = core.embed_note(self.encoder, note, doc_key(note.title, note.summary, chash))
         # Write (and fsync) the file before taking the lock: other processes wait less.
         rel = self._place(note, draft.path)
         tmp = write_temp((self.root / rel).parent, text, fsync=self.config.fsync)
@@ -571,7 +568,6 @@ class MemoryStore(core.StoreCore):
                     note,
                     content_hash=chash,
                     bands=_text.dedup_bands(note.body),
-                    embedded=embedded,
                     threshold=self.config.dedup_threshold,
                     now=now,
                 )
@@ -1325,15 +1321,6 @@ class _SaveQueries:
         ).fetchone()
         return row
 
-    def nearest_vector(self, model: str, vector: Any) -> tuple[str, float] | None:
-        nearest = self._store.vectors.search(
-            model,
-            vector,
-            1,
-            allowed=lambda ids: _ids_where(self._tx, ids, _ACTIVE, builtins.list(self._active)),
-        )
-        return nearest[0] if nearest else None
-
     def row(self, note_id: str) -> sqlite3.Row | None:
         sql = "SELECT nid, id, path, type, body FROM notes WHERE id = ?"
         return self._tx.execute(sql, (note_id,)).fetchone()
@@ -1360,13 +1347,8 @@ class _SaveQueries:
         note = self._store._rewrite(self._tx, row, {"updated": now}, extra_access=1, lenient=True)
         return SaveResult(id=note.id, deduplicated=True, path=note.path)
 
-    def insert(self, note: Note, embedded: core.Embedded | None) -> Note:
-        placed = self._store._publish(self._tx, note, self._wanted, self._text, self._tmp)
-        if embedded is not None:
-            self._store.vectors.write(
-                embedded.model, [(embedded.note, embedded.vectors)], tx=self._tx
-            )
-        return placed
+    def insert(self, note: Note) -> Note:
+        return self._store._publish(self._tx, note, self._wanted, self._text, self._tmp)
 
     def mark_superseded(self, row: sqlite3.Row, new_id: str, now: datetime) -> None:
         changes = {"status": "superseded", "superseded_by": new_id, "updated": now}

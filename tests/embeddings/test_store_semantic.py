@@ -30,7 +30,10 @@ def store(tmp_path: Path, encoder: ScriptedEncoder) -> Iterator[MemoryStore]:
 
 
 def save(store: MemoryStore, content: str, **fields: object) -> str:
-    return store.save(NoteDraft(content=content, **fields)).id  # type: ignore[arg-type]
+    """Save, then embed what is pending, as the app's background embedding soon does."""
+    note_id = store.save(NoteDraft(content=content, **fields)).id  # type: ignore[arg-type]
+    store.sync_vectors()
+    return note_id
 
 
 def test_without_an_encoder_search_is_keyword_only_and_says_nothing(tmp_path: Path) -> None:
@@ -55,11 +58,15 @@ def test_a_question_with_no_shared_word_finds_its_note_by_vector(
     assert outcome.hits[0].id == target
 
 
-def test_saving_embeds_the_note_once_outside_search(
+def test_a_save_never_waits_on_the_encoder_and_the_note_is_embedded_once_later(
     store: MemoryStore, encoder: ScriptedEncoder
 ) -> None:
-    save(store, "A short note about the deploy script.")
-    assert encoder.calls[-1] == ("passage", ["A short note about the deploy script."])
+    encoder.calls.clear()
+    note_id = store.save(NoteDraft(content="A short note about the deploy script.")).id
+    assert encoder.calls == []  # issue #29: a save took 1-5 s waiting for the model
+    assert [p.id for p in store.vectors.pending(encoder.name)] == [note_id]
+    store.sync_vectors()
+    assert encoder.calls == [("passage", ["A short note about the deploy script."])]
     assert store.vectors.pending(encoder.name) == []
 
 
@@ -78,7 +85,7 @@ def test_a_note_saved_while_the_encoder_loads_is_embedded_later(
     store: MemoryStore, encoder: ScriptedEncoder
 ) -> None:
     encoder.state = "loading"
-    note_id = save(store, "Saved before the model was ready.")
+    note_id = store.save(NoteDraft(content="Saved before the model was ready.")).id
     encoder.state = "ready"
     assert [p.id for p in store.vectors.pending(encoder.name)] == [note_id]
     assert store.sync_vectors() == 1
@@ -188,19 +195,38 @@ def test_a_long_note_is_found_by_a_later_chunk(
     assert hits[0].id == note_id
 
 
-def test_a_paraphrase_with_cosine_above_the_threshold_is_a_duplicate(
-    store: MemoryStore, encoder: ScriptedEncoder
+def test_a_paraphrase_is_one_fact_once_embedded_and_a_changed_claim_is_pending(
+    tmp_path: Path, encoder: ScriptedEncoder
 ) -> None:
+    from memory.conflicts import ConflictStore
+    from memory.history_store import HistoryStore
+    from memory.sqlite.state import StateDB
+
     encoder.directions = {
         "dark mode": encoder.unit(6),
         "dark theme": encoder.unit(6, tilt=0.2, towards=7),  # cosine ~0.98
         "light mode": encoder.unit(6, tilt=0.6, towards=8),  # cosine ~0.86
     }
-    first = store.save(NoteDraft(content="The user prefers dark mode in every editor."))
-    again = store.save(NoteDraft(content="User likes a dark theme in all editors."))
-    other = store.save(NoteDraft(content="The user prefers light mode in every editor."))
-    assert again.deduplicated and again.id == first.id
-    assert not other.deduplicated
+    state = StateDB(tmp_path / "state.db")
+    config = MemoryConfig.for_home(tmp_path / "home", fsync=False)
+    with MemoryStore.open(config, encoder=encoder) as store:
+        store.attach_history(HistoryStore(state))
+        first = store.save(NoteDraft(content="The user prefers dark mode in every editor."))
+        again = store.save(NoteDraft(content="User likes a dark theme in all of the editors."))
+        store.sync_vectors()
+        # one fact said twice: the newer wording stands for it, the older is kept, replaced
+        assert not again.deduplicated
+        assert store.get(first.id).status == "superseded"
+        assert store.get(first.id).superseded_by == again.id
+        assert HistoryStore(state).versions(first.id)[0].kind == "supersede"
+        other = store.save(NoteDraft(content="The user prefers light mode in every editor."))
+        store.sync_vectors()
+        # "dark" -> "light": another claim, never merged; the person chooses
+        assert store.get(other.id).status == "active"
+        assert store.get(again.id).status == "active"
+        (pending,) = ConflictStore(state).list()
+        assert (pending.new_id, pending.old_id) == (other.id, again.id)
+    state.close()
 
 
 def test_long_notes_are_not_folded_by_cosine(store: MemoryStore, encoder: ScriptedEncoder) -> None:
@@ -210,7 +236,9 @@ def test_long_notes_are_not_folded_by_cosine(store: MemoryStore, encoder: Script
         f"Detail {i}: a different fact worth keeping." for i in range(60)
     )
     second = store.save(NoteDraft(content=long_text))
+    store.sync_vectors()
     assert not second.deduplicated and second.id != first.id
+    assert store.get(first.id).status == "active" and store.get(second.id).status == "active"
 
 
 def test_stats_report_the_encoder_and_vectors(store: MemoryStore, encoder: ScriptedEncoder) -> None:

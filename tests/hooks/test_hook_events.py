@@ -49,7 +49,7 @@ def test_session_start_injects_user_notes_summaries_and_an_observation_table(
     hook: Hook, make_project: Callable[..., Path], store: MemoryStore
 ) -> None:
     project = make_project("app")
-    _save(store, USER_NOTE, title="回答风格", type="preference", scope="user")
+    _save(store, USER_NOTE, title="回答风格", type="preference", path="user/answer-style.md")
     hook("session-start", cwd=project, session_id="old", source="startup")
     for n in range(3):
         hook("user-prompt-submit", cwd=project, session_id="old", prompt=f"refactor module {n}")
@@ -147,7 +147,7 @@ def test_resume_injects_only_its_own_summary_and_the_user_notes(
     hook: Hook, make_project: Callable[..., Path], store: MemoryStore
 ) -> None:
     project = make_project("app")
-    _save(store, USER_NOTE, title="回答风格", type="preference", scope="user")
+    _save(store, USER_NOTE, title="回答风格", type="preference", path="user/answer-style.md")
     for session, topic in (("s-a", "alpha caching layer"), ("s-b", "beta release notes")):
         hook("session-start", cwd=project, session_id=session, source="startup")
         for _ in range(3):

@@ -91,7 +91,7 @@ def seeded(mem_home: Path) -> Path:
                 content="Always answer in English with short sentences.",
                 title="answer style",
                 type="preference",
-                scope="user",
+                tags=["pinned"],  # in every brief (learned preferences come when relevant)
             )
         )
         s.save(

@@ -278,9 +278,7 @@ def test_fork_gets_a_new_episode_and_a_resume_brief(
     hook: Hook, make_project: Callable[..., Path], state: StateDB, store: MemoryStore
 ) -> None:
     project = make_project("app")
-    store.save(
-        NoteDraft(content="Lin likes short answers.", title="Lin", type="preference", scope="user")
-    )
+    store.save(NoteDraft(content="Lin likes short answers.", title="Lin", path="user/lin.md"))
     hook("session-start", cwd=project, session_id="parent", source="startup")
     for n in range(3):
         hook("user-prompt-submit", cwd=project, session_id="parent", prompt=f"tune cache {n}")

@@ -287,7 +287,11 @@ def test_a_window_holds_an_injected_note_back_for_five_turns(
 def test_the_chat_gets_its_brief_once_per_session_and_again_after_compaction(
     store: MemoryStore, state: StateDB, windows: WindowStore
 ) -> None:
-    store.save(NoteDraft(content="Lin answers in Chinese.", title="Lin", type="preference"))
+    store.save(
+        NoteDraft(
+            content="Lin answers in Chinese.", title="Lin", type="preference", path="user/lin.md"
+        )
+    )
     loop = make_loop(store, state, windows, tools=CHAT_TOOLS)
     first = loop.prompt("c", CHAT, "hello", with_brief=True)
     assert "About the user:" in first.text and "Lin answers in Chinese." in first.text
@@ -432,3 +436,24 @@ def test_an_episode_search_ranks_by_relevance_and_applies_its_floor(
     assert episodes.search("service flights", limit=10, floor=0.6) == []
     found = episodes.search("the Lisbon trip flights", limit=10, floor=0.5)
     assert [e.title for e in found] == ["trip"]
+
+
+def test_a_new_conversation_brings_the_profile_and_pins_not_every_learned_preference(
+    store: MemoryStore, state: StateDB, windows: WindowStore
+) -> None:
+    # a year of captured preferences: none of them is about the weather (issue #29)
+    learned = [
+        store.save(NoteDraft(content=text, type="preference")).id
+        for text in ("编辑器用 Neovim。", "时区是 Asia/Shanghai。", "开的车是一辆 Model 3。")
+    ]
+    pinned = store.save(
+        NoteDraft(content="回答尽量简短，用中文。", type="preference", tags=["pinned"])
+    ).id
+    store.save(NoteDraft(content="Lin, backend engineer.", path="user/about.md"))
+    loop = make_loop(store, state, windows, tools=CHAT_TOOLS)
+    first = loop.prompt("c", CHAT, "今天天气怎么样", with_brief=True)
+    assert "Lin, backend engineer." in first.text
+    assert pinned in first.text  # a pinned learned note is still in every brief
+    assert not any(note_id in first.text for note_id in learned), first.text
+    # a prompt about one of them still recalls it
+    assert learned[0] in loop.prompt("c2", CHAT, "我平时用什么编辑器写代码？").text

@@ -542,12 +542,15 @@ def test_hybrid_search_with_vectors_written_in_the_background(store: MemoryBacke
     assert store.sync_vectors() == 1 and store.vectors.pending(encoder.name) == []
 
 
-def test_notes_saved_with_an_encoder_are_embedded_on_save(open_store: Open) -> None:
+def test_notes_saved_with_an_encoder_are_embedded_after_the_save(open_store: Open) -> None:
     pytest.importorskip("numpy")
     encoder = HashingEncoder()
     store = open_store(encoder=encoder)
     store.sync_vectors()  # the profile skeleton
     note_id = save(store, "Auth decision: we chose JWT plus Redis for sessions.")
+    # a save never waits on the encoder (issue #29): the note waits for background embedding
+    assert [p.id for p in store.vectors.pending(encoder.name)] == [note_id]
+    assert store.sync_vectors() == 1
     assert store.vectors.pending(encoder.name) == []
     outcome = store.search_detailed("JWT sessions")
     assert outcome.mode == "hybrid" and outcome.hits[0].id == note_id

@@ -1,0 +1,76 @@
+"""Which version of a fact a search wants: the current one, unless the query asks about the past
+(pure; docs/retrieval.md, "The newest fact wins").
+
+A note that another replaced (`status: superseded`, `superseded_by`) is left out of a search by
+default: "现在订单服务监听哪个端口" must not be answered with last year's port. A query with words
+of the past ("以前", "去年", "原来", "used to", "last year", "before the migration") wants the
+older version too, so replaced notes come back into it and each is listed before the note that
+replaced it; in any list that holds both (the page's "any status" search, a past question), the
+order says which is current. A deprecated note is never current: it comes after every active one.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+from memory._patterns import lazy_pattern
+
+if TYPE_CHECKING:
+    from memory.model import SearchHit
+
+_PAST_ZH: Final = (
+    "以前", "之前", "原来", "原先", "过去", "去年", "前年", "当时", "曾经", "早先", "最初", "起初",
+    "一开始", "刚开始", "迁移前", "改之前", "换之前", "旧的", "老的", "那时", "上半年", "年初",
+)  # fmt: skip
+_PAST_EN: Final = (
+    r"used to", r"previously", r"originally", r"formerly", r"last year", r"back then",
+    r"at first", r"in the past", r"earlier", r"before (?:the|we|it|that|switching|moving)",
+    r"before\W*$", r"the old", r"initially", r"prior to", r"last summer", r"last spring",
+    r"last winter", r"last autumn", r"in 20\d\d",
+)  # fmt: skip
+_PAST_EN_RE = lazy_pattern(r"(?<![a-z])(?:" + "|".join(_PAST_EN) + r")")
+_PAST_ZH_RE = lazy_pattern("|".join(_PAST_ZH))
+SEARCHED_STATUSES: Final = ("active", "superseded")
+"""What a question about the past searches: current notes and those they replaced."""
+
+
+def asks_about_the_past(query: str) -> bool:
+    """Whether a query asks what held before ("去年我们用的什么数据库", "what port did it use
+    before the migration")."""
+    folded = unicodedata.normalize("NFKC", query).casefold()
+    return bool(_PAST_ZH_RE().search(folded) or _PAST_EN_RE().search(folded))
+
+
+def current_first(hits: Sequence[SearchHit], *, past: bool = False) -> list[SearchHit]:
+    """`hits` with the notes of one chain of replacements together, at the place of the best
+    ranked of them, the current one first (the oldest first when the query asks about the
+    past), and deprecated notes after every other; otherwise the ranking's order."""
+    by_id = {h.id: h for h in hits}
+    groups: dict[str, list[tuple[int, int, SearchHit]]] = {}
+    for rank, hit in enumerate(hits):
+        if hit.status == "deprecated":
+            continue
+        root, depth = hit, 0
+        seen = {hit.id}
+        while root.status == "superseded" and root.superseded_by in by_id:
+            root = by_id[root.superseded_by or ""]
+            if root.id in seen:  # a loop written by hand: stop at it
+                break
+            seen.add(root.id)
+            depth += 1
+        groups.setdefault(root.id, []).append((depth, rank, hit))
+    out: list[SearchHit] = []
+    for members in groups.values():  # dicts keep the order of the first member seen
+        members.sort(key=lambda m: (-m[0] if past else m[0], m[1]))
+        out += [hit for _, _, hit in members]
+    return out + [h for h in hits if h.status == "deprecated"]
+
+
+def replaced_line(hit: SearchHit) -> str:
+    """What a replaced note's line adds: its date and what replaced it."""
+    if hit.status != "superseded":
+        return ""
+    said = f"; said {hit.created:%Y-%m-%d}" if hit.created else ""
+    return f" (replaced by [{hit.superseded_by}]{said})"

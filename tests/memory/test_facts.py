@@ -1,0 +1,110 @@
+"""How a newer note relates to an older one (`memory.notes.facts.judge`): the same fact, an
+update of it, or another fact; which of them the store may apply by itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory import _text
+from memory.notes.facts import judge
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "cosine", "same_type", "relation", "confident"),
+    [
+        # an update that says so, with a changed value: applied by itself
+        ("订单服务监听 8080 端口", "订单服务现在监听 8081 端口", 0.91, True, "update", True),
+        ("Daily standup is at 9:30", "Daily standup is now at 9:45", 0.80, True, "update", True),
+        # ... across languages the vectors are less sure: the person chooses
+        (
+            "订单服务监听 8080 端口",
+            "The order service listens on 8081 now",
+            0.66,
+            True,
+            "update",
+            False,
+        ),
+        # a negation and words of change, the vectors unsure: pending
+        ("我喜欢深色主题", "我现在不喜欢深色主题了，改用浅色主题", 0.73, True, "update", False),
+        # the same words in another order are another decision, never the same fact
+        (
+            "前端统一使用 React，不再使用 Vue。",
+            "前端统一使用 Vue，不再使用 React。",
+            0.996,
+            True,
+            "update",
+            False,
+        ),
+        (
+            "We moved CI from Jenkins to GitHub Actions.",
+            "CI runs on Buildkite.",
+            0.70,
+            True,
+            "update",
+            False,
+        ),
+        (
+            "The user prefers pytest and ruff",
+            "The user prefers unittest and black",
+            0.66,
+            True,
+            "other",
+            False,
+        ),
+        # one preference said again: merged when the vectors are sure and it says as much
+        ("I write code in Vim.", "I write all my code in Vim.", 0.95, True, "same", True),
+        ("我喜欢用 Vim 写代码", "I prefer Vim for writing code", 0.81, True, "same", False),
+        # a shorter rewording never replaces a note that said more by itself
+        (
+            "我写代码用 Vim，主题是 gruvbox，开相对行号。",
+            "我写代码用 Vim。",
+            0.93,
+            True,
+            "same",
+            False,
+        ),
+        (
+            "I write code in Vim with the gruvbox theme and relative line numbers.",
+            "I use Vim.",
+            0.93,
+            True,
+            "same",
+            False,
+        ),
+        # another fact about the same cat, another topic, another type or scope
+        ("我的猫叫年糕", "我的猫年糕对鸡肉过敏", 0.70, True, "other", False),
+        ("订单服务监听 8080 端口", "支付网关部署在新加坡区域", 0.25, True, "other", False),
+        ("Standup is at 9:30", "Standup is now at 9:45", 0.80, False, "other", False),
+    ],
+)
+def test_judge(
+    old: str, new: str, cosine: float, same_type: bool, relation: str, confident: bool
+) -> None:
+    verdict = judge(old, new, cosine=cosine, same_type=same_type)
+    assert (verdict.relation, verdict.confident) == (relation, confident), verdict.reason
+
+
+def test_notes_of_two_scopes_are_never_one_fact() -> None:
+    assert judge("a", "a", cosine=1.0, same_type=True, same_scope=False).relation == "other"
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("订单服务现在监听 8081 端口", {"现在"}),
+        ("我现在不喜欢深色主题了，改用浅色主题", {"现在", "改用"}),
+        ("Daily standup is now at 9:45", {"now"}),
+        ("We moved to GitHub Actions and no longer use Jenkins", {"no longer"}),
+        ("We know the snow is heavy", set()),  # "now" inside words is not a word of change
+        ("订单服务监听 8080 端口", set()),
+    ],
+)
+def test_change_words(text: str, words: set[str]) -> None:
+    assert _text.change_words(text) >= words
+    if not words:
+        assert not _text.change_words(text)
+
+
+def test_words_of_change_are_not_part_of_a_claims_subject() -> None:
+    assert _text.subject("订单服务现在监听 8081 端口") == _text.subject("订单服务监听 8080 端口")
+    assert _text.subject("Standup is now at 9:45") == _text.subject("Standup is at 9:30")
