@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from claude_agent_sdk import SdkMcpTool, create_sdk_mcp_server, tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -60,7 +60,19 @@ class SaveArgs(_Args):
     )
     tags: list[str] = Field(default_factory=list)
     importance: float = Field(default=0.5, ge=0, le=1)
-    supersedes: str | None = Field(default=None, description="Id of a note this one replaces.")
+    relation: Literal["new", "updates", "repeats"] = Field(
+        default="new",
+        description="What the note does to the memory, after you searched it for the subject: "
+        "new (nothing on it yet), updates (it replaces an older note that is no longer true: "
+        "give that note's id in `about`; the old note is kept, marked replaced) or repeats (a "
+        "note already says it: give its id in `about`; nothing new is written).",
+    )
+    about: Text | None = Field(
+        default=None, description="The note this one updates or repeats (its [id])."
+    )
+    supersedes: str | None = Field(
+        default=None, description="Same as relation=updates with about=<id>."
+    )
 
 
 class UpdateArgs(_Args):
@@ -158,6 +170,17 @@ def build_memory_tools(
         return _text("\n\n---\n\n".join(parts))
 
     async def save(args: SaveArgs) -> dict[str, Any]:
+        relation, about = args.relation, args.about
+        if args.supersedes and relation == "new":
+            relation, about = "updates", args.supersedes
+        if relation != "new":
+            checked = await asyncio.to_thread(_check_decision, store, relation, about, args)
+            if checked is not None:
+                return _text(checked, error=True)
+        if relation == "repeats" and about:
+            # nothing new: the note it repeats counts one more use (mem0's NONE)
+            await asyncio.to_thread(store.record_access, [about])
+            return _text(f"Already remembered as [{about}]; nothing new was written.")
         draft = NoteDraft(
             content=args.content,
             title=args.title,
@@ -167,13 +190,15 @@ def build_memory_tools(
             tags=tuple(args.tags),
             importance=args.importance,
             source=source,
-            supersedes=args.supersedes,
+            supersedes=about if relation == "updates" else None,
         )
         result = await asyncio.to_thread(store.save, draft)
         if result.deduplicated:
             return _text(f"Already remembered as [{result.id}] (updated its access count).")
-        if result.conflicts_with:  # saved; the old note stays until the user chooses
+        if result.conflicts_with or result.replaced:  # the old note is kept either way
             return _text(result.notice())
+        if relation == "updates":
+            return _text(f"Saved as [{result.id}] ({result.path}); [{about}] is marked replaced.")
         return _text(f"Saved as [{result.id}] ({result.path}).")
 
     async def update(args: UpdateArgs) -> dict[str, Any]:
@@ -203,7 +228,9 @@ def build_memory_tools(
         ),
         tool(
             "memory_save",
-            "Save a lasting fact, preference, decision or lesson. Duplicates are detected.",
+            "Save a lasting fact, preference, decision or lesson. First search the memory for "
+            "its subject (memory_search), then say with `relation` whether it is new, updates "
+            "an older note (which one: `about`) or repeats one. Nothing is ever deleted.",
             _schema(SaveArgs),
         )(_guarded(SaveArgs, save)),
         tool(
@@ -217,6 +244,35 @@ def build_memory_tools(
             _schema(DeprecateArgs),
         )(_guarded(DeprecateArgs, deprecate)),
     ]
+
+
+def _check_decision(
+    store: MemoryBackend, relation: str, about: str | None, args: SaveArgs
+) -> str | None:
+    """Why the model's decision cannot stand (None: it can). An update must name an active
+    note of the same scope; a repeat must name one that says what the new text says: a number,
+    a negation or a name that differs is an update (`memory.notes.facts.changed_value`)."""
+    from memory.notes.facts import changed_value
+
+    if not about:
+        return f"relation={relation} needs `about`: the id of the note it {relation[:-1]}s."
+    try:
+        old = store.get(about)
+    except ClaudeMemoryError as exc:
+        return f"[{about}]: {exc.message}"
+    if old.status != "active":
+        return f"[{about}] is {old.status}, not a current note: search again."
+    scope = args.scope or old.scope
+    if old.scope != scope:
+        return f"[{about}] is in scope {old.scope}, the new note in {scope}: not the same fact."
+    if relation == "repeats":
+        differs = changed_value(old.body, args.content)
+        if differs:
+            return (
+                f"[{about}] does not say the same ({differs}): save it with relation=updates "
+                "if the new text is what holds now."
+            )
+    return None
 
 
 def memory_mcp_server(
