@@ -15,11 +15,18 @@ import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from memory import _text
 from memory._record import record
 from memory._text import estimate_tokens
 
 if TYPE_CHECKING:
     from memory.model import Note
+
+# "I", "my", "we", 我, 我们 speak of the person; "tell me", "give us", 给我讲, 帮我写 only ask
+_FIRST_PERSON_RE = re.compile(
+    r"(?<![给帮让教叫诉])我|咱|俺|本人"
+    r"|(?<![a-z'])(?:i|i'm|i've|i'd|i'll|my|mine|myself|we|we're|we've|our|ours)(?![a-z'])"
+)
 
 WINDOW_TURNS = 5
 FIRST_TURN_LIMIT = 10
@@ -49,6 +56,25 @@ def is_trivial_prompt(prompt: str) -> bool:
     if core in _ACKS or " ".join(core.split()) in _ACKS:
         return True
     return len(core.replace(" ", "")) <= 1
+
+
+def about_own_world(prompt: str, note_text: str, note_scope: str, place_scope: str | None) -> bool:
+    """Whether a prompt gives evidence that it is about the person's own world, so a note may be
+    put into its context unasked (issue #29: "Can cats eat chocolate?", the history of Kunlun
+    mountain or a festival's origin share a word with a note about the user's cat, a project
+    named Kunlun or a team outing, at relevance up to 0.98, and injected it). Evidence: the
+    session runs in the note's project; the prompt speaks in the first person (我, 我们, my, we,
+    I); or it names what the note names (a name written with a capital, in capitals, with
+    digits or code-like: "Zhou Ning", "payments-gw", "Kafka"), or the note's project. A search
+    the person asks for is not gated: it shows weak matches with their relevance."""
+    if place_scope and place_scope.startswith("project:") and note_scope == place_scope:
+        return True
+    folded = unicodedata.normalize("NFKC", prompt).casefold()
+    if _FIRST_PERSON_RE.search(folded):
+        return True
+    if note_scope.startswith("project:") and note_scope.split(":", 1)[1].casefold() in folded:
+        return True
+    return bool(_text.names(prompt) & _text.names(note_text))
 
 
 def topic_changed(current: Sequence[str], previous: Sequence[str]) -> bool:

@@ -277,11 +277,11 @@ def test_a_window_holds_an_injected_note_back_for_five_turns(
 ) -> None:
     note_id = store.save(NoteDraft(content="Deploys go through staging.", title="deploy")).id
     loop = make_loop(store, state, windows)
-    seen = [note_id in loop.prompt("k", CHAT, "deploys staging?").text for _ in range(7)]
+    seen = [note_id in loop.prompt("k", CHAT, "our deploys to staging?").text for _ in range(7)]
     assert seen == [True] + [False] * WINDOW_TURNS + [True]
-    assert note_id in loop.prompt("other", CHAT, "deploys staging?").text  # its own window
+    assert note_id in loop.prompt("other", CHAT, "our deploys to staging?").text  # its own window
     loop.compacted("k")
-    assert note_id in loop.prompt("k", CHAT, "deploys staging?").text
+    assert note_id in loop.prompt("k", CHAT, "our deploys to staging?").text
 
 
 def test_the_chat_gets_its_brief_once_per_session_and_again_after_compaction(
@@ -326,13 +326,12 @@ def test_a_window_in_the_state_survives_a_restart(
     store: MemoryStore, state: StateDB, tmp_path: Path
 ) -> None:
     note_id = store.save(NoteDraft(content="Deploys go through staging.", title="deploy")).id
-    assert (
-        note_id in make_loop(store, state, StateWindows(state)).prompt("c", CHAT, "staging?").text
-    )
+    loop = make_loop(store, state, StateWindows(state))
+    assert note_id in loop.prompt("c", CHAT, "our staging?").text
     reopened = StateDB(tmp_path / "state.db")
     try:
         again = make_loop(store, reopened, StateWindows(reopened))
-        later = again.prompt("c", CHAT, "staging deploys?", with_brief=True)
+        later = again.prompt("c", CHAT, "our staging deploys?", with_brief=True)
         assert note_id not in later.text and "About the user" not in later.text
     finally:
         reopened.close()

@@ -36,10 +36,10 @@ def state(tmp_path: Path) -> Iterator[StateDB]:
 def test_an_injected_note_counts_as_an_access(store: MemoryStore, state: StateDB) -> None:
     note_id = store.save(NoteDraft(content="Deploys go through staging.", title="deploy")).id
     loop = MemoryLoop(lambda: store, EpisodeStore(state, store))
-    assert note_id in loop.prompt("k1", CHAT, "deploys staging?").text
-    assert note_id in loop.prompt("k2", CHAT, "deploys staging?").text
+    assert note_id in loop.prompt("k1", CHAT, "our deploys to staging?").text
+    assert note_id in loop.prompt("k2", CHAT, "our deploys to staging?").text
     assert store.get(note_id).access_count == 2
-    loop.prompt("k1", CHAT, "deploys staging?")  # held back by k1's window: not injected
+    loop.prompt("k1", CHAT, "our deploys to staging?")  # held back by k1's window: not injected
     assert store.get(note_id).access_count == 2
 
 
@@ -48,8 +48,8 @@ def test_a_note_marked_not_relevant_stays_out_of_similar_prompts(
 ) -> None:
     pool = store.save(NoteDraft(content="The db pool holds 20 connections.", title="pool")).id
     loop = MemoryLoop(lambda: store, EpisodeStore(state, store))
-    assert pool in loop.prompt("a", CHAT, "how big is the db pool").text
-    FeedbackStore(state).mark_not_relevant(pool, "how big is the db pool")
-    assert pool not in loop.prompt("b", CHAT, "how big is the db pool now?").text
-    assert pool in loop.prompt("c", CHAT, "db pool connections in prod").text
+    assert pool in loop.prompt("a", CHAT, "how big is our db pool").text
+    FeedbackStore(state).mark_not_relevant(pool, "how big is our db pool")
+    assert pool not in loop.prompt("b", CHAT, "how big is our db pool now?").text
+    assert pool in loop.prompt("c", CHAT, "I need the db pool connections in prod").text
     assert [h.id for h in store.search("db pool")] == [pool]  # still searchable

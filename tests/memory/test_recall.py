@@ -7,6 +7,7 @@ import pytest
 from memory.loop.recall import (
     FIRST_TURN_LIMIT,
     LATER_TURN_LIMIT,
+    about_own_world,
     is_trivial_prompt,
     plan_injection,
     topic_changed,
@@ -67,3 +68,48 @@ def test_first_turn_carries_up_to_ten_later_turns_five() -> None:
 def test_recently_injected_memories_are_skipped_in_order() -> None:
     plan = plan_injection(["a", "b", "c", "d"], recent={"a", "c"}, previous=[], first_turn=False)
     assert plan.inject == ("b", "d")
+
+
+@pytest.mark.parametrize(
+    ("prompt", "note", "scope", "place", "own"),
+    [
+        (
+            "Can cats eat chocolate?",
+            "麻薯 is my cat; the vet said no chicken.",
+            "user",
+            None,
+            False,
+        ),
+        ("我家猫能吃巧克力吗", "麻薯 is my cat; the vet said no chicken.", "user", None, True),
+        ("昆仑山脉最高峰是哪座？", "kunlun 项目用 Kafka 做事件总线", "project:kunlun", None, False),
+        ("kunlun 的 consumer lag 怎么这么高", "事件总线", "project:kunlun", None, True),
+        (
+            "Plan a dinner for Zhou Ning's parents",
+            "Zhou Ning is allergic to mango",
+            "user",
+            None,
+            True,
+        ),
+        ("How does Kafka rebalancing work?", "kunlun 用 Kafka", "user", None, True),
+        ("What is the history of Berlin?", "Moved from Berlin to Shanghai", "user", None, True),
+        ("tell me a joke about databases", "orders-api 用 PostgreSQL", "user", None, False),
+        # in a project session, the project's notes need no more evidence than the place
+        (
+            "fix the flaky settlement test",
+            "settlement job retries",
+            "project:pg",
+            "project:pg",
+            True,
+        ),
+        ("fix the flaky settlement test", "settlement job retries", "user", "project:pg", False),
+    ],
+)
+def test_about_own_world(prompt: str, note: str, scope: str, place: str | None, own: bool) -> None:
+    assert about_own_world(prompt, note, scope, place) is own
+
+
+@pytest.mark.parametrize(
+    "prompt", ["tell me a joke about databases", "给我讲个关于数据库的笑话", "帮我写一首关于猫的诗"]
+)
+def test_asking_for_something_is_not_speaking_of_oneself(prompt: str) -> None:
+    assert not about_own_world(prompt, "orders-api 用 PostgreSQL; 麻薯 is a cat", "user", None)
