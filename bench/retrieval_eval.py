@@ -103,7 +103,7 @@ from memory.encoders.models import (  # noqa: E402
     load_encoder,
     parse_encoder_setting,
 )
-from memory.model import NoteDraft  # noqa: E402
+from memory.model import NoteDraft, SaveResult  # noqa: E402
 from memory.search.fusion import FusionWeights, SearchMode  # noqa: E402
 from memory.settings_fields import CONTEXT_BUDGET_TOKENS  # noqa: E402
 from memory.sqlite.store import MemoryStore  # noqa: E402
@@ -646,10 +646,19 @@ def life_store(home: Path, encoder: Encoder, clock: Clock) -> tuple[MemoryStore,
         MemoryConfig.for_home(home, fsync=False, **FLOOR_OVERRIDE), clock=clock
     )
     store.attach_encoder(encoder)
-    store.sync_vectors()  # what the app's background `VectorSync` does: the profile skeleton
     state = open_state(home / "state.db")
     store.attach_history(HistoryStore(state))
+    store.sync_vectors()  # the profile skeleton
     return store, state
+
+
+def save_as_the_app(store: MemoryStore, draft: NoteDraft) -> SaveResult:
+    """A save, then what the app's background embedding (`VectorSync`) does with the new note
+    before the next one comes: its vectors, then the checks a save leaves until then
+    (`check_embedded`: does it repeat or update an older note?)."""
+    result = store.save(draft)
+    store.sync_vectors()
+    return result
 
 
 def _draft(note: dict[str, Any]) -> NoteDraft:
@@ -783,29 +792,36 @@ def run_life(encoder: Encoder, workdir: Path, path: Path = LIFE) -> LifeRun:
     run = LifeRun(data, Corpus(store))
     # 1. the notes, each saved at its date
     store_id: dict[str, str] = {}
-    deduplicated = 0
+    deduplicated = replaced = 0
     for note in data["notes"]:
         clock.now = datetime.fromisoformat(note["date"])
-        result = store.save(_draft(note))
+        result = save_as_the_app(store, _draft(note))
         run.corpus.ids.setdefault(result.id, []).append(note["id"])
         store_id[note["id"]] = result.id
         deduplicated += result.deduplicated
+        replaced += result.replaced is not None
     clock.now = _life_now(data)
     pending = _pending_pairs(state)
+    notes = {i: store.get(i) for i in run.corpus.ids}
     run.saved = {
         "notes": len(data["notes"]),
         "store notes": len(run.corpus.ids),
         "deduplicated": deduplicated,
+        "replaced on save": replaced,
+        "superseded": sum(n.status == "superseded" for n in notes.values()),
         "pending supersessions": len(pending),
     }
     for change in data["changes"]:
         old, new = store_id[change["old"]], store_id[change["new"]]
         if old == new:
             outcome = "merged into the old note (a duplicate)"
-        elif store.get(old).status == "superseded":
-            outcome = "old note superseded"
+        elif notes[old].status == "superseded":
+            by = "the new note" if notes[old].superseded_by == new else "another note"
+            outcome = f"old note superseded by {by}"
         elif (new, old) in pending:
             outcome = "pending supersession (both active)"
+        elif notes[new].status == "superseded":
+            outcome = "new note superseded (by a later note)"
         else:
             outcome = "both active, unlinked"
         run.changes[outcome] = run.changes.get(outcome, 0) + 1
@@ -1000,10 +1016,19 @@ def _direct_turns(
     segment_without_dictionary()
     moment = datetime.fromisoformat(now)
     memory.core.utcnow = lambda: moment
+
+    def copy(source: str, target: str) -> None:
+        # note files are only ever replaced (temp file + rename), never written in place: a
+        # hard link is a copy for them; SQLite files are written in place: copied
+        if Path(source).suffix in (".md", ".json"):
+            os.link(source, target)
+        else:
+            shutil.copy2(source, target)
+
     out = []
     for n, (project, prompt) in enumerate(jobs):
         shutil.rmtree(home, ignore_errors=True)
-        shutil.copytree(template, home)
+        shutil.copytree(template, home, copy_function=copy)
         session = f"direct-{n}"
         for event, payload in (
             ("session-start", {"source": "startup"}),
@@ -1054,7 +1079,7 @@ def life_checks(data: dict[str, Any], encoder: Encoder, folder: Path, now: datet
         ids = []
         for text in texts:
             clock.now += timedelta(days=1)
-            ids.append(store.save(NoteDraft(content=text, type=note_type)).id)
+            ids.append(save_as_the_app(store, NoteDraft(content=text, type=note_type)).id)
         return store, state, ids
 
     def active(store: MemoryStore, ids: Sequence[str]) -> int:
@@ -1344,6 +1369,8 @@ def life_tables(run: LifeRun) -> str:
     out = [
         f"Saved {saved['notes']} notes in date order as {saved['store notes']} store notes: "
         f"{saved['deduplicated']} merged into an older note as duplicates, "
+        f"{saved['replaced on save']} replaced an older note on saving; "
+        f"{saved['superseded']} store notes superseded in the end, "
         f"{saved['pending supersessions']} pending supersessions proposed (conflicts).",
         "",
         "| the data's changes (old -> new) | count |",
