@@ -516,14 +516,18 @@ _SENTENCE_START = ".!?。！？：:\n"
 def names(text: str) -> set[str]:
     """The names a text holds: English words written with a capital inside a sentence
     ("React", "PostgreSQL", "Jenkins"), in capitals ("VPN"), with digits or code-like
-    ("order-service", "py3.12"); case-folded. Ordinary words ("prefers", "likes") are not."""
+    ("order-service", "py3.12"), and any Latin word of a text holding Chinese; case-folded.
+    Ordinary words of an English text ("prefers", "likes") are not."""
     found = set()
+    # a Latin word in Chinese text is a name or a term whatever its case ("项目 atlas 部署在 fra-2")
+    among_cjk = CJK_RUN_RE.search(text) is not None
     for match in _NAME_RE().finditer(text):
         word = match.group(0).rstrip(".-")
         before = text[: match.start()].rstrip()
         starts = not before or before[-1] in _SENTENCE_START
         capital = any(c.isupper() for c in word[1:]) or (word[0].isupper() and not starts)
-        if capital or any(c.isdigit() for c in word) or _CODE_LIKE_RE().search(word[1:]):
+        term = among_cjk and len(word) > 1
+        if term or capital or any(c.isdigit() for c in word) or _CODE_LIKE_RE().search(word[1:]):
             found.add(word.casefold())
     return found
 

@@ -70,7 +70,13 @@ from memory.search.vectors import (
     encoder_stats,
     require_encoder,
 )
-from memory.search.versions import SEARCHED_STATUSES, asks_about_the_past, current_first
+from memory.search.versions import (
+    SEARCHED_STATUSES,
+    asks_about_now,
+    asks_about_the_past,
+    by_date_when_close,
+    current_first,
+)
 
 if TYPE_CHECKING:  # loaded with an encoder: a keyword-only hook process never needs it
     from memory.encoders.models import Encoder
@@ -743,6 +749,8 @@ class StoreCore:
         found = self._ranked_hits(plan, filters, wanted, now_ts, record_access)
         if past:
             found = [h for h in found if h.status in SEARCHED_STATUSES]
+        if past or asks_about_now(query):
+            found = by_date_when_close(found, newest=not past)
         return SearchOutcome(current_first(found, past=past)[:limit], plan.used, plan.notice)
 
     def top_notes(

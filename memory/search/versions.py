@@ -32,6 +32,19 @@ _PAST_EN: Final = (
 )  # fmt: skip
 _PAST_EN_RE = lazy_pattern(r"(?<![a-z])(?:" + "|".join(_PAST_EN) + r")")
 _PAST_ZH_RE = lazy_pattern("|".join(_PAST_ZH))
+_NOW_ZH: Final = (
+    "现在", "目前", "如今", "最新", "最近", "当前", "眼下", "这阵子", "这段时间", "还在", "还是",
+)  # fmt: skip
+_NOW_EN: Final = (
+    r"now", r"currently", r"current", r"latest", r"these days", r"nowadays", r"today",
+    r"at the moment", r"still", r"anymore", r"lately", r"recently", r"newest", r"right now",
+)  # fmt: skip
+_NOW_EN_RE = lazy_pattern(r"(?<![a-z])(?:" + "|".join(_NOW_EN) + r")(?![a-z])")
+_NOW_ZH_RE = lazy_pattern("|".join(_NOW_ZH))
+CLOSE_SHARE: Final = 0.6
+"""Hits within this share of the best relevance among the first `CLOSE_DEPTH` are close
+enough for the date to decide their order when the query asks what holds now (or before)."""
+CLOSE_DEPTH: Final = 5
 SEARCHED_STATUSES: Final = ("active", "superseded")
 """What a question about the past searches: current notes and those they replaced."""
 
@@ -41,6 +54,35 @@ def asks_about_the_past(query: str) -> bool:
     before the migration")."""
     folded = unicodedata.normalize("NFKC", query).casefold()
     return bool(_PAST_ZH_RE().search(folded) or _PAST_EN_RE().search(folded))
+
+
+def asks_about_now(query: str) -> bool:
+    """Whether a query asks what holds now ("现在", "目前", "latest", "these days")."""
+    folded = unicodedata.normalize("NFKC", query).casefold()
+    return bool(_NOW_ZH_RE().search(folded) or _NOW_EN_RE().search(folded))
+
+
+def by_date_when_close(hits: Sequence[SearchHit], *, newest: bool) -> list[SearchHit]:
+    """`hits` with those of the first `CLOSE_DEPTH` whose relevance is close to the best
+    (`CLOSE_SHARE`) ordered by when they were written (newest first, or oldest first for a
+    question about the past); the others keep their place after them. Most changes of a fact
+    are never linked (the newer note does not name the older, often in the other language, at
+    cosine 0.3-0.6 from it: `memory.notes.facts` cannot see them), yet a question about the fact
+    finds both: its words of time say which one it wants."""
+    head = list(hits[:CLOSE_DEPTH])
+    if len(head) < 2:
+        return list(hits)
+    best = max(h.relevance for h in head)
+    close = [h for h in head if h.relevance >= CLOSE_SHARE * best and h.created is not None]
+    if len(close) < 2:
+        return list(hits)
+    ordered = sorted(close, key=_written, reverse=newest)
+    rest = [h for h in head if h not in close]
+    return [*ordered, *rest, *hits[CLOSE_DEPTH:]]
+
+
+def _written(hit: SearchHit) -> float:
+    return hit.created.timestamp() if hit.created else 0.0
 
 
 def current_first(hits: Sequence[SearchHit], *, past: bool = False) -> list[SearchHit]:

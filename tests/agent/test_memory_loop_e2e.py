@@ -86,16 +86,16 @@ async def test_a_memory_is_not_reinjected_within_five_turns_but_is_after_compact
         note_id = await save_note(client)
         seen = []
         for turn in range(7):
-            await client.post("/api/chat", json={"message": f"atlas deploy question {turn}"})
-            request = fake_model.requests_for(f"atlas deploy question {turn}")[0]
+            await client.post("/api/chat", json={"message": f"our atlas deploy question {turn}"})
+            request = fake_model.requests_for(f"our atlas deploy question {turn}")[0]
             seen.append(note_id in reminder_text(request))
-        await client.post("/api/chat", json={"message": "atlas deploy before compaction"})
+        await client.post("/api/chat", json={"message": "our atlas deploy before compaction"})
         compacted = await client.app.state.container.sessions.compact("main")  # type: ignore[attr-defined]
-        await client.post("/api/chat", json={"message": "atlas deploy after compaction"})
+        await client.post("/api/chat", json={"message": "our atlas deploy after compaction"})
     # Injected on turn 1, held back for the next five turns, allowed again on turn 7.
     assert seen == [True, False, False, False, False, False, True]
     assert compacted.is_error is False
-    after = fake_model.requests_for("atlas deploy after compaction")[0]
+    after = fake_model.requests_for("our atlas deploy after compaction")[0]
     assert note_id in reminder_text(after)
 
 
@@ -185,11 +185,11 @@ async def test_a_new_conversations_unrelated_first_message_injects_no_note(
         # the same memory still answers a question about it, in a new conversation too
         await client.post(
             "/api/chat",
-            json={"message": "数据库连接池泄漏是怎么修的？", "conversation_id": "new-2"},
+            json={"message": "我们的数据库连接池泄漏是怎么修的？", "conversation_id": "new-2"},
         )
     for message in UNRELATED:
         injected = reminder_text(fake_model.requests_for(message)[0])
         assert not any(note_id in injected for note_id in ids), injected
-    related = reminder_text(fake_model.requests_for("数据库连接池泄漏是怎么修的？")[0])
+    related = reminder_text(fake_model.requests_for("我们的数据库连接池泄漏是怎么修的？")[0])
     assert ids[1] in related
     assert not any(note_id in related for note_id in ids[2:])

@@ -73,7 +73,7 @@ def seed(home: Path) -> None:
                 content="The user's name is Lin; answer in Chinese, briefly.",
                 title="about Lin",
                 type="identity",
-                scope="user",
+                path="user/about-lin.md",  # the profile: in every brief (learned notes are not)
             )
         )
         store.save(

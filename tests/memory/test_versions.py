@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
 
 from memory.model import ScoreParts, SearchHit
-from memory.search.versions import asks_about_the_past, current_first, replaced_line
+from memory.search.versions import (
+    asks_about_now,
+    asks_about_the_past,
+    by_date_when_close,
+    current_first,
+    replaced_line,
+)
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -72,3 +79,40 @@ def test_deprecated_notes_come_after_every_other_and_lone_replaced_notes_keep_th
 def test_a_replaced_line_says_what_replaced_it_and_when_it_was_said() -> None:
     assert replaced_line(hit("a", "superseded", "b")) == " (replaced by [b]; said 2026-01-01)"
     assert replaced_line(hit("x")) == ""
+
+
+@pytest.mark.parametrize(
+    ("query", "now"),
+    [
+        ("订单服务现在监听哪个端口", True),
+        ("what is the latest standup time", True),
+        ("Which editor do I use these days?", True),
+        ("订单服务监听哪个端口", False),
+        ("knowledge of the snow", False),
+    ],
+)
+def test_asks_about_now(query: str, now: bool) -> None:
+    assert asks_about_now(query) is now
+
+
+def dated(note_id: str, day: int, relevance: float) -> SearchHit:
+    made = hit(note_id)
+    return dataclasses.replace(
+        made, created=datetime(2026, 1, day, tzinfo=UTC), relevance=relevance
+    )
+
+
+def test_when_close_the_date_decides_what_holds_now_or_held_before() -> None:
+    # two unlinked versions of a fact, both found: the older ranks first by its words
+    old, new, other, weak = (
+        dated("old", 1, 0.9),
+        dated("new", 20, 0.8),
+        dated("other", 25, 0.3),
+        dated("weak", 30, 0.9),
+    )
+    ranked = [old, new, other]
+    assert ids(by_date_when_close(ranked, newest=True)) == ["new", "old", "other"]
+    assert ids(by_date_when_close([new, old, other], newest=False)) == ["old", "new", "other"]
+    # a hit far below the best keeps its place: a newer unrelated note never jumps ahead
+    assert ids(by_date_when_close(ranked, newest=True))[-1] == "other"
+    assert ids(by_date_when_close([weak], newest=True)) == ["weak"]
