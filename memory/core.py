@@ -235,21 +235,16 @@ def save_locked(
     if old is not None:
         queries.mark_superseded(old, placed.id, now)
         return SaveResult(id=placed.id, deduplicated=False, path=placed.path)
-    if isinstance(found, Conflict) and found.confident:
-        queries.mark_superseded(found.row, placed.id, now)
-        return SaveResult(
-            id=placed.id,
-            deduplicated=False,
-            path=placed.path,
-            replaced=str(found.row["id"]),
-            conflict_reason=found.reason,
-        )
     if isinstance(found, Conflict):
+        other = str(found.row["id"])
+        if found.confident:  # it says it changed something: the older note is replaced now
+            queries.mark_superseded(found.row, placed.id, now)
         return SaveResult(
             id=placed.id,
             deduplicated=False,
             path=placed.path,
-            conflicts_with=str(found.row["id"]),
+            replaced=other if found.confident else None,
+            conflicts_with=None if found.confident else other,
             conflict_reason=found.reason,
         )
     return SaveResult(id=placed.id, deduplicated=False, path=placed.path)

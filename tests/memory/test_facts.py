@@ -3,10 +3,15 @@ update of it, or another fact; which of them the store may apply by itself."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from memory import _text
+from memory.config import MemoryConfig
+from memory.model import NoteDraft
 from memory.notes.facts import judge
+from memory.sqlite.store import MemoryStore
 
 
 @pytest.mark.parametrize(
@@ -108,3 +113,33 @@ def test_change_words(text: str, words: set[str]) -> None:
 def test_words_of_change_are_not_part_of_a_claims_subject() -> None:
     assert _text.subject("订单服务现在监听 8081 端口") == _text.subject("订单服务监听 8080 端口")
     assert _text.subject("Standup is now at 9:45") == _text.subject("Standup is at 9:30")
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("订单服务监听 8080 端口", "订单服务现在监听 8081 端口"),
+        ("Daily standup is at 9:30.", "Daily standup is now at 9:45."),
+    ],
+)
+def test_a_note_that_says_it_changed_a_value_replaces_the_older_one_at_save(
+    tmp_path: Path, old: str, new: str
+) -> None:
+    # no encoder needed: the words of change leave the subject, the number differs
+    with MemoryStore.open(MemoryConfig.for_home(tmp_path, fsync=False)) as store:
+        first = store.save(NoteDraft(content=old, type="architecture"))
+        second = store.save(NoteDraft(content=new, type="architecture"))
+        assert second.replaced == first.id and "replaces" in second.notice()
+        assert store.get(first.id).status == "superseded"
+        assert store.get(first.id).superseded_by == second.id
+        assert [h.id for h in store.search(old)] == [second.id]  # the current one only
+        past = store.search(f"{old} 以前 before")
+        assert [h.id for h in past][:2] == [first.id, second.id]  # the past wants both, old first
+
+
+def test_without_words_of_change_a_changed_number_stays_a_choice(tmp_path: Path) -> None:
+    with MemoryStore.open(MemoryConfig.for_home(tmp_path, fsync=False)) as store:
+        first = store.save(NoteDraft(content="数据库端口是 5432", type="architecture"))
+        second = store.save(NoteDraft(content="数据库端口是 5433", type="architecture"))
+        assert second.conflicts_with == first.id and second.replaced is None
+        assert store.get(first.id).status == "active"
