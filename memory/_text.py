@@ -489,7 +489,12 @@ def says_the_same(old: Fingerprint, new: Fingerprint, threshold: float) -> bool:
         return False
     if old.skeleton == new.skeleton:
         return True
-    return threshold < 1.0 and old.similarity(new) >= threshold and not swapped(old.text, new.text)
+    return (
+        threshold < 1.0
+        and old.similarity(new) >= threshold
+        and not swapped(old.text, new.text)
+        and not reordered(old.text, new.text)
+    )
 
 
 def near_duplicate(a: str, b: str, threshold: float = 0.9) -> bool:
@@ -541,11 +546,19 @@ def renamed(a: str, b: str) -> bool:
 
 
 def reordered(a: str, b: str) -> bool:
-    """Whether two texts hold the same English words in another order ("React, not Vue" /
-    "Vue, not React"): another claim, never the same one."""
-    first = [w for w in _EN_WORD_RE().findall(_fold(a)) if w not in _FILLER_WORDS]
-    second = [w for w in _EN_WORD_RE().findall(_fold(b)) if w not in _FILLER_WORDS]
+    """Whether two texts hold the same words in another order ("React, not Vue" / "Vue, not
+    React", "parser 用 pandas，match 用 polars" / "parser 用 polars，match 用 pandas"): another
+    claim, never the same one."""
+    first, second = _claim_words(a), _claim_words(b)
     return first != second and sorted(first) == sorted(second)
+
+
+def _claim_words(text: str) -> list[str]:
+    return [
+        w
+        for w in _words(text)
+        if not _is_form(w) and w not in _FILLER_WORDS and w not in _PARTICLES
+    ]
 
 
 def _latin_words(text: str) -> set[str]:

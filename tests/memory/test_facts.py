@@ -143,3 +143,24 @@ def test_without_words_of_change_a_changed_number_stays_a_choice(tmp_path: Path)
         second = store.save(NoteDraft(content="数据库端口是 5433", type="architecture"))
         assert second.conflicts_with == first.id and second.replaced is None
         assert store.get(first.id).status == "active"
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (
+            "The database is the source of truth for idempotency keys; Redis is only a cache.",
+            "Redis is the source of truth for idempotency keys; the database is only a cache.",
+        ),
+        (
+            "jaguar 的 parser 用 pandas，match 用 polars。",
+            "jaguar 的 parser 用 polars，match 用 pandas。",
+        ),
+        ("前端统一使用 React，不再使用 Vue。", "前端统一使用 Vue，不再使用 React。"),
+    ],
+)
+def test_the_same_words_in_another_order_are_never_one_note(tmp_path: Path, a: str, b: str) -> None:
+    assert not _text.near_duplicate(a, b, 0.92)
+    with MemoryStore.open(MemoryConfig.for_home(tmp_path, fsync=False)) as store:
+        first, second = store.save(NoteDraft(content=a)), store.save(NoteDraft(content=b))
+        assert not second.deduplicated and second.id != first.id
