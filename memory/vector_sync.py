@@ -8,7 +8,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from memory._background import BackgroundTask
 from memory.encoders.client import BULK_PRIORITY, EncoderClient, EncoderReady
@@ -19,6 +19,33 @@ if TYPE_CHECKING:
     from memory.backend import NoteVectors
 
 log = logging.getLogger(__name__)
+
+
+BULK_CHUNKS: Final = 32
+"""Most chunks one background request carries. Every save now reaches the vectors through here
+(a save never waits on the encoder), long notes too: 16 notes of 16 chunks were 256 texts in
+one request, longer than a search's time limit, so it was given up and sent again forever
+(bench/served_latency.py: 50 long notes still without vectors after 300 s, every search
+meanwhile waiting 10 s for the busy worker)."""
+
+
+def within_chunks(pending: Sequence[PendingNote], most: int) -> list[PendingNote]:
+    """The first notes of `pending` whose chunks together are at most `most` (the first note
+    whatever its size)."""
+    taken: list[PendingNote] = []
+    count = 0
+    for note in pending:
+        if taken and count + len(note.chunks) > most:
+            break
+        taken.append(note)
+        count += len(note.chunks)
+    return taken
+
+
+def bulk_time_limit(texts: int) -> float:
+    """How long a background request may take: 10 s and 1 s a text (the worker is killed as
+    hung only after 120 s and 1 s a text, `memory.encoders.client`)."""
+    return 10.0 + float(texts)
 
 
 class VectorSync(BackgroundTask):
@@ -60,8 +87,11 @@ class VectorSync(BackgroundTask):
         pending = await asyncio.to_thread(self.vectors.pending, status.name, self.batch)
         if not pending:
             return 0
+        pending = within_chunks(pending, BULK_CHUNKS)
         texts = [chunk for note in pending for chunk in note.chunks]
-        matrix = await self.client.encode(texts, "passage", priority=BULK_PRIORITY)
+        matrix = await self.client.encode(
+            texts, "passage", priority=BULK_PRIORITY, time_limit=bulk_time_limit(len(texts))
+        )
         items = by_note(pending, matrix)
         written = await asyncio.to_thread(self.vectors.write, status.name, items)
         if self.written is not None:
