@@ -174,7 +174,10 @@ def build_memory_tools(
         if args.supersedes and relation == "new":
             relation, about = "updates", args.supersedes
         if relation != "new":
-            checked = await asyncio.to_thread(_check_decision, store, relation, about, args)
+            scope = args.scope or default_scope
+            checked = await asyncio.to_thread(
+                _check_decision, store, relation, about, args.content, scope
+            )
             if checked is not None:
                 return _text(checked, error=True)
         if relation == "repeats" and about:
@@ -247,7 +250,7 @@ def build_memory_tools(
 
 
 def _check_decision(
-    store: MemoryBackend, relation: str, about: str | None, args: SaveArgs
+    store: MemoryBackend, relation: str, about: str | None, content: str, scope: str
 ) -> str | None:
     """Why the model's decision cannot stand (None: it can). An update must name an active
     note of the same scope; a repeat must name one that says what the new text says: a number,
@@ -262,11 +265,10 @@ def _check_decision(
         return f"[{about}]: {exc.message}"
     if old.status != "active":
         return f"[{about}] is {old.status}, not a current note: search again."
-    scope = args.scope or old.scope
     if old.scope != scope:
         return f"[{about}] is in scope {old.scope}, the new note in {scope}: not the same fact."
     if relation == "repeats":
-        differs = changed_value(old.body, args.content)
+        differs = changed_value(old.body, content)
         if differs:
             return (
                 f"[{about}] does not say the same ({differs}): save it with relation=updates "

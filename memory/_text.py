@@ -528,8 +528,10 @@ def names(text: str) -> set[str]:
     among_cjk = CJK_RUN_RE.search(text) is not None
     for match in _NAME_RE().finditer(text):
         word = match.group(0).rstrip(".-")
-        before = text[: match.start()].rstrip()
-        starts = not before or before[-1] in _SENTENCE_START
+        i = match.start() - 1
+        while i >= 0 and text[i] in " \t":  # the character before the word, spaces skipped
+            i -= 1
+        starts = i < 0 or text[i] in _SENTENCE_START
         capital = any(c.isupper() for c in word[1:]) or (word[0].isupper() and not starts)
         term = among_cjk and len(word) > 1
         if term or capital or any(c.isdigit() for c in word) or _CODE_LIKE_RE().search(word[1:]):

@@ -113,8 +113,6 @@ class DuplicateQueries(Protocol):
         """The oldest such note with this content hash."""
         ...
 
-    def row(self, note_id: str) -> Any | None: ...
-
     def sharing_bands(self, bands: list[int]) -> list[Any]:
         """Up to 10 such notes sharing keys (`memory._text.dedup_bands`) with the new note,
         most shared first."""
@@ -312,7 +310,10 @@ class Unchecked:
     def take(self, note_id: str) -> bool:
         """Whether the note was waiting (it no longer is)."""
         with self._lock:
-            return self._ids.pop(note_id, 0) is None
+            if note_id not in self._ids:
+                return False
+            del self._ids[note_id]
+            return True
 
 
 # --- the store -------------------------------------------------------------------------------

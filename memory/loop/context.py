@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 from errors import ClaudeMemoryError
 from memory import _text
 from memory._record import record
-from memory.loop.recall import about_own_world, is_profile_skeleton
+from memory.loop.recall import is_profile_skeleton, own_world
 from memory.notes.files import PROFILE_PATH
 
 if TYPE_CHECKING:
@@ -60,19 +60,17 @@ def select_context_entries(
     count). `exclude_ids` lets a caller skip notes injected in recent turns; `floor` is the
     relevance a hit needs (None: the search's own floor). `unasked`: the lines go into a
     prompt nobody asked to search, so a hit also needs the prompt to be about the person's own
-    world (`memory.loop.recall.about_own_world`)."""
+    world (`memory.loop.recall.own_world`)."""
     budget = budget_tokens
     if budget <= 0:
         return []
     if query and query.strip():
+        about = own_world(query, scope) if unasked else None
         found = [
             (h.id, h.type, h.title, h.summary, h.tags, h.score)
             for h in store.search(query, limit=limit, scope=scope, record_access=False, floor=floor)
             if not (h.path == PROFILE_PATH and _untouched_profile(store, h.id))
-            and (
-                not unasked
-                or about_own_world(query, f"{h.title}\n{h.summary}\n{h.snippet}", h.scope, scope)
-            )
+            and (about is None or about(f"{h.title}\n{h.summary}\n{h.snippet}", h.scope))
         ]
     else:
         found = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from memory import _text
@@ -58,6 +58,31 @@ def is_trivial_prompt(prompt: str) -> bool:
     return len(core.replace(" ", "")) <= 1
 
 
+def own_world(prompt: str, place_scope: str | None) -> Callable[[str, str], bool]:
+    """A test of hits for one prompt, `(note_text, note_scope) -> bool`: whether the prompt
+    gives evidence that it is about the person's own world, so the note may be put into its
+    context unasked. The prompt is read once for all its hits (`about_own_world`)."""
+    folded = unicodedata.normalize("NFKC", prompt).casefold()
+    first_person = _FIRST_PERSON_RE.search(folded) is not None
+    said = _text.names(prompt)
+
+    def test(note_text: str, note_scope: str) -> bool:
+        if first_person:
+            return True
+        if note_scope.startswith("project:"):
+            if note_scope == place_scope:
+                return True
+            if note_scope.split(":", 1)[1].casefold() in folded:
+                return True
+        # names as the prompt writes them: in English "kafka" matches a note's "Kafka" only
+        # when the prompt writes it as a name too (lower-case matches let in 7 % more unrelated
+        # prompts of the life set for 1 % more related ones); in a Chinese prompt any Latin
+        # word is one
+        return bool(said) and bool(said & _text.names(note_text))
+
+    return test
+
+
 def about_own_world(
     prompt: str,
     note_text: str,
@@ -74,17 +99,7 @@ def about_own_world(
     note's project. The hit's relevance is no evidence: the life set's unrelated prompts reach
     0.5-1.0 (a bypass from 0.95 let 41 % of them in, from 0.65 55 %). A search the person asks
     for is not gated: it shows weak matches with their relevance."""
-    if place_scope and place_scope.startswith("project:") and note_scope == place_scope:
-        return True
-    folded = unicodedata.normalize("NFKC", prompt).casefold()
-    if _FIRST_PERSON_RE.search(folded):
-        return True
-    if note_scope.startswith("project:") and note_scope.split(":", 1)[1].casefold() in folded:
-        return True
-    # names as the prompt writes them: in English "kafka" matches a note's "Kafka" only when the
-    # prompt writes it as a name too (lower-case matches let in 7 % more unrelated prompts of
-    # the life set for 1 % more related ones); in a Chinese prompt any Latin word is one
-    return bool(_text.names(prompt) & _text.names(note_text))
+    return own_world(prompt, place_scope)(note_text, note_scope)
 
 
 def topic_changed(current: Sequence[str], previous: Sequence[str]) -> bool:

@@ -1469,13 +1469,6 @@ class _SaveQueries:
             (content_hash, *self._active),
         ).fetchone()
 
-    def row(self, note_id: str) -> dict[str, Any] | None:
-        sql = (
-            f"SELECT id, path, type, left(body, {_SIMILARITY_BODY}) AS body"
-            " FROM memory_notes WHERE id = %s"
-        )
-        return self._conn.execute(sql, (note_id,)).fetchone()
-
     def sharing_bands(self, bands: builtins.list[int]) -> builtins.list[dict[str, Any]]:
         # the notes sharing most MinHash bands first; only a few are compared in full
         return self._conn.execute(

@@ -1321,10 +1321,6 @@ class _SaveQueries:
         ).fetchone()
         return row
 
-    def row(self, note_id: str) -> sqlite3.Row | None:
-        sql = "SELECT nid, id, path, type, body FROM notes WHERE id = ?"
-        return self._tx.execute(sql, (note_id,)).fetchone()
-
     def sharing_bands(self, bands: builtins.list[int]) -> builtins.list[sqlite3.Row]:
         marks = ", ".join("?" * len(bands))
         # the notes sharing most bands first; only a few are compared in full
@@ -1341,7 +1337,9 @@ class _SaveQueries:
         return found is not None
 
     def row_to_supersede(self, note_id: str) -> sqlite3.Row | None:
-        return self.row(note_id)  # the writer lock is held until the save ends
+        # the writer lock is held until the save ends
+        sql = "SELECT nid, id, path, type, body FROM notes WHERE id = ?"
+        return self._tx.execute(sql, (note_id,)).fetchone()
 
     def refresh(self, row: sqlite3.Row, now: datetime) -> SaveResult:
         note = self._store._rewrite(self._tx, row, {"updated": now}, extra_access=1, lenient=True)
