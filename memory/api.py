@@ -234,15 +234,9 @@ def _hits_out(store: MemoryBackend, hits: Iterable[SearchHit]) -> list[SearchHit
     """Search hits as answered: each superseded one names the note that replaced it, and
     that note's title."""
     rows = [hit.to_dict() for hit in hits]
-    for row in rows:
-        if row["status"] == "superseded" and not row.get("superseded_by"):
-            try:  # a hit that does not carry its successor: the note does
-                row["superseded_by"] = store.get(row["id"]).superseded_by
-            except NotFoundError:
-                continue
-    titles = _titles(store, (row.get("superseded_by") for row in rows))
+    titles = _titles(store, (row["superseded_by"] for row in rows))
     return [
-        SearchHitOut(**row, superseded_by_title=titles.get(row.get("superseded_by") or ""))
+        SearchHitOut(**row, superseded_by_title=titles.get(row["superseded_by"] or ""))
         for row in rows
     ]
 
