@@ -620,8 +620,8 @@ def create_history_router(
     async def restore_version(
         note_id: str, version: int = Path(ge=1, le=ID_MAX)
     ) -> RestoreResponse:
-        """Bring a version's title, summary, text and tags back (a deleted note comes back
-        under its id); the restore is itself a new version."""
+        """Bring a version's title, summary, text, tags and status back (a deleted note comes
+        back under its id); the restore is itself a new version."""
 
         def run() -> RestoreResponse:
             store = get_store()

@@ -219,13 +219,19 @@ def save_locked(
         old = queries.row_to_supersede(draft.supersedes)
         if old is None:
             raise NotFoundError("note", draft.supersedes)
-    found = find_duplicate(
-        queries,
-        body=note.body,
-        note_type=note.type,
-        content_hash=content_hash,
-        bands=bands,
-        threshold=threshold,
+    # A retired note (a restored deprecated or superseded version, an imported one) makes no
+    # claim: it neither repeats nor contradicts the active notes it is compared with.
+    found = (
+        find_duplicate(
+            queries,
+            body=note.body,
+            note_type=note.type,
+            content_hash=content_hash,
+            bands=bands,
+            threshold=threshold,
+        )
+        if note.status == "active"
+        else None
     )
     if isinstance(found, Duplicate) and old is None:
         return queries.refresh(found.row, now)
@@ -523,10 +529,13 @@ class StoreCore:
         self.history = history
 
     def restore_version(self, note_id: str, number: int) -> Note:
-        """Bring back version `number` of a note: its title, summary, text and tags (status,
-        type and scope stay as they are now). A deleted note is saved again under its id and
-        path, with everything the version held; when an active note of its scope already
-        holds the same text, that one is returned (a duplicate is not made twice). The
+        """Bring back version `number` of a note: its title, summary, text, tags, status and
+        `superseded_by` (type and scope stay as they are now: a restore changes what a note
+        says and whether it counts, not where it is filed). A deleted note is saved again
+        under its id and path, with everything the version held; when the version was active
+        and an active note of its scope already holds the same text, that one is returned (a
+        duplicate is not made twice). A deprecated or superseded version comes back so: a
+        restore never undoes a "keep old" or "keep new" choice the version recorded. The
         restore is itself a new version (kind `restore`)."""
         if self.history is None:
             raise InvalidInputError(
@@ -544,6 +553,8 @@ class StoreCore:
                 "summary": wanted.summary,
                 "body": wanted.body,
                 "tags": list(wanted.tags),
+                "status": wanted.status,
+                "superseded_by": wanted.superseded_by,
             }
             clean = clean_changes(changes, max_note_bytes=self.config.max_note_bytes)
             note = self._update(note_id, clean)
@@ -561,6 +572,8 @@ class StoreCore:
                 id=note_id,
                 path=wanted.path or None,
                 created=wanted.created,
+                status=wanted.status,
+                superseded_by=wanted.superseded_by,
             )
             note = self.get(self._save(draft).id)
         self._record(note, "restore", restored_from=number)

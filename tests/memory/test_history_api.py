@@ -109,3 +109,61 @@ async def test_history_needs_the_token(make_settings: Callable[..., Settings]) -
     async with running_app(make_settings(api_token=TOKEN)) as client:
         assert (await client.get("/api/memories/history/deleted")).status_code == 401
         assert (await client.post("/api/memories/x/history/1/restore")).status_code == 401
+
+
+async def test_a_deleted_note_comes_back_with_the_status_its_version_had(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """Restoring a deleted note never undoes a conflict choice: the note kept out by "keep
+    old" comes back deprecated, the one replaced by "keep new" superseded by the same note,
+    and neither makes a new pending choice nor touches the note that won."""
+    async with running_app(make_settings()) as client:
+
+        async def save(content: str) -> dict[str, Any]:
+            body = {"content": content, "type": "decision", "scope": "project:api"}
+            response = await client.post("/api/memories", json=body)
+            assert response.status_code == 200, response.text
+            saved: dict[str, Any] = response.json()
+            return saved
+
+        async def delete_and_restore(note_id: str) -> dict[str, Any]:
+            assert (await client.delete(f"/api/memories/{note_id}")).status_code == 200
+            [gone] = [
+                d
+                for d in (await client.get("/api/memories/history/deleted")).json()["deleted"]
+                if d["note_id"] == note_id
+            ]
+            back = await client.post(f"/api/memories/{note_id}/history/{gone['version']}/restore")
+            assert back.status_code == 200, back.text
+            note: dict[str, Any] = (await client.get(f"/api/memories/{note_id}")).json()
+            return note
+
+        async def pending() -> list[Any]:
+            listed = (await client.get("/api/memories/supersessions")).json()
+            return list(listed["supersessions"])
+
+        # keep old: the new note is deprecated; deleted and restored, it stays deprecated
+        kept = await save("数据库端口是 5432。")
+        rejected = await save("数据库端口是 5433")
+        choice = f"/api/memories/supersessions/{rejected['pending_supersession']}/resolve"
+        assert (await client.post(choice, json={"keep": "old"})).status_code == 200
+        back = await delete_and_restore(rejected["id"])
+        assert (back["status"], back["superseded_by"]) == ("deprecated", None)
+        assert back["body"].strip() == "数据库端口是 5433"
+        assert (await client.get(f"/api/memories/{kept['id']}")).json()["status"] == "active"
+        assert await pending() == []
+        found = await client.post("/api/memories/search", json={"query": "数据库端口", "all": True})
+        assert [hit["id"] for hit in found.json()["results"]] == [kept["id"]]
+        history = (await client.get(f"/api/memories/{rejected['id']}/history")).json()
+        top = history["versions"][0]
+        assert (top["kind"], top["status"]) == ("restore", "deprecated")
+
+        # keep new: the old note is superseded; restored, it still names its successor
+        old = await save("Keep logs for 14 days.")
+        new = await save("Keep logs for 30 days.")
+        choice = f"/api/memories/supersessions/{new['pending_supersession']}/resolve"
+        assert (await client.post(choice, json={"keep": "new"})).status_code == 200
+        back = await delete_and_restore(old["id"])
+        assert (back["status"], back["superseded_by"]) == ("superseded", new["id"])
+        assert (await client.get(f"/api/memories/{new['id']}")).json()["status"] == "active"
+        assert await pending() == []

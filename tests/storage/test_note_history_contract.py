@@ -208,3 +208,22 @@ def test_restore_without_history_is_refused(open_memory: Open) -> None:
     m.store.attach_history(None)
     with pytest.raises(InvalidInputError, match="history"):
         m.store.restore_version(note_id, 1)
+
+
+def test_a_restore_brings_back_the_status_the_version_had(open_memory: Open) -> None:
+    m = open_memory()
+    winner = m.store.save(NoteDraft(content="Deploys run on Fridays.", type="decision")).id
+    loser = m.store.save(NoteDraft(content="Standups are at nine.", type="decision")).id
+    m.store.supersede(loser, winner)
+    m.store.delete(loser)
+    back = m.store.restore_version(loser, m.history.versions(loser)[0].number)
+    assert (back.status, back.superseded_by) == ("superseded", winner)
+    retired = m.store.save(NoteDraft(content="Standups are at ten.")).id
+    m.store.deprecate(retired, "kept the older note")
+    m.store.delete(retired)
+    again = m.store.restore_version(retired, m.history.versions(retired)[0].number)
+    assert (again.status, again.superseded_by) == ("deprecated", None)
+    # a live note's earlier version brings its status back too: restore v1, it is active
+    live = m.store.restore_version(retired, 1)
+    assert (live.status, m.store.get(retired).status) == ("active", "active")
+    assert [v.kind for v in m.history.versions(retired)][:2] == ["restore", "restore"]
