@@ -4,8 +4,10 @@
 * Different conversations run in parallel, up to `max_concurrent_turns` (a semaphore, no global
   lock).
 * Idle actors disconnect after `idle_timeout_seconds`; at most `max_live_sessions` clients stay
-  connected (the least recently used idle one goes first); a replaced conversation keeps its
-  client for `replace_grace_seconds`.
+  connected (the least recently used idle one goes first), checked when a conversation starts
+  and again whenever a turn ends (conversations started at once may pass the limit while their
+  turns run, never after); a replaced conversation keeps its client for
+  `replace_grace_seconds`.
 * The conversation -> SDK session id mapping is persisted, so after a restart the next message
   resumes the session and the model sees the earlier turns.
 * Several instances on one database (docs/postgres.md): transcripts go to a shared
@@ -129,6 +131,7 @@ class _Actor:
         # cost is the difference from the total seen before it.
         self.cost_seen = 0.0
         self.last_used = time.monotonic()
+        self.busy = False  # a turn taken from the queue and not finished (waiting for a slot too)
         self.stop_at: float | None = None
         self.stopping = False
         self.done = asyncio.Event()
@@ -140,7 +143,7 @@ class _Actor:
 
     @property
     def idle(self) -> bool:
-        return self.current is None and self.queue.empty()
+        return not self.busy and self.queue.empty()
 
     def request_stop(self, after: float = 0.0) -> None:
         if after <= 0:
@@ -179,9 +182,14 @@ class _Actor:
                     case _Wake():
                         continue
                     case _TurnRequest():
+                        self.busy = True
                         self.last_used = time.monotonic()
-                        await self._handle(item)
+                        try:
+                            await self._handle(item)
+                        finally:
+                            self.busy = False
                         self.last_used = time.monotonic()
+                        self.manager._evict_if_full(room=0)
         except asyncio.CancelledError:
             logger.info("conversation %s cancelled", self.conversation_id)
         except Exception:
@@ -711,7 +719,7 @@ class SessionManager:
         actor.queue.put_nowait(turn)
 
     def _start_actor(self, conversation_id: str) -> _Actor:
-        self._evict_if_full()
+        self._evict_if_full(room=1)
         actor = _Actor(self, conversation_id)
         self._actors[conversation_id] = actor
         task = asyncio.get_running_loop().create_task(
@@ -721,9 +729,13 @@ class SessionManager:
         task.add_done_callback(self._tasks.discard)
         return actor
 
-    def _evict_if_full(self) -> None:
+    def _evict_if_full(self, *, room: int) -> None:
+        """Stop the least recently used idle actors until `room` more fit under
+        `max_live_sessions` (1 when a conversation starts, 0 when a turn ends). An actor with a
+        turn running, waiting for a slot or queued is never stopped: conversations started at
+        once may pass the limit while their turns run, and the turn that ends brings it back."""
         live = [a for a in self._actors.values() if not a.stopping]
-        excess = len(live) - self.settings.max_live_sessions + 1
+        excess = len(live) - self.settings.max_live_sessions + room
         if excess <= 0:
             return
         idle = sorted((a for a in live if a.idle), key=lambda a: a.last_used)

@@ -279,6 +279,31 @@ async def test_live_session_limit_evicts_least_recently_used(
     assert "one" in fake_model.requests_for("back")[0].all_text()
 
 
+async def test_live_session_limit_holds_once_conversations_started_at_once_end(
+    make_settings: Callable[..., Settings], fake_model: FakeMessagesAPI
+) -> None:
+    """More conversations at once than the limit: each turn runs (none is stopped for the
+    limit), and once they have all ended only `max_live_sessions` clients stay, not every
+    one until later conversations or the idle timeout evict them."""
+    limit, started = 2, 5
+    fake_model.on("hold on", text("held", delay=2))  # the turns overlap
+    async with running_app(make_settings(max_live_sessions=limit)) as client:
+        replies = await asyncio.gather(
+            *(
+                client.post("/api/chat", json={"message": "hold on", "conversation_id": f"c{n}"})
+                for n in range(started)
+            )
+        )
+        assert [r.json()["reply"] for r in replies] == ["held"] * started
+        await wait_until(lambda: len(claude_processes()) <= limit, timeout=30)
+        await asyncio.sleep(1)  # nothing more goes: the limit, not fewer
+        assert len(claude_processes()) == limit
+        listed = (await client.get("/api/conversations")).json()["conversations"]
+        assert sum(c["connected"] for c in listed) == limit
+        health = (await client.get("/health")).json()
+        assert health["live_sessions"] == limit
+
+
 async def test_turn_timeout_interrupts_and_conversation_stays_usable(
     make_settings: Callable[..., Settings], fake_model: FakeMessagesAPI
 ) -> None:
