@@ -1085,6 +1085,26 @@ def life_checks(data: dict[str, Any], encoder: Encoder, folder: Path, now: datet
     def active(store: MemoryStore, ids: Sequence[str]) -> int:
         return sum(store.get(i).status == "active" for i in set(ids))
 
+    def facts(store: MemoryStore, state: StateBackend, ids: Sequence[str]) -> int:
+        """The facts the person sees once they accept every pending merge: the notes joined
+        by a replacement or a pending supersession count as one."""
+        parent = {i: i for i in ids}
+
+        def root(i: str) -> str:
+            while parent[i] != i:
+                i = parent[i]
+            return i
+
+        links = set(_pending_pairs(state))
+        for i in set(ids):
+            note = store.get(i)
+            if note.status == "superseded" and note.superseded_by:
+                links.add((note.superseded_by, i))
+        for a, b in links:
+            if a in parent and b in parent:
+                parent[root(a)] = root(b)
+        return len({root(i) for i in ids})
+
     for group in data["same_fact"]:
         store, state, ids = save_all(group["id"], group["texts"], group.get("type") or "general")
         checks.same_fact.append(
@@ -1093,6 +1113,7 @@ def life_checks(data: dict[str, Any], encoder: Encoder, folder: Path, now: datet
                 "texts": len(ids),
                 "active": active(store, ids),
                 "pending": len(_pending_pairs(state)),
+                "facts": facts(store, state, ids),
             }
         )
         store.close()
@@ -1111,6 +1132,7 @@ def life_checks(data: dict[str, Any], encoder: Encoder, folder: Path, now: datet
         row: dict[str, Any] = {"id": case["id"], "wanted": case["wanted"], "texts": len(ids)}
         row["active"] = active(store, ids)
         row["pending"] = len(_pending_pairs(state))
+        row["facts"] = facts(store, state, ids)
         if case["wanted"] == "new":
             old, new = ids[0], ids[-1]
             hits = store.search_detailed(case["texts"][0], limit=DEPTH, record_access=False).hits
@@ -1445,6 +1467,12 @@ def life_tables(run: LifeRun) -> str:
             f"{ones} (mean {left:.2f} active notes a group; {pending} pending supersessions "
             f"proposed; active notes left: {others or 'none other'}) | all |"
         )
+        folded = sum(c["facts"] == 1 for c in checks.same_fact)
+        apart = ", ".join(f"{c['id']} {c['facts']}" for c in checks.same_fact if c["facts"] != 1)
+        out.append(
+            f"| same fact: groups that are one note plus pending merges | "
+            f"{len(checks.same_fact)} | {folded} (facts left apart: {apart or 'none'}) | all |"
+        )
     if checks.different:
         merged = [c["id"] for c in checks.different if c["merged"]]
         pending = sum(c["pending"] for c in checks.different)
@@ -1456,8 +1484,9 @@ def life_tables(run: LifeRun) -> str:
     out += [
         "",
         "| hand case | texts | merged | new note first (old text's words) | old superseded "
-        "or pending | active notes | in the hooks' brief | in the chat brief |",
-        "|---|---|---|---|---|---|---|---|",
+        "or pending | active notes | facts after pending merges | in the hooks' brief "
+        "| in the chat brief |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for c in checks.hand:
         cells = [c["id"], str(c["texts"])]
@@ -1465,7 +1494,7 @@ def life_tables(run: LifeRun) -> str:
             ("yes" if c[k] else "no") if k in c else ""
             for k in ("merged", "new first", "old retired")
         ]
-        cells.append(str(c["active"]))
+        cells += [str(c["active"]), str(c["facts"])]
         cells += [str(c[k]) if k in c else "" for k in ("in hooks brief", "in chat brief")]
         out.append("| " + " | ".join(cells) + " |")
     out += [

@@ -378,10 +378,11 @@ _CN_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四":
               "六": 6, "七": 7, "八": 8, "九": 9}  # fmt: skip
 _CN_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10_000}
 # A numeral counts something only beside a unit or after 周/星期/礼拜/第: "一起", "统一", "万一"
-# and "三明治" stay words.
+# and "三明治" stay words. After 周/星期/礼拜 only one character is a day: "周五一律" is Friday,
+# then 一律 ("always"), not 51.
 _CN_NUMERAL = "[零〇一二两三四五六七八九十百千万]+"
 _CN_NUMBER_RE = lazy_pattern(
-    f"(?<=周|第)({_CN_NUMERAL})|(?<=星期|礼拜)({_CN_NUMERAL})"
+    f"(?<=第)({_CN_NUMERAL})|(?:(?<=周)|(?<=星期)|(?<=礼拜))([一二三四五六七])"
     f"|({_CN_NUMERAL})(?=点|个|天|次|号|月|年|岁|元|块|人|小时|分钟|分|秒|倍|页|条|位|台|遍|周|公里|米|斤)"
 )
 
@@ -542,9 +543,35 @@ def names(text: str) -> set[str]:
 def renamed(a: str, b: str) -> bool:
     """Whether a name of one text stands where another name stands in the other ("React" /
     "Vue", "Jenkins" / "GitHub Actions"): another claim, never the same fact. A name added
-    or dropped is not a change of one."""
+    or dropped is not a change of one, nor a name written longer ("Postgres" / "PostgreSQL",
+    "payments-gw" / "payments")."""
     first, second = names(a), names(b)
-    return bool(first - second) and bool(second - first)
+    only_first = [x for x in first - second if not any(_one_name(x, y) for y in second)]
+    only_second = [y for y in second - first if not any(_one_name(x, y) for x in first)]
+    return bool(only_first) and bool(only_second)
+
+
+def _one_name(x: str, y: str) -> bool:
+    short, long = sorted((x, y), key=len)
+    return len(short) >= 4 and long.startswith(short)
+
+
+def value_changed(old: str, new: str) -> str:
+    """`how_meaning_differs` for two notes that may be written in two languages or worded
+    apart: a negation differs only when one side has none ("不喝" / "别给我推荐…我不喝" are
+    one refusal), and a number only when one stands where another stood ("3pm" / "three in
+    the afternoon", "周五" / "Fridays": one side spells it in words; numbers only dropped are
+    less detail)."""
+    (neg_old, num_old), (neg_new, num_new) = _polarity(old), _polarity(new)
+    reasons = []
+    if (neg_old == 0) != (neg_new == 0):
+        reasons.append("one says the opposite (a negation differs)")
+    was, now = _only_in(num_old, num_new), _only_in(num_new, num_old)
+    if was and now:  # numbers only dropped or only added: less or more detail, not a change
+        reasons.append(
+            f"a number changed ({', '.join(was) or 'none'} -> {', '.join(now) or 'none'})"
+        )
+    return "; ".join(reasons)
 
 
 def reordered(a: str, b: str) -> bool:

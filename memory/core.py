@@ -760,7 +760,20 @@ class StoreCore:
             found = [h for h in found if h.status in SEARCHED_STATUSES]
         if past or asks_about_now(query):
             found = by_date_when_close(found, newest=not past)
-        return SearchOutcome(current_first(found, past=past)[:limit], plan.used, plan.notice)
+        ordered = current_first(found, past=past, pending=self._pending_successors(found))
+        return SearchOutcome(ordered[:limit], plan.used, plan.notice)
+
+    def _pending_successors(self, hits: Sequence[SearchHit]) -> dict[str, str]:
+        """Pending updates among the hits (`HistoryRecorder.pending_successors`); none when
+        this process keeps no history or the state database cannot answer (the order is a
+        courtesy: a search never fails for it)."""
+        if self.history is None or len(hits) < 2:
+            return {}
+        try:
+            return self.history.pending_successors([h.id for h in hits])
+        except Exception:
+            log.warning("pending updates could not be read; search order without them")
+            return {}
 
     def top_notes(
         self, limit: int = 50, scope: str | None = None

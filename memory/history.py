@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime
@@ -283,4 +283,9 @@ class HistoryRecorder(Protocol):
     def propose_supersession(self, new_id: str, old_id: str, reason: str) -> str:
         """A new note contradicts an older one: record the pending supersession (the user
         chooses, `memory.conflicts`); its id."""
+        ...
+
+    def pending_successors(self, note_ids: Sequence[str]) -> dict[str, str]:
+        """Among `note_ids`, each note a newer one of them may update (a pending supersession
+        between the two): old id -> new id. A search lists the newer first."""
         ...

@@ -10,7 +10,7 @@ history, its last version the content it had, so it can be restored (docs/histor
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -126,6 +126,17 @@ class HistoryStore:
         from memory.conflicts import ConflictStore  # only a save that contradicts a note
 
         return ConflictStore(self.state).propose(new_id, old_id, reason).id
+
+    def pending_successors(self, note_ids: Sequence[str]) -> dict[str, str]:
+        if len(note_ids) < 2:
+            return {}
+        marks = ", ".join("?" * len(note_ids))
+        rows = self.state.read(
+            "SELECT old_id, new_id FROM mem_supersessions WHERE status = 'pending'"
+            f" AND old_id IN ({marks}) AND new_id IN ({marks}) ORDER BY created, id",
+            (*note_ids, *note_ids),
+        )
+        return {str(r["old_id"]): str(r["new_id"]) for r in rows}
 
     # --- reads -------------------------------------------------------------------------------
 

@@ -39,6 +39,17 @@ CONFIDENT_UPDATE_COSINE: Final = 0.78
 something (words of change and a changed value)."""
 SAME_COSINE: Final = 0.74
 """Two notes with nothing changed between them are offered as one fact from here..."""
+CROSS_SAME_COSINE: Final = SUBJECT_COSINE
+"""...or from here when more than the vectors say so: the two are written in two languages (a
+translation sits at cosine 0.54-0.81 from its original, where a same-language paraphrase sits
+at 0.67-0.81), or they share two names ("Go", "table-driven"; the life set's same-fact groups,
+docs/retrieval.md)..."""
+SHARED_NAMES: Final = 2
+LONGER: Final = 4
+LONG_NOTE: Final = 300
+"""An older note of more than `LONG_NOTE` tokens and `LONGER` times longer than the newer is
+not compared value by value, nor taken to say the same: a line near a design doc or a week's
+diary is one of its parts (the life set's pending updates: 4 of 13 wrong ones were such)."""
 CONFIDENT_SAME_COSINE: Final = 0.90
 """...and merged by themselves from here (the newer keeps the fact, the older is replaced),
 when the newer says at least as much."""
@@ -60,7 +71,7 @@ def changed_value(old: str, new: str) -> str:
     """What differs in value between two texts on one subject ("" for nothing): a number or
     time, a negation, a name standing where another stood, the same words in another order.
     Ordinary words swapped ("prefers" / "likes") are a rewording, not a change."""
-    reason = _text.how_meaning_differs(old, new)
+    reason = _text.value_changed(old, new)
     if reason:
         return reason
     if _text.renamed(old, new):
@@ -88,15 +99,27 @@ def judge(
     if not same_type and cosine < CONFIDENT_SAME_COSINE:
         return OTHER
     words = _text.change_words(new) - _text.change_words(old)
-    value = changed_value(old, new)
+    # a short note's numbers differ from those of a long one it sits near (a design doc, a
+    # diary of the week) without changing any of them: only its words of change count there
+    old_tokens = _text.estimate_tokens(old)
+    comparable = old_tokens <= max(LONG_NOTE, LONGER * _text.estimate_tokens(new))
+    value = changed_value(old, new) if comparable else ""
     if value or words:
         why = value or f"it says it changed ({', '.join(sorted(words))})"
         confident = bool(value and words) and cosine >= CONFIDENT_UPDATE_COSINE
         return Judgement("update", confident, f"may update it: {why}")
-    if cosine < SAME_COSINE:
+    if not comparable or cosine < (CROSS_SAME_COSINE if _more_evidence(old, new) else SAME_COSINE):
         return OTHER
     # merged by itself only when the newer says at least as much as the older: a short
     # rewording never replaces a note that said more
     says_as_much = _text.estimate_tokens(new) >= 0.8 * _text.estimate_tokens(old)
     confident = cosine >= CONFIDENT_SAME_COSINE and says_as_much
     return Judgement("same", confident, "looks like the same fact")
+
+
+def _more_evidence(old: str, new: str) -> bool:
+    """Whether two notes on one subject have more than their cosine to show for being one fact
+    (`CROSS_SAME_COSINE`)."""
+    if _text.is_mostly_chinese(old) != _text.is_mostly_chinese(new):
+        return True
+    return len(_text.names(old) & _text.names(new)) >= SHARED_NAMES

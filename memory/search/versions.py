@@ -12,7 +12,7 @@ order says which is current. A deprecated note is never current: it comes after 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from memory._patterns import lazy_pattern
@@ -85,19 +85,26 @@ def _written(hit: SearchHit) -> float:
     return hit.created.timestamp() if hit.created else 0.0
 
 
-def current_first(hits: Sequence[SearchHit], *, past: bool = False) -> list[SearchHit]:
+def current_first(
+    hits: Sequence[SearchHit], *, past: bool = False, pending: Mapping[str, str] | None = None
+) -> list[SearchHit]:
     """`hits` with the notes of one chain of replacements together, at the place of the best
     ranked of them, the current one first (the oldest first when the query asks about the
-    past), and deprecated notes after every other; otherwise the ranking's order."""
+    past), and deprecated notes after every other; otherwise the ranking's order.
+
+    `pending` (old id -> new id): updates the person has not decided on yet
+    (`memory.conflicts`) order the two the same way, both still shown ("我喜欢深色主题" then "我现在
+    不喜欢深色主题了": the newer says what holds unless the person keeps the older)."""
     by_id = {h.id: h for h in hits}
+    links = dict(pending or {})
     groups: dict[str, list[tuple[int, int, SearchHit]]] = {}
     for rank, hit in enumerate(hits):
         if hit.status == "deprecated":
             continue
         root, depth = hit, 0
         seen = {hit.id}
-        while root.status == "superseded" and root.superseded_by in by_id:
-            root = by_id[root.superseded_by or ""]
+        while (successor := _successor(root, links)) in by_id:
+            root = by_id[successor or ""]
             if root.id in seen:  # a loop written by hand: stop at it
                 break
             seen.add(root.id)
@@ -108,6 +115,12 @@ def current_first(hits: Sequence[SearchHit], *, past: bool = False) -> list[Sear
         members.sort(key=lambda m: (-m[0] if past else m[0], m[1]))
         out += [hit for _, _, hit in members]
     return out + [h for h in hits if h.status == "deprecated"]
+
+
+def _successor(hit: SearchHit, pending: Mapping[str, str]) -> str | None:
+    if hit.status == "superseded":
+        return hit.superseded_by
+    return pending.get(hit.id) if hit.status == "active" else None
 
 
 def replaced_line(hit: SearchHit) -> str:

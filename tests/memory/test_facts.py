@@ -76,6 +76,61 @@ from memory.sqlite.store import MemoryStore
             "same",
             False,
         ),
+        # across languages a translation sits lower: offered as one fact from the subject's
+        # cosine on; so are two rewordings naming the same two things
+        (
+            "下午三点以后我不喝咖啡。",
+            "I don't drink coffee after 3pm.",
+            0.66,
+            True,
+            "same",
+            False,
+        ),
+        (
+            "I like writing table-driven tests in Go.",
+            "My Go tests are usually table-driven.",
+            0.66,
+            True,
+            "same",
+            False,
+        ),
+        (
+            "I like writing tests in Go.",
+            "My tests are usually written first.",
+            0.66,
+            True,
+            "other",
+            False,
+        ),
+        # a number spelt in words on one side, a weekday, numbers only dropped: no change
+        (
+            "下午三点以后我不喝咖啡。",
+            "No coffee for me past three in the afternoon.",
+            0.81,
+            True,
+            "same",
+            False,
+        ),
+        ("星期五禁止上线到生产环境。", "周五一律不做生产发布。", 0.85, True, "same", False),
+        ("周会周二、周四 10 点", "周会每周两次", 0.80, True, "same", False),
+        # one refusal said with two negations is still one refusal
+        (
+            "下午三点以后我不喝咖啡。",
+            "三点之后别给我推荐咖啡了，我不喝。",
+            0.78,
+            True,
+            "same",
+            False,
+        ),
+        # a line near a long note (a design doc, a week's diary) is not that note's update
+        (
+            "设计文档：" + "订单服务的每个接口都有说明。" * 40 + "端口 8080。",
+            "订单服务的端口 8081",
+            0.80,
+            True,
+            "other",
+            False,
+        ),
         # another fact about the same cat, another topic, another type or scope
         ("我的猫叫年糕", "我的猫年糕对鸡肉过敏", 0.70, True, "other", False),
         ("订单服务监听 8080 端口", "支付网关部署在新加坡区域", 0.25, True, "other", False),
@@ -87,6 +142,31 @@ def test_judge(
 ) -> None:
     verdict = judge(old, new, cosine=cosine, same_type=same_type)
     assert (verdict.relation, verdict.confident) == (relation, confident), verdict.reason
+
+
+def test_a_weekday_is_one_character_after_its_word() -> None:
+    assert _text._fold("周五一律不做生产发布") == "周5一律不做生产发布"
+    assert _text._fold("星期三下午") == "星期3下午"
+    assert _text._fold("第十五次") == "第15次"
+
+
+def test_a_pending_update_is_listed_before_the_note_it_may_update(tmp_path: Path) -> None:
+    from memory.history_store import HistoryStore
+    from memory.sqlite.state import StateDB
+
+    state = StateDB(tmp_path / "state.db")
+    with MemoryStore.open(MemoryConfig.for_home(tmp_path / "home", fsync=False)) as store:
+        store.attach_history(HistoryStore(state))
+        old = store.save(NoteDraft(content="我喜欢深色主题", type="preference"))
+        new = store.save(
+            NoteDraft(content="我现在不喜欢深色主题了，改用浅色主题", type="preference")
+        )
+        store.attach_history(HistoryStore(state))
+        if new.conflicts_with is None:  # the text rules left it to the vectors: as they would
+            HistoryStore(state).propose_supersession(new.id, old.id, "may update it")
+        assert store.get(old.id).status == "active"  # nothing decided for the person
+        assert [h.id for h in store.search("我喜欢深色主题")][:2] == [new.id, old.id]
+    state.close()
 
 
 def test_notes_of_two_scopes_are_never_one_fact() -> None:

@@ -71,6 +71,16 @@ def test_a_replaced_note_follows_what_replaced_it_and_leads_it_for_the_past() ->
     assert ids(current_first(ranked, past=True)) == ["a", "b", "c", "x"]
 
 
+def test_a_pending_update_lists_the_newer_note_first_both_still_shown() -> None:
+    ranked = [hit("old"), hit("x"), hit("new")]
+    assert ids(current_first(ranked, pending={"old": "new"})) == ["new", "old", "x"]
+    assert ids(current_first(ranked, past=True, pending={"old": "new"})) == ["old", "new", "x"]
+    # a pending link to a note the search did not find changes nothing; nor one both ways
+    assert ids(current_first(ranked, pending={"old": "gone"})) == ["old", "x", "new"]
+    loop = {"old": "new", "new": "old"}
+    assert sorted(ids(current_first(ranked, pending=loop))) == ["new", "old", "x"]
+
+
 def test_deprecated_notes_come_after_every_other_and_lone_replaced_notes_keep_their_place() -> None:
     ranked = [hit("d", "deprecated"), hit("a", "superseded", "gone"), hit("x")]
     assert ids(current_first(ranked)) == ["a", "x", "d"]

@@ -227,3 +227,20 @@ def test_a_restore_brings_back_the_status_the_version_had(open_memory: Open) -> 
     live = m.store.restore_version(retired, 1)
     assert (live.status, m.store.get(retired).status) == ("active", "active")
     assert [v.kind for v in m.history.versions(retired)][:2] == ["restore", "restore"]
+
+
+def test_a_pending_update_orders_a_search_on_both_backends(open_memory: Open) -> None:
+    opened = open_memory()
+    old = opened.store.save(NoteDraft(content="The team lunch is on Tuesdays at the noodle bar."))
+    new = opened.store.save(
+        NoteDraft(content="Team lunch moved: Thursdays, at the dumpling place.")
+    )
+    other = opened.store.save(
+        NoteDraft(content="The noodle bar near the office closes on Mondays.")
+    )
+    assert opened.history.pending_successors([old.id, new.id, other.id]) == {}
+    opened.history.propose_supersession(new.id, old.id, "may update it")
+    assert opened.history.pending_successors([old.id, new.id, other.id]) == {old.id: new.id}
+    assert opened.history.pending_successors([old.id, other.id]) == {}  # the newer not among them
+    found = [h.id for h in opened.store.search("team lunch noodle bar Tuesdays")]
+    assert found.index(new.id) == found.index(old.id) - 1
