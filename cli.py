@@ -474,6 +474,8 @@ def cmd_import_native(args: argparse.Namespace) -> int:
     )
     for source in report.added + report.replaced:
         print(f"  {source}")
+    for source in report.refused:
+        print(f"  not imported, it holds a credential (remove it and import again): {source}")
     return 0
 
 

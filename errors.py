@@ -39,6 +39,20 @@ class InvalidInputError(ClaudeMemoryError):
     status_code = 422
 
 
+class CredentialError(InvalidInputError):
+    """A note still holds what looks like a password after redaction: memory never keeps
+    credentials (docs/permissions.md, "Credentials")."""
+
+    def __init__(self, field: str, keyword: str) -> None:
+        super().__init__(
+            f"not saved: the note's {field} still holds what looks like a credential after "
+            f"{keyword!r}; memory never keeps passwords or tokens. Remove the value (keep it in "
+            "a password manager) and save again"
+        )
+        self.field = field
+        self.keyword = keyword
+
+
 class ConflictError(ClaudeMemoryError):
     """The request contradicts the record's state (a decision already taken cannot be undone
     this way); the message says what can be done instead."""

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, Literal
 
+from errors import CredentialError
 from memory._record import record
 from memory.backend import MemoryBackend, StateBackend
 from memory.clients.conventions import claude_config_dir, codex_home
@@ -72,6 +73,8 @@ class ImportReport:
     added: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    """Sources whose note still holds a credential after redaction (`CredentialError`)."""
     searched: list[str] = field(default_factory=list)
     """The folders looked in."""
 
@@ -298,8 +301,13 @@ def import_notes(
             tags=("imported",),
             supersedes=previous.id if previous is not None else None,
         )
-        # compared as the store will hold it (secrets redacted, private spans dropped)
-        if previous is not None and previous.body.strip() == note_from_draft(draft).body.strip():
+        try:
+            # compared as the store will hold it (secrets redacted, private spans dropped)
+            held = note_from_draft(draft).body.strip()
+        except CredentialError:  # the other notes are imported; this one never will be
+            report.refused.append(native.source)
+            continue
+        if previous is not None and previous.body.strip() == held:
             report.unchanged.append(native.source)
             continue
         if not dry_run:

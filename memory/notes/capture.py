@@ -3,8 +3,10 @@
 `MemoryStore.save`/`update` and `files.create_inbox_note` run `sanitize` before anything is
 written, and the index runs it on hand-written notes, so a secret never reaches the index.
 Episodes, pending entities, conversation turns, request logs and the hook and MCP logs go
-through the same functions (`RedactingFilter` for log records). Redacted secrets become
-`[REDACTED:<kind>]`; docs/memory-format.md ("Secrets") lists what is and is not redacted.
+through the same functions (`RedactingFilter` for log records: a URL's `?key=` too). Redacted
+secrets become `[REDACTED:<kind>]`; docs/memory-format.md ("Secrets") lists what is and is
+not redacted. A note is held to more (`without_credentials`): one that still looks like it
+holds a password after redaction is refused (docs/permissions.md, "Credentials").
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
+from errors import CredentialError
 from memory._patterns import lazy_pattern
 from memory._record import record
 
@@ -54,10 +57,51 @@ _KEY_START = (
     r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt])|(?-i:(?<=[a-z0-9])(?=[A-Z])"
     r"|(?<=[A-Z0-9])(?=PASSWORD|PASSWD|SECRET|TOKEN|APIKEY)))"  # PGPASSWORD, not BYPASS
 )
-_PASSWORD_WORDS = r"pass(?:word|wd|phrase)?|pwd|pw"
+_PASSWORD_WORDS = r"pass(?:word|wd|phrase|code)?|pwd|pw"
 _SECRET_WORDS = (
     r"secret(?:[_-]?key)?|token|api[_-]?key|(?:private|access|account|shared[_-]?access|signing"
     r"|encryption|master)[_-]?key|credentials?|sharedaccesssignature"
+)
+
+# Prose: `my server password is X`, `the pw was X`, `password for root is: X`, `App Secret 是
+# X`. The bare value is ASCII (prose after `is` is a word, checked by the rule's `accept`) and
+# ends before a sentence's closing punctuation: `password is hunter2.` keeps the full stop.
+_PHRASE_QUALIFIER = r"(?:[ \t]+(?:for|of|on|to)(?:[ \t]+[\w.@-]+){1,2}?)?"
+_PHRASE_SEPARATOR = (
+    r"(?:[ \t]+(?:is|was)(?:[ \t]+(?:now|still))?(?:[ \t]*[:：][ \t]*|[ \t]+)"
+    r"|[ \t]*(?:是|为|為)[ \t]*(?:[:：][ \t]*)?)"
+)
+_PHRASE_VALUE = (
+    _NOT_REDACTED
+    + r"""(?:(?P<pq>["'“「‘`])(?!\[REDACTED)(?P<psq>[^"'”」’`\n]{1,200})(?=["'”」’`])"""
+    + r"""|(?P<psu>(?![\[(])(?:(?!["'`]|\\[nrtu"'\\/])[!-~])+?)"""
+    + r"""(?=[.,;:!?)\]]*(?:[\s"'”」’`\\]|[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]|\Z)))"""
+)
+# `密码：x`, `密码是 x`, `令牌为"x"`; a quoted value needs no separator: `密码 "x"`, `密码'x'`.
+_CHINESE_SEPARATOR = r"""(?:(?:[ \t]*(?:是|为|為|[:：=＝])){1,2}[ \t]*|[ \t]*(?=["'“「‘`]))"""
+_CHINESE_VALUE = (
+    _NOT_REDACTED + r"""(?:(?P<q>["'“「‘`])(?!\[REDACTED)(?P<sq>[^"'”」’`\n]{1,200})"""
+    r"""|(?P<su>[^\s"'“”「」‘’`,;，。；、！？（）\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]+))"""
+)
+_PHRASE_PASSWORD_WORDS = r"pass(?:word|wd|phrase|code)|pwd|pw"
+_PHRASE_SECRET_WORDS = r"secret(?:[ _-]?key)?|token|api[ _-]?key|credentials?"
+
+# Query parameters of a URL that carry a credential: `https://host/v1/messages?key=...`.
+_URL_SECRET_NAMES: Final = (
+    "key=",
+    "apikey=",
+    "api_key=",
+    "api-key=",
+    "token=",
+    "access_token=",
+    "refresh_token=",
+    "id_token=",
+    "auth=",
+    "secret=",
+    "client_secret=",
+    "password=",
+    "passwd=",
+    "pwd=",
 )
 
 # Bare values that are code or placeholders, not secrets: `password: str`, `= None`, ...
@@ -87,8 +131,8 @@ _MASK_RE = lazy_pattern(r"\*+|[x•.#?]{3,}", re.IGNORECASE)
 _TEMPLATE_RE = lazy_pattern(r"\$\{|\$[A-Za-z_]\w*$|%[(\w]|\{")
 
 
-def _bare_value_is_code(match: re.Match[str]) -> bool:
-    value = match.group("su")
+def _bare_value_is_code(match: re.Match[str], group: str = "su") -> bool:
+    value = match.group(group)
     rest = match.string[match.end() : match.end() + 1]
     if rest in ("(", "[", "{") or value.lower() in _PLACEHOLDERS or _TEMPLATE_RE().match(value):
         return True  # a call, a subscript, a type, a keyword, `${VAR}`, `%s`, `{name}`
@@ -126,6 +170,64 @@ def _accept_chinese(match: re.Match[str]) -> bool:
     if match.group("sq") is not None:
         return True
     return not _MASK_RE().fullmatch(match.group("su"))
+
+
+def _accept_chinese_token(match: re.Match[str]) -> bool:
+    """`令牌：x`: like `_accept_chinese`, but a number is a count (`令牌：4096`)."""
+    return _accept_chinese(match) and (match.group("sq") is not None or not match["su"].isdigit())
+
+
+# Prose around a word that only looks like a value: `v2.3.1`, `case-sensitive`, `E-Mail`.
+_VERSION_RE = lazy_pattern(r"v?\d+(?:\.\d+)+\w*", re.IGNORECASE)
+_HYPHENATED_WORDS_RE = lazy_pattern(r"[A-Za-z]+(?:-[A-Za-z]+)+")
+# `sha256-hashed`, `iPhone-only`, `OAuth2-based`: a compound adjective, not a password
+_COMPOUND_RE = lazy_pattern(
+    r"\w+-(?:[a-z]+ed|only|based|like|style|free|safe|aware|specific|compatible|friendly)"
+)
+_CAMEL_HUMP_RE = lazy_pattern(r"[a-z][A-Z]")
+
+
+def looks_like_credential(value: str, *, digits: bool = False, shortest: int = 4) -> bool:
+    """Whether a bare word said to be a password or token looks like one: `hunter2`,
+    `PlainPw-Zebra-4471`, `pa$$word`, `aBcDeFgH`; a word (`strict`, `case-sensitive`), a
+    version (`v2.3.1`) or a URL does not. All digits only with `digits` (a PIN, `4471`)."""
+    if len(value) < shortest or "://" in value:
+        return False
+    if _VERSION_RE().fullmatch(value) or _COMPOUND_RE().fullmatch(value):
+        return False
+    if value.isdigit():
+        return digits
+    has_digit = any(c.isdigit() for c in value)
+    has_letter = any(c.isalpha() for c in value)
+    if has_digit and has_letter:
+        return True
+    if _CAMEL_HUMP_RE().search(value):  # `PlainPw`, `aBcD`, not `Required` nor `NOT`
+        return True
+    symbols = not value.isalnum()
+    return symbols and (has_digit or has_letter) and not _HYPHENATED_WORDS_RE().fullmatch(value)
+
+
+def _accept_password_or_phrase(match: re.Match[str]) -> bool:
+    """`password=x` (`_accept_password`), or prose: `my password is hunter2`, where a bare
+    value must look like a credential (`looks_like_credential`: `the password is strict` is
+    prose); a quoted one is taken unless it is a placeholder."""
+    if (quoted := match.group("psq")) is not None:
+        return not (_TEMPLATE_RE().match(quoted) or _MASK_RE().fullmatch(quoted))
+    if (bare := match.group("psu")) is not None:
+        return not _bare_value_is_code(match, "psu") and looks_like_credential(bare, digits=True)
+    return _accept_password(match)
+
+
+def _accept_secret_or_phrase(match: re.Match[str]) -> bool:
+    """`token: x` (`_accept_secret`), or prose: `the token is abc123DEF456`, where the value
+    must also look random (`looks_like_credential`)."""
+    if (quoted := match.group("psq")) is not None:
+        return len(quoted) >= 6 and not quoted.isdigit() and not _MASK_RE().fullmatch(quoted)
+    if (bare := match.group("psu")) is not None:
+        if len(bare) < 12 and bare.isalpha():  # `GitHub`: a name, not a token
+            return False
+        return not _bare_value_is_code(match, "psu") and looks_like_credential(bare, shortest=6)
+    return _accept_secret(match)
 
 
 # Order matters: specific forms first, so they get their own label.
@@ -186,6 +288,20 @@ _RULES: Final[tuple[_Rule, ...]] = (
         "azure_sas",
         ("sig=",),
         lazy_pattern(r"(?i)(?<=[?&;])sig=" + _NOT_REDACTED + r"(?P<s>[A-Za-z0-9%+/=]{16,})"),
+    ),
+    _Rule(
+        "url_secret",
+        ("key=", "token=", "auth=", "secret=", "password=", "passwd=", "pwd="),
+        # `?key=...` of an endpoint URL, as httpx logs it: `...&access_token=...`
+        lazy_pattern(
+            r"(?i)[?&](?:"
+            + "|".join(re.escape(n) for n in _URL_SECRET_NAMES)
+            + r")"
+            + _NOT_REDACTED
+            + r"(?P<s>[^&#;\s\"'<>]+)"
+        ),
+        lambda match: not _TEMPLATE_RE().match(match["s"]) and not _MASK_RE().fullmatch(match["s"]),
+        anchored=False,
     ),
     _Rule(
         "slack_token",
@@ -274,20 +390,39 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _Rule(
         "password",
         ("pw", "pass"),
-        lazy_pattern(r"(?i)" + _KEY_START + r"(?:" + _PASSWORD_WORDS + r")" + _SEPARATOR + _VALUE),
-        _accept_password,
+        # one pattern for both forms: each occurrence of the word is tried once
+        lazy_pattern(
+            r"(?i)"
+            + _KEY_START
+            + r"(?:"
+            + _PASSWORD_WORDS
+            + r")(?:"
+            + _SEPARATOR
+            + _VALUE
+            + r"|(?<!\bpass)"  # `pass is 3/4` is prose
+            + _PHRASE_QUALIFIER
+            # `use password 'x'`: a quoted value needs no `is`
+            + r"(?:"
+            + _PHRASE_SEPARATOR
+            + r"""|[ \t]+(?=["'“「‘`]))"""
+            + _PHRASE_VALUE
+            + r")"
+        ),
+        _accept_password_or_phrase,
     ),
     _Rule(
         "password",
         ("密码", "口令", "密钥", "秘钥"),
-        # `密码：abc`, `密码是 abc`, `口令为"a b"`; `密码是什么`, `密码学` are prose (CJK value)
-        lazy_pattern(
-            r"(?:密码|口令|密钥|秘钥)(?:[ \t]*(?:是|为|[:：=＝])){1,2}[ \t]*"
-            + _NOT_REDACTED
-            + r"""(?:(?P<q>["'“「‘`])(?!\[REDACTED)(?P<sq>[^"'”」’`\n]{1,200})"""
-            r"""|(?P<su>[^\s"'“”「」‘’`,;，。；、！？（）\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]+))"""
-        ),
+        # `密码：abc`, `密码是 abc`, `口令为"a b"`, `密码 "a b"`; `密码是什么`, `密码学` are
+        # prose (CJK value)
+        lazy_pattern(r"(?:密码|口令|密钥|秘钥)" + _CHINESE_SEPARATOR + _CHINESE_VALUE),
         _accept_chinese,
+    ),
+    _Rule(
+        "secret",
+        ("令牌",),
+        lazy_pattern(r"令牌" + _CHINESE_SEPARATOR + _CHINESE_VALUE),
+        _accept_chinese_token,
     ),
     _Rule(
         "secret",
@@ -304,8 +439,23 @@ _RULES: Final[tuple[_Rule, ...]] = (
             "master",
             "credential",
         ),
-        lazy_pattern(r"(?i)" + _KEY_START + r"(?:" + _SECRET_WORDS + r")" + _SEPARATOR + _VALUE),
-        _accept_secret,
+        lazy_pattern(
+            r"(?i)"
+            + _KEY_START
+            + r"(?:(?:"
+            + _SECRET_WORDS
+            + r")"
+            + _SEPARATOR
+            + _VALUE
+            + r"|(?:"
+            + _PHRASE_SECRET_WORDS
+            + r")"
+            + _PHRASE_QUALIFIER
+            + _PHRASE_SEPARATOR
+            + _PHRASE_VALUE
+            + r")"
+        ),
+        _accept_secret_or_phrase,
     ),
 )
 
@@ -325,7 +475,7 @@ CODE_BLOCK_PLACEHOLDER: Final = "[代码块已省略]"
 INLINE_CODE_PLACEHOLDER: Final = "[代码]"
 
 
-_SECRET_GROUPS: Final = ("s", "sq", "su")
+_SECRET_GROUPS: Final = ("s", "sq", "su", "psq", "psu")
 
 
 def _replacer(rule: _Rule) -> Callable[[re.Match[str]], str]:
@@ -389,6 +539,57 @@ def redact(text: str) -> str:
         new = "".join(parts)
         if new != text:
             text, lower = new, new.lower()
+    return text
+
+
+# What `credential_left` looks for: a password word, then within the clause a word that looks
+# like a password (`the NAS password, the one I use at home: Zebra-4471`, `密码 Zebra-4471`).
+_LEFT_KEYWORD_RE = lazy_pattern(
+    r"(?i)(?<![a-z])(?:pass(?:word|wd|phrase|code)|pwd|pw|密码|口令)(?![a-z])"
+)
+_LEFT_VALUE_RE = lazy_pattern(r"""[^\s"'“”‘’「」,，。;；:：()（）<>\[\]]{6,}""")
+_NAME_WITH_NUMBER_RE = lazy_pattern(r"\d*[A-Z][a-z]+\d*")
+# a clause ends at `;`, `!`, `?`, a line break or a full stop ending a sentence (not `v2.3`)
+_CLAUSE_END_RE = lazy_pattern(r"[。;；！？\n]|[.!?](?:\s|$)")
+
+
+def _credential_shaped(word: str) -> bool:
+    """A digit and letters in mixed case or with a symbol: `Zebra-4471`, `hunter2!`; never a
+    word, `argon2id`, `claude-3-5`, a version, a path, a URL or an e-mail address."""
+    word = word.rstrip(".,!?")
+    if len(word) < 6 or "/" in word or "REDACTED" in word or not any(c.isdigit() for c in word):
+        return False
+    if "@" in word and "." in word.rsplit("@", 1)[-1]:
+        return False
+    if _NAME_WITH_NUMBER_RE().fullmatch(word):  # `1Password`, `Windows11`
+        return False
+    upper = any(c.isupper() for c in word)
+    lower = any(c.islower() for c in word)
+    symbols = any(not c.isalnum() and c not in "-_." for c in word)
+    return (upper and lower) or (symbols and (upper or lower))
+
+
+def credential_left(text: str) -> str | None:
+    """The password word after which `text` (already redacted) still holds something shaped
+    like a credential, within 40 characters of the same clause; None when nothing is left.
+    Stricter than `redact`, which runs on every log line: a note is kept for good and recalled
+    into prompts, so one that still looks like it holds a password is refused instead."""
+    lower = text.lower()
+    if not any(t in lower for t in ("pw", "pass", "密码", "口令")):
+        return None
+    for keyword in _LEFT_KEYWORD_RE().finditer(text):
+        window = _CLAUSE_END_RE().split(text[keyword.end() : keyword.end() + 40], maxsplit=1)[0]
+        if any(_credential_shaped(w.group()) for w in _LEFT_VALUE_RE().finditer(window)):
+            return keyword.group()
+    return None
+
+
+def without_credentials(field: str, text: str) -> str:
+    """`text` (already sanitized), or `CredentialError` when a credential is left in it
+    (`credential_left`): what a note's every text field goes through before it is saved."""
+    keyword = credential_left(text)
+    if keyword is not None:
+        raise CredentialError(field, keyword)
     return text
 
 

@@ -36,7 +36,7 @@ from memory.model import (
     path_note_id,
     utcnow,
 )
-from memory.notes.capture import sanitize
+from memory.notes.capture import sanitize, without_credentials
 from storage.text import require_text
 
 log = logging.getLogger(__name__)
@@ -442,17 +442,26 @@ def safe_relpath(relpath: str) -> str:
 
 
 def note_from_draft(draft: NoteDraft, *, relpath: str = "", now: datetime | None = None) -> Note:
-    """Validate a draft and make it a note; text fields are sanitized (private spans, secrets)."""
+    """Validate a draft and make it a note; text fields are sanitized (private spans, secrets)
+    and refused when a credential is left in them (`CredentialError`)."""
     if not isinstance(draft.content, str):
         raise InvalidInputError("content must be a string")
     for name in ("content", "title", "summary", "type", "scope", "tags", "source", "id"):
         require_text(name, getattr(draft, name))
-    body = sanitize(draft.content).strip("\r\n") + "\n"
+    body = without_credentials("content", sanitize(draft.content).strip("\r\n") + "\n")
     if not body.strip():
         raise InvalidInputError("content is empty (after removing <private> spans)")
     moment = (now or utcnow()).replace(microsecond=0)
-    title = sanitize(draft.title).strip() if draft.title else _text.derive_title(body)
-    summary = sanitize(draft.summary).strip() if draft.summary else _text.derive_summary(body)
+    title = (
+        without_credentials("title", sanitize(draft.title).strip())
+        if draft.title
+        else _text.derive_title(body)
+    )
+    summary = (
+        without_credentials("summary", sanitize(draft.summary).strip())
+        if draft.summary
+        else _text.derive_summary(body)
+    )
     created = parse_datetime(draft.created, "created") or moment
     updated = parse_datetime(draft.updated, "updated") or created
     if not isinstance(draft.access_count, int) or draft.access_count < 0:
@@ -462,7 +471,7 @@ def note_from_draft(draft: NoteDraft, *, relpath: str = "", now: datetime | None
         title=_text.shorten(title, 300) or "Untitled",
         type=normalize_type(draft.type),
         scope=normalize_scope(draft.scope),
-        tags=tuple(sanitize(t) for t in normalize_tags(draft.tags)),
+        tags=tuple(without_credentials("tags", sanitize(t)) for t in normalize_tags(draft.tags)),
         created=created,
         updated=updated,
         summary=_text.shorten(summary, 1000),
@@ -470,7 +479,7 @@ def note_from_draft(draft: NoteDraft, *, relpath: str = "", now: datetime | None
         status=normalize_status(draft.status),
         superseded_by=draft.superseded_by,
         expires_at=parse_datetime(draft.expires_at, "expires_at"),
-        source=sanitize(draft.source) if draft.source else None,
+        source=without_credentials("source", sanitize(draft.source)) if draft.source else None,
         access_count=draft.access_count,
         body=body,
         path=relpath,

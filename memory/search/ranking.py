@@ -31,7 +31,7 @@ from memory.model import (
     normalize_type,
     parse_datetime,
 )
-from memory.notes.capture import sanitize
+from memory.notes.capture import sanitize, without_credentials
 from memory.search.fusion import (
     FusionWeights,
     fuse,
@@ -97,7 +97,8 @@ def check_updatable(changes: dict[str, Any]) -> None:
 
 def clean_changes(changes: dict[str, Any], *, max_note_bytes: int) -> dict[str, Any]:
     """`update`'s keyword arguments validated and sanitized, as `Note` field values
-    (`content` becomes `body`)."""
+    (`content` becomes `body`); a credential left after redaction is refused
+    (`CredentialError`)."""
     clean: dict[str, Any] = {}
     for key, value in changes.items():
         require_text(key, value)
@@ -106,11 +107,12 @@ def clean_changes(changes: dict[str, Any], *, max_note_bytes: int) -> dict[str, 
                 raise InvalidInputError("content must be non-empty text")
             if len(value.encode("utf-8")) > max_note_bytes:
                 raise InvalidInputError(f"content is larger than {max_note_bytes} bytes")
-            clean["body"] = sanitize(value).strip("\r\n") + "\n"
+            clean["body"] = without_credentials("content", sanitize(value).strip("\r\n") + "\n")
         elif key in ("title", "summary"):
             if not isinstance(value, str):
                 raise InvalidInputError(f"{key} must be text")
-            clean[key] = _text.shorten(sanitize(value), 300 if key == "title" else 1000)
+            text = without_credentials(key, sanitize(value))
+            clean[key] = _text.shorten(text, 300 if key == "title" else 1000)
             if key == "title" and not clean[key]:
                 raise InvalidInputError("title must not be empty")
         elif key == "type":
@@ -118,7 +120,9 @@ def clean_changes(changes: dict[str, Any], *, max_note_bytes: int) -> dict[str, 
         elif key == "scope":
             clean[key] = normalize_scope(value)
         elif key == "tags":
-            clean[key] = tuple(sanitize(t) for t in normalize_tags(value))
+            clean[key] = tuple(
+                without_credentials("tags", sanitize(t)) for t in normalize_tags(value)
+            )
         elif key == "importance":
             clean[key] = normalize_importance(value)
         elif key == "status":
@@ -128,7 +132,7 @@ def clean_changes(changes: dict[str, Any], *, max_note_bytes: int) -> dict[str, 
         elif key == "expires_at":
             clean[key] = parse_datetime(value, "expires_at")
         elif key == "source":
-            clean[key] = sanitize(str(value)) if value else None
+            clean[key] = without_credentials("source", sanitize(str(value))) if value else None
     return clean
 
 

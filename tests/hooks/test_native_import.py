@@ -198,3 +198,21 @@ def test_native_memory_off_leaves_them_alone(
     brief = context_of(hook("session-start", cwd=project, source="startup"))
     assert "prefers Go" not in brief
     assert _imports(mem_home) == []
+
+
+def test_a_native_memory_still_holding_a_credential_is_refused_and_the_others_imported(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    project = make_project("app")
+    folder = auto_memory_dir(project)
+    write_claude_memory(folder)
+    (folder / "nas.md").write_text(
+        "---\nname: nas\nmetadata:\n  type: reference\n---\n"
+        "NAS login: admin, password → Zebra-4471\n"
+    )
+    with _open(mem_home) as store:
+        notes, _ = find_native(os.environ, identify(project), ["claude-code"])
+        report = import_notes(store, notes)
+        assert [Path(s).name for s in report.refused] == ["nas.md"]
+        assert len(report.added) == 4
+        assert not [n for n in store.iter_notes() if "Zebra-4471" in n.body]

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import sqlite3
+from pathlib import Path
 
+import httpx
 import pytest
 
+from errors import CredentialError
 from memory.model import NoteDraft
-from memory.notes.capture import clean_message, redact, sanitize, strip_private
+from memory.notes.capture import (
+    RedactingFilter,
+    clean_message,
+    credential_left,
+    redact,
+    sanitize,
+    strip_private,
+)
 from memory.sqlite.store import MemoryStore
 from tests.security.corpus import LOOKALIKES, Secret
 from tests.security.corpus import SECRETS as CORPUS
@@ -214,3 +226,229 @@ def test_secrets_in_hand_written_notes_stay_out_of_the_index(store: MemoryStore)
     assert "handsecret42" in path.read_text()  # the user's own file is not rewritten on sync
     store.update(hit.id, tags=["ops"])  # an explicit write sanitizes everything
     assert "handsecret42" not in path.read_text() and "隐私" not in path.read_text()
+
+
+# Passwords and tokens named in prose (#30): the value goes, the sentence stays.
+PROSE_CREDENTIALS: list[tuple[str, str]] = [
+    (
+        "my server password is PlainPw-Zebra-4471",
+        "my server password is [REDACTED:password]",
+    ),
+    ("My wifi password is hunter2.", "My wifi password is [REDACTED:password]."),
+    ("the root pw was pa$$word, ok?", "the root pw was [REDACTED:password], ok?"),
+    ("my NAS passcode is 4471", "my NAS passcode is [REDACTED:password]"),
+    ("PW is now: Zebra-4471", "PW is now: [REDACTED:password]"),
+    ("pw: Zebra-4471", "pw: [REDACTED:password]"),
+    ("the password for root is Zebra-4471", "the password for root is [REDACTED:password]"),
+    ("the password of the day is 'swordfish'", "the password of the day is '[REDACTED:password]'"),
+    ("use password 'swordfish'", "use password '[REDACTED:password]'"),
+    ("password 是 Zebra4471", "password 是 [REDACTED:password]"),
+    ("服务器密码是 PlainPw-Zebra-4471", "服务器密码是 [REDACTED:password]"),
+    ("我的密码是'Zebra 4471'", "我的密码是'[REDACTED:password]'"),
+    ("密码 'Zebra-4471'", "密码 '[REDACTED:password]'"),
+    ("密码“Zebra-4471”", "密码“[REDACTED:password]”"),
+    ("密码「Zebra-4471」", "密码「[REDACTED:password]」"),
+    ("令牌：abcDEF123456", "令牌：[REDACTED:secret]"),
+    ("访问令牌是 tk9QxLm27", "访问令牌是 [REDACTED:secret]"),
+    (
+        "飞书的 App Secret 是 aBcD1234EfGh5678IjKl",
+        "飞书的 App Secret 是 [REDACTED:secret]",
+    ),
+    ("App Secret 为：aBcD1234EfGh5678IjKl", "App Secret 为：[REDACTED:secret]"),
+    ("the access token is tk9QxLm27Zz", "the access token is [REDACTED:secret]"),
+    ("the API key is qwertyQWERTY123", "the API key is [REDACTED:secret]"),
+    (
+        'POST https://gw.example/v1/messages?key=gwKey77Qx9 "HTTP/1.1 200 OK"',
+        'POST https://gw.example/v1/messages?key=[REDACTED:url_secret] "HTTP/1.1 200 OK"',
+    ),
+    (
+        "https://h.example/cb?code=1&access_token=at55Zq9&x=1",
+        "https://h.example/cb?code=1&access_token=[REDACTED:url_secret]&x=1",
+    ),
+    (
+        '"text": "my password is Zebra-4471\\nnext"',
+        '"text": "my password is [REDACTED:password]\\nnext"',
+    ),
+]
+
+# Prose that only talks about passwords and tokens: a word after `is` is not a credential.
+PROSE_WITHOUT_CREDENTIALS = [
+    "the password policy is strict",
+    "I forgot my password",
+    "The password is required.",
+    "the password is case-sensitive",
+    "the password is Case-Sensitive",
+    "My password is too weak, I need a new one.",
+    "the password is at least 12 characters long",
+    "the password was reset yesterday",
+    "the password is stored in 1Password",
+    "the password for the server is in the vault",
+    "password for root is required",
+    "the password is NOT stored anywhere",
+    "the password was changed in v2.3.1",
+    "the password is sha256-hashed",
+    "the password is password",
+    "the password is: see the wiki",
+    "if password is None:",
+    "the passcode is sent by SMS",
+    "the passwd file is /etc/passwd",
+    "test pass is 3/4",
+    "pw is the abbreviation",
+    "the token is valid for 24 hours",
+    "the token is JWT-encoded",
+    "the token is 4096 long",
+    "the token is GitHub's",
+    "access token is short-lived",
+    "token is None",
+    "The secret is out.",
+    "the secret is to keep it simple",
+    "the secret key is rotated every 90 days",
+    "the credential is OAuth-based",
+    "the API key is in the .env file",
+    "the api key is ${API_KEY}",
+    "令牌桶算法限制每秒请求数",
+    "令牌是什么？",
+    "令牌数：4096",
+    "密码学是一门学科",
+    "密码是多少？",
+    "App Secret 是在开发者后台生成的",
+    "The App Secret 是 飞书后台里的值",
+    "see https://example.com/search?q=cats&page=2",
+    "https://example.com/?key={key}",
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), PROSE_CREDENTIALS)
+def test_credentials_named_in_prose_are_redacted(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize("text", PROSE_WITHOUT_CREDENTIALS)
+def test_prose_about_passwords_and_tokens_is_left_alone(text: str) -> None:
+    assert redact(text) == text
+    assert credential_left(sanitize(text)) is None
+
+
+# What redaction leaves but a note may not keep: a password word, then in the same clause a
+# word shaped like a password.
+LEFT_IN_A_NOTE: list[tuple[str, str]] = [
+    ("the NAS password, the one I use at home: Zebra-4471", "password"),
+    ("password → Zebra-4471", "password"),
+    ("my password is now set to Zebra-4471", "password"),
+    ("pw Hunter2!x", "pw"),
+    ("密码 Zebra-4471", "密码"),
+    ("口令（旧的）Zebra-4471", "口令"),
+]
+NOTHING_LEFT = [
+    "the password is [REDACTED:password]",
+    "password hashing uses argon2id in v3.2",
+    "password rotation every 90 days; GPT4-Turbo is next",
+    "Password policy: at least 12 chars, mixed case (Aa1!)",
+    "the password for admin@example.com is in the vault",
+    "reset the password at https://Example.com/Reset2",
+    "password reset shipped in v2.3.1. Zebra-4471 is a codename",
+    "Zebra-4471 is the build; the password was rotated",
+]
+
+
+@pytest.mark.parametrize(("text", "keyword"), LEFT_IN_A_NOTE)
+def test_a_credential_redaction_leaves_is_found(text: str, keyword: str) -> None:
+    assert credential_left(sanitize(text)) == keyword
+
+
+@pytest.mark.parametrize("text", NOTHING_LEFT)
+def test_nothing_is_left_in_prose_and_redacted_text(text: str) -> None:
+    assert credential_left(sanitize(text)) is None
+
+
+def test_the_corpus_redacted_leaves_no_credential_and_its_look_alikes_are_not_one() -> None:
+    assert credential_left(sanitize("\n".join(s.text for s in CORPUS))) is None
+    assert [t for t in LOOKALIKES if credential_left(sanitize(t))] == []
+
+
+def test_a_note_holding_a_credential_is_refused_and_nothing_is_written(
+    store: MemoryStore,
+) -> None:
+    before = sorted(p.name for p in store.root.rglob("*.md"))
+    with pytest.raises(CredentialError) as refused:
+        store.save(NoteDraft(content="NAS login: admin, password → Zebra-4471"))
+    assert "credential" in refused.value.message and "'password'" in refused.value.message
+    assert "Zebra-4471" not in refused.value.message  # the error never repeats the value
+    assert refused.value.status_code == 422
+    assert sorted(p.name for p in store.root.rglob("*.md")) == before
+    for field in ("title", "summary"):
+        with pytest.raises(CredentialError, match=field):
+            store.save(NoteDraft(content="NAS login", **{field: "密码 Zebra-4471"}))
+    with pytest.raises(CredentialError, match="tags"):
+        store.save(NoteDraft(content="NAS login", tags=["pw Hunter2!x"]))
+
+
+def test_an_update_that_would_keep_a_credential_is_refused(store: MemoryStore) -> None:
+    saved = store.save(NoteDraft(content="NAS login: admin, password in the vault"))
+    with pytest.raises(CredentialError, match="content"):
+        store.update(saved.id, content="NAS login: admin, password → Zebra-4471")
+    with pytest.raises(CredentialError, match="title"):
+        store.update(saved.id, title="NAS 密码 Zebra-4471")
+    note = store.get(saved.id)
+    assert "Zebra" not in note.body and "Zebra" not in note.title
+    assert "Zebra" not in store.abspath(note.path).read_text(encoding="utf-8")
+
+
+def test_a_note_whose_credential_was_redacted_is_saved_without_it(store: MemoryStore) -> None:
+    """Redaction took the value: nothing credential-shaped is left, the note is kept."""
+    result = store.save(NoteDraft(content="my server password is PlainPw-Zebra-4471"))
+    text = store.abspath(result.path).read_text(encoding="utf-8")
+    assert "PlainPw-Zebra-4471" not in text
+    assert "my server password is [REDACTED:password]" in text
+
+
+def test_httpx_request_lines_lose_a_urls_key_query_value() -> None:
+    """httpx logs every request's URL at INFO: the model endpoint's `?key=` must not reach a
+    log file (the filter `cli.configure_logging` puts on every handler)."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RedactingFilter())
+    logger = logging.getLogger("httpx")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        transport = httpx.MockTransport(lambda request: httpx.Response(200))
+        with httpx.Client(transport=transport) as client:
+            client.post("https://gw.example/v1/messages?key=gwKey77Qx9&beta=true")
+            client.get("https://gw.example/v1/models?access_token=at55Zq9Qx")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    lines = stream.getvalue()
+    assert (
+        "HTTP Request: POST https://gw.example/v1/messages?key=[REDACTED:url_secret]&beta=true"
+        in lines
+    )
+    assert "gwKey77Qx9" not in lines and "at55Zq9Qx" not in lines
+
+
+def test_the_app_log_file_gets_the_redacting_filter(tmp_path: Path) -> None:
+    from cli import configure_logging
+
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    log_file = tmp_path / "logs" / "server.log"
+    try:
+        configure_logging("INFO", log_file)
+        logging.getLogger("httpx").info(
+            'HTTP Request: %s %s "%s %d %s"',
+            "POST",
+            httpx.URL("https://gw.example/v1/messages?key=gwKey77Qx9"),
+            "HTTP/1.1",
+            200,
+            "OK",
+        )
+        for handler in root.handlers:
+            handler.flush()
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers[:], root.level = saved[0], saved[1]
+    text = log_file.read_text(encoding="utf-8")
+    assert "?key=[REDACTED:url_secret]" in text and "gwKey77Qx9" not in text

@@ -48,6 +48,13 @@ SECRETS: tuple[Secret, ...] = (
     Secret("password", "curl -u admin:curlPw301 https://api.example.com", "curlPw301"),
     Secret("password", "deploy --password cliPw802 --yes", "cliPw802"),
     Secret("password", 'the password is "quotedPw19"', "quotedPw19"),
+    # passwords in prose: `is`, `was`, a qualifier, a quoted value right after the word
+    Secret("password", "my server password is PlainPw-Zebra-4471", "PlainPw-Zebra-4471"),
+    Secret("password", "the wifi pw was hunter2qu.", "hunter2qu"),
+    Secret("password", "my pw: Colon-Pw-5521", "Colon-Pw-5521"),
+    Secret("password", "the password for root is Root-Pw-9921", "Root-Pw-9921"),
+    Secret("password", "my NAS passcode is Pc-7731u", "Pc-7731u"),
+    Secret("password", "use password 'swordfish-q7u'", "swordfish-q7u"),
     # passwords, Chinese
     Secret("password", "数据库密码：Zh9pw31", "Zh9pw31"),
     Secret("password", "服务器的密码是 Mima2024!", "Mima2024!"),
@@ -55,6 +62,9 @@ SECRETS: tuple[Secret, ...] = (
     Secret("password", "口令：kl78m", "kl78m"),
     Secret("password", "新密码为“ab cd 99”", "ab cd 99"),
     Secret("password", "密钥: sk9Mi4oQ2", "sk9Mi4oQ2"),
+    Secret("password", "服务器密码是ZhPw-Zebra-8812", "ZhPw-Zebra-8812"),
+    Secret("password", "数据库密码 “QuotedMi-551u”", "QuotedMi-551u"),
+    Secret("password", "密码'QtMi-662u'别外传", "QtMi-662u"),
     # tokens and secrets by keyword
     Secret("secret", "token: tkn8FhQ2mZ9x", "tkn8FhQ2mZ9x"),
     Secret("secret", "GITLAB_TOKEN=plainTok77aa", "plainTok77aa"),
@@ -63,6 +73,12 @@ SECRETS: tuple[Secret, ...] = (
     Secret("secret", "export API_KEY=apiKeyQ9w8e7", "apiKeyQ9w8e7"),
     Secret("secret", "accessToken: acT0kenZZ91", "acT0kenZZ91"),
     Secret("secret", "x-api-key: hdrKey55aa77", "hdrKey55aa77"),
+    Secret("secret", "the access token is tokPhrase77Qxu", "tokPhrase77Qxu"),
+    Secret("secret", "飞书应用的 App Secret 是 AppSecZh77Qx9Lm2Vb", "AppSecZh77Qx9Lm2Vb"),
+    Secret("secret", "访问令牌：lingPai88QxZu", "lingPai88QxZu"),
+    # a URL's credential query parameter, as httpx logs the model endpoint's URL
+    Secret("url_secret", "POST https://gw.example/v1/messages?key=gwQueryKey77u", "gwQueryKey77u"),
+    Secret("url_secret", "GET https://h.example/cb?x=1&access_token=qsTok55Zu&y=2", "qsTok55Zu"),
     # connection strings
     Secret("url_password", "postgres://admin:pgUrlPw66@db.example.com/app", "pgUrlPw66"),
     Secret("url_password", "redis://:redisUrlPw4@cache:6379/0", "redisUrlPw4"),
@@ -160,4 +176,20 @@ LOOKALIKES: tuple[str, ...] = (
     "eyJ is how base64 JSON starts.",
     "mkdir -p build && ssh -p 22 host",
     "mysql -u root -p app_db",
+    # prose about passwords and tokens: `is` before a word, not a credential
+    "I forgot my password",
+    "the password policy is strict",
+    "The password is required.",
+    "the password is case-sensitive",
+    "the password was reset yesterday",
+    "the password for the server is in the vault",
+    "password hashing uses argon2id in v3.2",
+    "the passcode is sent by SMS",
+    "the token is valid for 24 hours",
+    "the secret is to keep it simple",
+    "the API key is in the .env file",
+    "令牌桶算法限制每秒请求数",
+    "令牌是什么？",
+    "App Secret 是在开发者后台生成的",
+    "see https://example.com/search?q=cats&page=2",
 )
