@@ -9,11 +9,14 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from agent.memory_tools import build_memory_tools
 from memory.config import MemoryConfig
 from memory.sqlite.store import MemoryStore
 from settings import Settings
 from tests.conftest import running_app
+from tests.fakes.anthropic_api import FakeMessagesAPI, text
 from tests.security.test_secrets_at_rest import CLAUDE_MEMORY, _forms, _sqlite_dump
 
 # Redaction leaves it (no `is`, `:` or `=` between the word and the value); a note may not.
@@ -21,14 +24,14 @@ LEFT = "NAS login: admin, password → Zebra-4471"
 VALUE = "Zebra-4471"
 
 
-def _on_disk(home: Path) -> list[str]:
+def _on_disk(home: Path, value: str = VALUE) -> list[str]:
     """The files under `home` whose bytes (or SQLite rows) hold the value."""
     found = []
     for path in sorted(p for p in home.rglob("*") if p.is_file()):
         data = path.read_bytes()
         if data.startswith(b"SQLite format 3\x00"):
             data += _sqlite_dump(path)
-        if any(form in data for form in _forms(VALUE)):
+        if any(form in data for form in _forms(value)):
             found.append(str(path.relative_to(home)))
     return found
 
@@ -90,3 +93,38 @@ async def test_a_note_still_holding_a_credential_is_refused_at_every_door(
         assert "NAS login: admin" in [n.title for n in store.iter_notes()]
 
     assert _on_disk(home) == []
+
+
+# The three phrasings of the issue, each with its own value.
+PHRASINGS = {
+    "english": ("my server password is PlainPw-Zebra-4471", "PlainPw-Zebra-4471"),
+    "chinese": ("服务器的密码是 'ZhPw-Zebra-8812'，别外传", "ZhPw-Zebra-8812"),
+    "pw": ("login with root, pw: Colon-Pw-5521", "Colon-Pw-5521"),
+}
+
+
+@pytest.mark.e2e
+async def test_the_three_password_phrasings_through_chat_leave_no_value_in_logs_or_state(
+    make_settings: Callable[..., Settings], fake_model: FakeMessagesAPI
+) -> None:
+    fake_model.on("Zebra", text("Noted. I will not keep passwords."))
+    fake_model.on("Colon-Pw", text("Noted."))
+    settings = make_settings()
+    async with running_app(settings) as client:
+        for message, _ in PHRASINGS.values():
+            reply = await client.post(
+                "/api/chat", json={"message": message, "conversation_id": "creds"}
+            )
+            assert reply.status_code == 200, reply.text
+    values = [value for _, value in PHRASINGS.values()]
+    sent = "\n".join(str(r) for r in fake_model.requests)
+    assert all(v in sent for v in values), "the model saw each message: the scan is not vacuous"
+    request_logs = sorted((settings.home / "logs").rglob("*.jsonl"))
+    assert request_logs, "no request log written"
+    logged = b"".join(p.read_bytes() for p in request_logs)
+    state = (settings.home / "state.db").read_bytes() + _sqlite_dump(settings.home / "state.db")
+    for value in values:
+        for where, data in (("request log", logged), ("state.db", state)):
+            assert not any(form in data for form in _forms(value)), (where, value)
+    assert b"[REDACTED:password]" in logged
+    assert [_on_disk(settings.home, v) for v in values] == [[], [], []]  # nor anywhere else
