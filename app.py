@@ -423,7 +423,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.hook_secret = None
     app.state.rescans = None
-    app.include_router(  # `claude-memory hook` asks here; the run file's secret, not the token
+    app.include_router(  # `claude-memory hook` asks here, signed with the run file's secret
         create_hooks_router(
             lambda: HookService(
                 app.state.container.state,

@@ -9,9 +9,10 @@ installed console script runs once per prompt, JSON on stdin, exactly as a CLI h
 * `python -c pass`: the interpreter's own start, the floor on this machine;
 * direct: no app; the hook opens the index itself (imports, search on keywords);
 * app, command hook: `claude-memory serve` runs; the hook finds it through `<home>/run/serve`,
-  posts stdin with the secret and checks the answer's proof;
+  signs a `hello` and then its stdin with the secret (never sent) and checks each answer's
+  proof;
 * app, http hook: what a Claude Code `http` hook costs (no process): the same JSON posted by
-  this script to `/api/hooks/user-prompt-submit` with the secret header, one new connection
+  this script to `/api/hooks/user-prompt-submit`, signed as a hook signs it, one new connection
   per request as Claude Code makes it; then `--spaced` prompts (10) `--gap` seconds apart
   (3 s), as a user types them: a cost the app pays on a timer shows there, not back to back.
 
@@ -145,14 +146,18 @@ def http_runs(
     `gap`: seconds of quiet before each request (a user reads and types between prompts)."""
     import http.client
 
+    from memory.clients.hook_process import signed_headers
+
     def one(payload: bytes) -> float:
         started = time.perf_counter()
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        path = "/api/hooks/user-prompt-submit"
+        signed = signed_headers(secret, "POST", path, payload)  # the secret is never sent
         conn.request(
             "POST",
-            "/api/hooks/user-prompt-submit",
+            path,
             body=payload,
-            headers={"Content-Type": "application/json", "X-Claude-Memory-Secret": secret},
+            headers={"Content-Type": "application/json", **signed},
         )
         answer = conn.getresponse()
         answer.read()

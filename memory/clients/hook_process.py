@@ -11,11 +11,14 @@ Contract with the CLI (see docs/claude-code.md):
 Two ways to do the work, both ending in `memory.clients.hooks.HookService.handle`:
 
 * **served**: `claude-memory serve` wrote its address and a per-instance secret into
-  `<home>/run/serve` (`write_run_file`). The hook posts stdin as it came to the app's
-  `/api/hooks/<event>` with the secret and a fresh nonce, and takes the answer only when it
-  carries the proof `answer_proof(secret, nonce, status, body)`, which nobody without the
-  secret can make. Anything else answering on that port (another program, a stale file after a
-  crash, a recorded answer played back) is ignored and the hook works directly.
+  `<home>/run/serve` (`write_run_file`). The secret never leaves the hook: every request is
+  signed with it (`request_signature`: method, path, time, a fresh nonce, the folder and the
+  body's hash), and an answer counts only with the proof `answer_proof(secret, nonce, status,
+  body)`, which nobody without the secret can make. The hook first asks `hello` (no body) and
+  sends its stdin, on the same connection, only once that answer is proven: a program that
+  took the port (a stale file after a crash, the recorded pid reused) learns neither the
+  secret nor the prompt, and what it answers is never printed. Its run file is then marked
+  refused (`<home>/run/refused`) and not tried again; the hook works directly.
 * **direct**: no app (or no proof): the hook opens the home itself; search is keywords only.
 
 Import weight matters: every prompt and tool call starts a hook process, so the served path
@@ -48,12 +51,21 @@ MAX_ANSWER: Final = 4_000_000
 
 RUN_FILE: Final = ("run", "serve")
 """`<home>/run/serve`: where a running app says where it listens and what its secret is."""
-SECRET_HEADER: Final = "X-Claude-Memory-Secret"
+REFUSED_FILE: Final = ("run", "refused")
+"""`<home>/run/refused`: the instance id of a run file whose listener failed the proof."""
 NONCE_HEADER: Final = "X-Claude-Memory-Nonce"
+TIME_HEADER: Final = "X-Claude-Memory-Time"
+SIGNATURE_HEADER: Final = "X-Claude-Memory-Signature"
 PROOF_HEADER: Final = "X-Claude-Memory-Proof"
 CWD_HEADER: Final = "X-Claude-Memory-Cwd"
 """The hook's own folder (hex of its UTF-8 bytes), for a payload without `cwd`."""
+HELLO: Final = "hello"
+"""`POST /api/hooks/hello`: no body, does nothing; its proven answer says who listens."""
+SIGNATURE_WINDOW: Final = 60
+"""Seconds a signed request's time may be off from the app's clock; its nonce is refused
+again for twice as long (`memory.clients.hooks.SeenNonces`)."""
 _PROOF_LABEL: Final = b"claude-memory hook answer v1\n"
+_REQUEST_LABEL: Final = b"claude-memory hook request v1\n"
 
 
 # --- the run file: written by `serve`, read by every hook ---------------------------------------
@@ -153,6 +165,69 @@ def remove_run_file(home: Path, instance: str) -> None:
             os.unlink(run_file(home))
 
 
+def refused_file(home: str | os.PathLike[str]) -> str:
+    return os.path.join(os.fspath(home), *REFUSED_FILE)
+
+
+def refused_instance(home: str | os.PathLike[str]) -> str | None:
+    """The instance of a run file whose listener failed the proof (None: none)."""
+    try:
+        with open(refused_file(home), encoding="ascii") as handle:
+            return handle.read(200).strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def mark_refused(home: str | os.PathLike[str], instance: str) -> None:
+    """Remember that the run file of `instance` is stale: whatever listens on its port failed
+    the proof, so no later hook asks it. A new `serve` writes a new instance id."""
+    try:
+        fd = os.open(refused_file(home), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError:
+        return
+    try:
+        os.write(fd, instance.encode("ascii", "replace") + b"\n")
+    finally:
+        os.close(fd)
+
+
+def request_signature(
+    secret: str, method: str, target: str, stamp: str, nonce: str, cwd: str, body: bytes
+) -> str:
+    """What only the holder of `secret` can attach to a request: the method, the target (path
+    and query), the time, the nonce, the folder header and the body's hash. The secret itself
+    is never sent; the signature does not reveal it and fits no other request."""
+    message = (
+        _REQUEST_LABEL
+        + f"{method}\n{target}\n{stamp}\n{nonce}\n{cwd}\n".encode("ascii", "replace")
+        + _sha256()(body).hexdigest().encode("ascii")
+    )
+    return hmac_sha256(secret.encode("ascii", "replace"), message)
+
+
+def signed_headers(
+    secret: str,
+    method: str,
+    target: str,
+    body: bytes,
+    cwd: str = "",
+    *,
+    nonce: str | None = None,
+    now: float | None = None,
+) -> dict[str, str]:
+    """The headers of a signed request (`cwd`: the folder header's value, hex, or "")."""
+    nonce = nonce or os.urandom(16).hex()
+    stamp = str(int(time.time() if now is None else now))
+    headers = {
+        TIME_HEADER: stamp,
+        NONCE_HEADER: nonce,
+        SIGNATURE_HEADER: request_signature(secret, method, target, stamp, nonce, cwd, body),
+    }
+    if cwd:
+        headers[CWD_HEADER] = cwd
+    return headers
+
+
 def answer_proof(secret: str, nonce: str, status: int, body: bytes) -> str:
     """What only the holder of `secret` can attach to its answer to the request `nonce`: a
     recorded answer does not fit a new nonce, and a changed status or body does not fit."""
@@ -163,13 +238,7 @@ def answer_proof(secret: str, nonce: str, status: int, body: bytes) -> str:
 def hmac_sha256(key: bytes, message: bytes) -> str:
     """HMAC-SHA256 (RFC 2104) in hex, the same as `hmac.new(key, message, "sha256")`; on the
     built-in SHA-256 because `hmac` loads OpenSSL (`_hashlib`), 3-15 ms of the served path."""
-    try:
-        from _sha256 import sha256  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:  # Python 3.12+: `_sha2`; elsewhere hashlib's
-        try:
-            from _sha2 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
-        except ImportError:
-            from hashlib import sha256
+    sha256 = _sha256()
     if len(key) > 64:
         key = sha256(key).digest()
     key = key.ljust(64, b"\0")
@@ -177,15 +246,23 @@ def hmac_sha256(key: bytes, message: bytes) -> str:
     return str(sha256(bytes(b ^ 0x5C for b in key) + inner).hexdigest())
 
 
+def _sha256() -> Any:
+    """The built-in SHA-256 constructor (hashlib's only where there is none)."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:  # Python 3.12+: `_sha2`; elsewhere hashlib's
+        try:
+            from _sha2 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+        except ImportError:
+            from hashlib import sha256
+    return sha256
+
+
 def same_text(a: str, b: str) -> bool:
     """Equal, in time that does not depend on where they differ."""
     from _operator import _compare_digest  # what `hmac.compare_digest` is
 
     return bool(_compare_digest(a.encode("utf-8", "replace"), b.encode("utf-8", "replace")))
-
-
-def valid_secret(given: str | None, secret: str | None) -> bool:
-    return bool(given and secret) and same_text(given or "", secret or "")
 
 
 # --- asking the app ---------------------------------------------------------------------------
@@ -201,7 +278,17 @@ class Served:
 
 
 class NoApp:
-    """Nobody who proves to be our app answered: the hook works directly."""
+    """Nobody answered (no process, no listener, no answer in time): the hook works directly."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class NotOurApp:
+    """Something answered without the proof: the run file is stale (another program took the
+    port); the hook works directly and marks the run file refused (`mark_refused`)."""
 
     __slots__ = ("reason",)
 
@@ -219,7 +306,7 @@ class AppFailed:
         self.reason = reason
 
 
-AppOutcome = Served | NoApp | AppFailed
+AppOutcome = Served | NoApp | NotOurApp | AppFailed
 
 
 def pid_alive(pid: int) -> bool:
@@ -245,22 +332,15 @@ def ask_app(
     timeout: float,
 ) -> AppOutcome:
     """Post the hook's stdin to the app of `address`; plain HTTP/1.1 over `_socket` (the
-    `socket`, `http.client` and `urllib` modules cost 5-20 ms of imports here)."""
+    `socket`, `http.client` and `urllib` modules cost 5-20 ms of imports here).
+
+    Two requests on one connection, both signed (`signed_headers`), neither carrying the
+    secret: `hello` with no body, whose answer must carry the proof; only then the event with
+    stdin. A listener that cannot prove it holds the secret never sees stdin."""
     import _socket
 
     if not pid_alive(address.pid):
         return NoApp(f"stale run file (process {address.pid} is gone)")
-    nonce = os.urandom(16).hex()
-    head = (
-        f"POST /api/hooks/{event}?client={client} HTTP/1.1\r\n"
-        f"Host: {address.host}:{address.port}\r\n"
-        "Content-Type: application/json\r\n"
-        f"Content-Length: {len(raw)}\r\n"
-        f"{SECRET_HEADER}: {address.secret}\r\n"
-        f"{NONCE_HEADER}: {nonce}\r\n"
-        f"{CWD_HEADER}: {cwd.encode('utf-8', 'surrogateescape').hex()}\r\n"
-        "Connection: close\r\n\r\n"
-    )
     # The host as bytes: a str host makes `_socket` import the IDNA codec (and `re`), ~8 ms.
     host = address.host.encode("ascii", "replace")
     family = _socket.AF_INET6 if b":" in host else _socket.AF_INET
@@ -268,16 +348,34 @@ def ask_app(
         sock = _socket.socket(family, _socket.SOCK_STREAM)
     except OSError as exc:
         return NoApp(f"address {address.host}: {exc}")
-    chunks: list[bytes] = []
     try:
         sock.settimeout(min(timeout, 0.5))
         try:
             sock.connect((host, address.port))
         except OSError as exc:
             return NoApp(f"connect: {exc}")
-        sock.settimeout(max(timeout, 0.1))
+        # --- hello: who listens? Nothing of the user's goes out before the proof.
+        sock.settimeout(max(min(timeout, 1.0), 0.1))
+        hello = f"/api/hooks/{HELLO}?client={client}"
+        nonce = os.urandom(16).hex()
         try:
-            sock.sendall(head.encode("latin-1") + raw)
+            sock.sendall(_request_head(address, hello, b"", "", nonce, keep_alive=True))
+            greeting = _read_framed(sock)
+        except OSError as exc:  # nothing was applied: working directly is safe
+            return NoApp(f"hello: {exc}")
+        greeted = read_answer(greeting, address.secret, nonce)
+        if isinstance(greeted, NotOurApp):
+            return greeted
+        if not isinstance(greeted, Served):
+            return NoApp(f"hello: {greeted.reason}")
+        # --- the event, to the listener that proved it is our app
+        sock.settimeout(max(timeout, 0.1))
+        target = f"/api/hooks/{event}?client={client}"
+        folder = cwd.encode("utf-8", "surrogateescape").hex()
+        nonce = os.urandom(16).hex()
+        chunks: list[bytes] = []
+        try:
+            sock.sendall(_request_head(address, target, raw, folder, nonce) + raw)
             size = 0
             while size <= MAX_ANSWER:
                 chunk = sock.recv(65536)
@@ -286,12 +384,54 @@ def ask_app(
                 chunks.append(chunk)
                 size += len(chunk)
         except OSError as exc:
-            # Something that is alive under the app's pid took the request and did not answer
-            # in time: it may be our app, busy, and may have applied it.
+            # Our app took the request and did not answer in time: it may have applied it.
             return AppFailed(f"request: {exc}")
     finally:
         sock.close()
-    return read_answer(b"".join(chunks), address.secret, nonce)
+    answer = b"".join(chunks)
+    if not answer:
+        return AppFailed("the app closed the connection without an answer")
+    outcome = read_answer(answer, address.secret, nonce)
+    if isinstance(outcome, NotOurApp):  # the listener proved itself: our app refused this one
+        return NoApp(f"the app refused the request ({outcome.reason.partition(':')[0]})")
+    return outcome
+
+
+def _request_head(
+    address: AppAddress, target: str, body: bytes, cwd: str, nonce: str, *, keep_alive: bool = False
+) -> bytes:
+    signed = signed_headers(address.secret, "POST", target, body, cwd, nonce=nonce)
+    lines = [
+        f"POST {target} HTTP/1.1",
+        f"Host: {address.host}:{address.port}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(body)}",
+        *(f"{name}: {value}" for name, value in signed.items()),
+        "Connection: keep-alive" if keep_alive else "Connection: close",
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _read_framed(sock: Any) -> bytes:
+    """One answer on a connection that stays open: its head, then `Content-Length` bytes."""
+    data = b""
+    while b"\r\n\r\n" not in data and len(data) < 65536:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length" and value.strip().isdigit():
+            length = min(int(value.strip()), 65536)
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return data if length == 0 else head + b"\r\n\r\n" + body
 
 
 def read_answer(raw: bytes, secret: str, nonce: str) -> AppOutcome:
@@ -300,7 +440,7 @@ def read_answer(raw: bytes, secret: str, nonce: str) -> AppOutcome:
     lines = header.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ", 2) if sep else []
     if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-        return NoApp("not an HTTP answer")
+        return NotOurApp("not an HTTP answer") if raw else NoApp("no answer")
     status = int(parts[1])
     headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:])}
     if headers.get("transfer-encoding", "").lower() == "chunked":
@@ -310,7 +450,7 @@ def read_answer(raw: bytes, secret: str, nonce: str) -> AppOutcome:
         body = body[: int(length)]
     proof = headers.get(PROOF_HEADER.lower(), "")
     if not same_text(proof, answer_proof(secret, nonce, status, body)):
-        return NoApp(f"HTTP {status} without our app's proof: another program answers there")
+        return NotOurApp(f"HTTP {status} without our app's proof: another program answers there")
     if status != 200:
         return AppFailed(f"HTTP {status}")
     return Served(body)
@@ -614,6 +754,8 @@ def run_hook(
         address = read_run_file(home)
         if address is None:
             reason = "no app running (no run file)"
+        elif refused_instance(home) == address.instance:
+            reason = "stale run file (its listener failed the proof before)"
         else:
             remaining = max(min(deadline - time.monotonic() - 0.3, 3.0), 0.2)
             outcome = ask_app(address, args.event, args.client, raw, os.getcwd(), remaining)
@@ -623,6 +765,8 @@ def run_hook(
             if isinstance(outcome, AppFailed):
                 append_log(home, "WARNING", f"{args.event}: the app failed ({outcome.reason})")
                 return b""
+            if isinstance(outcome, NotOurApp):
+                mark_refused(home, address.instance)
             reason = outcome.reason
     import contextlib
     import logging

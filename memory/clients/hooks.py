@@ -565,19 +565,88 @@ def answer(service: HookService, request: HookRequest) -> str:
 MAX_BODY: Final = 8_000_000
 
 
+class SeenNonces:
+    """The nonces of signed hook requests the app has taken, each kept twice the signature
+    window (`hook_process.SIGNATURE_WINDOW`): a request played back within the window is
+    refused, and one played back later is refused by its time. Only correctly signed
+    requests are recorded, so only a holder of the secret can make the set grow."""
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self._expires: dict[str, float] = {}  # in arrival order, so oldest first
+
+    def first_use(self, nonce: str, now: float) -> bool:
+        while self._expires:
+            oldest = next(iter(self._expires))
+            if self._expires[oldest] > now:
+                break
+            del self._expires[oldest]
+        if nonce in self._expires:
+            return False
+        self._expires[nonce] = now + 2 * self.window
+        return True
+
+
+def signature_problem(
+    secret: str,
+    *,
+    method: str,
+    target: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    now: float,
+    seen: SeenNonces,
+) -> str | None:
+    """Why a hook request is not one a hook of this instance signed (None: it is): a nonce of
+    32 hex digits, a time within the window, the signature over this request, a nonce not
+    used before."""
+    from memory.clients.hook_process import (
+        CWD_HEADER,
+        NONCE_HEADER,
+        SIGNATURE_HEADER,
+        TIME_HEADER,
+        request_signature,
+        same_text,
+    )
+
+    nonce = headers.get(NONCE_HEADER, "")
+    stamp = headers.get(TIME_HEADER, "")
+    given = headers.get(SIGNATURE_HEADER, "")
+    if len(nonce) != 32 or any(c not in "0123456789abcdef" for c in nonce):
+        return "no nonce"
+    if not stamp.isascii() or not stamp.isdigit() or not given:
+        return "not signed"
+    wanted = request_signature(
+        secret, method, target, stamp, nonce, headers.get(CWD_HEADER, ""), body
+    )
+    if not same_text(given, wanted):
+        return "wrong signature"
+    if abs(now - int(stamp)) > seen.window:
+        return "signed too long ago"
+    if not seen.first_use(nonce, now):
+        return "nonce used before"
+    return None
+
+
 def create_hooks_router(
     get_service: Callable[[], HookService],
     secret: Callable[[], str | None],
     serving: Callable[[], AbstractContextManager[object]] | None = None,
+    *,
+    clock: Callable[[], float] = time.time,
 ) -> Any:
     """`POST /api/hooks/{event}?client=claude-code|codex`: a hook's stdin as it came from the
     CLI, answered with what the hook prints (`{}` for nothing). `serving()` is entered around
     each request's work (the app's background rescans wait for a quiet moment: `rescans.py`).
 
-    Only a caller holding this instance's secret (`<home>/run/serve`, header
-    `X-Claude-Memory-Secret`) is served; anyone else gets 403, whether an API token is set or
-    not. A request with `X-Claude-Memory-Nonce` gets `X-Claude-Memory-Proof` on the answer,
-    so the hook knows it was this app that answered (`hook_process.answer_proof`)."""
+    Only a request signed with this instance's secret (`<home>/run/serve`;
+    `hook_process.request_signature` in `X-Claude-Memory-Signature`, with
+    `X-Claude-Memory-Time` and a fresh `X-Claude-Memory-Nonce`) is served; anything else,
+    a played-back request included, gets 403, whether an API token is set or not. The secret
+    itself never travels. Every answer to a signed request carries `X-Claude-Memory-Proof`
+    (`hook_process.answer_proof` over its nonce, status and body), so the hook knows it was
+    this app that answered; `hello` answers only that proof, before the hook sends its
+    stdin."""
     import asyncio
     from contextlib import nullcontext
 
@@ -587,29 +656,33 @@ def create_hooks_router(
     from memory.clients.hook_process import (
         CLIENTS,
         CWD_HEADER,
+        HELLO,
         NONCE_HEADER,
         PROOF_HEADER,
-        SECRET_HEADER,
+        SIGNATURE_WINDOW,
         answer_proof,
-        valid_secret,
     )
 
     router = APIRouter()
+    seen = SeenNonces(SIGNATURE_WINDOW)
 
     def answer(
         status: int,
         body: bytes,
         key: str,
-        nonce: str | None,
+        nonce: str,
         service: HookService | None = None,
     ) -> Response:
-        headers = {PROOF_HEADER: answer_proof(key, nonce, status, body)} if nonce else None
+        headers = {PROOF_HEADER: answer_proof(key, nonce, status, body)}
         later = None
         if service is not None and service.has_later:
             later = BackgroundTask(finish, service)  # after the answer is sent
         return Response(
             body, status, headers=headers, media_type="application/json", background=later
         )
+
+    def refused(status: int, detail: bytes) -> Response:
+        return Response(b'{"detail":"' + detail + b'"}', status, media_type="application/json")
 
     async def finish(service: HookService) -> None:
         with serving() if serving is not None else nullcontext():
@@ -620,16 +693,33 @@ def create_hooks_router(
         event = str(request.path_params["event"])
         client = request.query_params.get("client", "claude-code")
         key = secret()
-        if key is None or not valid_secret(request.headers.get(SECRET_HEADER), key):
-            return Response(
-                b'{"detail":"not this app\'s hook secret"}', 403, media_type="application/json"
-            )
-        nonce = request.headers.get(NONCE_HEADER)
-        if event not in EVENT_NAMES or client not in CLIENTS:
-            return answer(404, b'{"detail":"unknown hook event or client"}', key, nonce)
+        if key is None:
+            return refused(403, b"not this app's hook signature")
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > MAX_BODY:
+            return refused(413, b"hook input too large")
         raw = await request.body()
         if len(raw) > MAX_BODY:
-            return answer(413, b'{"detail":"hook input too large"}', key, nonce)
+            return refused(413, b"hook input too large")
+        query = request.scope.get("query_string", b"").decode("latin-1")
+        target = request.scope["path"] + (f"?{query}" if query else "")
+        problem = signature_problem(
+            key,
+            method=request.method,
+            target=target,
+            headers=request.headers,
+            body=raw,
+            now=clock(),
+            seen=seen,
+        )
+        if problem is not None:
+            log.info("hook request refused: %s", problem)
+            return refused(403, b"not this app's hook signature")
+        nonce = request.headers[NONCE_HEADER]
+        if event == HELLO:
+            return answer(200, b"{}", key, nonce)
+        if event not in EVENT_NAMES or client not in CLIENTS:
+            return answer(404, b'{"detail":"unknown hook event or client"}', key, nonce)
         try:
             cwd = bytes.fromhex(request.headers.get(CWD_HEADER, "")).decode(
                 "utf-8", "surrogateescape"

@@ -1,6 +1,7 @@
-"""With `claude-memory serve` running, hooks find it through `<home>/run/serve` and take its
-answer only with the proof of its secret; anything else answering there is ignored and the
-hook works directly (the same results, a longer path)."""
+"""With `claude-memory serve` running, hooks find it through `<home>/run/serve`, sign their
+requests with its secret (never sending it) and take its answer only with the proof of that
+secret; anything else answering there learns neither the secret nor the prompt, is ignored
+and the hook works directly (the same results, a longer path)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memory.clients.hook_process import AppAddress, read_run_file, run_file
+from memory.clients.hook_process import (
+    AppAddress,
+    answer_proof,
+    read_run_file,
+    refused_instance,
+    run_file,
+    signed_headers,
+)
 from memory.config import MemoryConfig
 from memory.loop.episodes import EpisodeStore
 from memory.model import NoteDraft
@@ -79,6 +87,16 @@ def start_app(home: Path, log: Path, *, token: str | None = None) -> App:
             proc.kill()
             raise AssertionError(log.read_text()[-3000:])
         time.sleep(0.1)
+
+
+def signed_post(
+    address: AppAddress, path: str, body: bytes, *, nonce: str | None = None
+) -> httpx.Response:
+    """A request to the app's hook route as a hook signs it (`signed_headers`)."""
+    headers = signed_headers(address.secret, "POST", path, body, nonce=nonce)
+    return httpx.post(
+        f"http://127.0.0.1:{address.port}{path}", content=body, headers=headers, timeout=10
+    )
 
 
 def seed(home: Path) -> None:
@@ -242,13 +260,12 @@ def test_a_note_edited_in_place_is_recalled_by_a_served_prompt_after_the_backgro
                 )
                 assert found.status_code == 200
                 return " ".join(f"[{hit['id']}]" for hit in found.json()["results"])
-            answer = httpx.post(
-                f"http://127.0.0.1:{address.port}/api/hooks/user-prompt-submit",
-                content=_payload(project, prompt="which canary runs in zanzibar first?").replace(
-                    "srv-1", session
-                ),
-                headers={"X-Claude-Memory-Secret": address.secret},
-                timeout=10,
+            answer = signed_post(
+                address,
+                "/api/hooks/user-prompt-submit",
+                _payload(project, prompt="which canary runs in zanzibar first?")
+                .replace("srv-1", session)
+                .encode(),
             )
             assert answer.status_code == 200
             return answer.text
@@ -294,30 +311,43 @@ def test_each_start_gets_a_new_secret(mem_home: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("token", [None, "api-token"])
-def test_the_route_refuses_a_missing_or_wrong_secret(
+def test_the_route_serves_only_requests_signed_with_the_secret(
     mem_home: Path, tmp_path: Path, token: str | None
 ) -> None:
+    """The secret itself opens nothing (a hook never sends it); an unsigned, wrongly signed,
+    stale or played-back request is refused without a proof; a signed one is answered with
+    the proof over its nonce."""
     running = start_app(mem_home, tmp_path / "server.log", token=token)
     try:
         address = read_run_file(mem_home)
         assert address is not None
-        url = f"http://127.0.0.1:{running.port}/api/hooks/stop"
-        body = _payload(tmp_path, last_assistant_message="hi")
+        path = "/api/hooks/stop"
+        url = f"http://127.0.0.1:{running.port}{path}"
+        body = _payload(tmp_path, last_assistant_message="hi").encode()
         auth = {"Authorization": f"Bearer {token}"} if token else {}
-        for headers in ({}, {"X-Claude-Memory-Secret": "0" * 64}, {"X-Claude-Memory-Secret": ""}):
+        good = signed_headers(address.secret, "POST", path, body)
+        wrong = [
+            {},
+            {"X-Claude-Memory-Secret": address.secret},  # the old way: never enough
+            signed_headers("0" * 64, "POST", path, body),  # another secret
+            signed_headers(address.secret, "POST", "/api/hooks/session-end", body),
+            signed_headers(address.secret, "POST", path, body + b" "),  # another body
+            signed_headers(address.secret, "POST", path, body, now=time.time() - 600),
+            {**good, "X-Claude-Memory-Time": str(int(time.time()) + 1)},
+        ]
+        for headers in wrong:
             refused = httpx.post(url, content=body, headers={**auth, **headers})
             assert refused.status_code == 403, headers
             assert "x-claude-memory-proof" not in refused.headers
-        ok = httpx.post(
-            url, content=body, headers={**auth, "X-Claude-Memory-Secret": address.secret}
-        )
+        ok = httpx.post(url, content=body, headers={**auth, **good})
         assert (ok.status_code, ok.content) == (200, b"{}")
-        unknown = httpx.post(
-            f"http://127.0.0.1:{running.port}/api/hooks/nope",
-            content=body,
-            headers={"X-Claude-Memory-Secret": address.secret},
+        nonce = good["X-Claude-Memory-Nonce"]
+        assert ok.headers["x-claude-memory-proof"] == answer_proof(
+            address.secret, nonce, 200, b"{}"
         )
-        assert unknown.status_code == 404
+        again = httpx.post(url, content=body, headers={**auth, **good})  # played back
+        assert again.status_code == 403
+        assert signed_post(address, "/api/hooks/nope", body).status_code == 404
     finally:
         running.stop()
 
@@ -327,9 +357,9 @@ def test_the_route_refuses_a_missing_or_wrong_secret(
 
 class Impostor:
     """A real HTTP server on a real port that answers every request with `answer` (bytes of
-    a whole HTTP response) and keeps what it was sent."""
+    a whole HTTP response, or made from the request) and keeps what it was sent, whole."""
 
-    def __init__(self, answer: bytes, port: int = 0) -> None:
+    def __init__(self, answer: bytes | Callable[[bytes], bytes], port: int = 0) -> None:
         self.answer = answer
         self.received: list[bytes] = []
         self.sock = socket.socket()
@@ -363,8 +393,10 @@ class Impostor:
                     )
                     while len(body) < length:
                         body += conn.recv(65536)
-                    self.received.append(data)
-                    conn.sendall(self.answer)
+                    request = head + b"\r\n\r\n" + body
+                    self.received.append(request)
+                    answer = self.answer
+                    conn.sendall(answer(request) if callable(answer) else answer)
                 except OSError:
                     pass
 
@@ -389,9 +421,11 @@ IMPOSTOR_JSON = json.dumps(
 
 
 def _point_run_file_at(home: Path, port: int, pid: int, secret: str = "s" * 64) -> None:
+    """A run file that names `port` and `pid`, as a new instance (never refused before)."""
     path = Path(run_file(home))
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(AppAddress("127.0.0.1", port, pid, "impostor", secret).render())
+    instance = os.urandom(8).hex()
+    path.write_text(AppAddress("127.0.0.1", port, pid, instance, secret).render())
 
 
 def _assert_direct_answer(home: Path, project: Path, why: str) -> None:
@@ -463,10 +497,11 @@ def test_an_impostor_replaying_a_recorded_answer_of_the_real_app_is_ignored(
     try:
         address = read_run_file(mem_home)
         assert address is not None
-        recorded = httpx.post(
-            f"http://127.0.0.1:{real.port}/api/hooks/user-prompt-submit",
-            content=_payload(project, session_id="other", prompt="canary releases?"),
-            headers={"X-Claude-Memory-Secret": address.secret, "X-Claude-Memory-Nonce": "1" * 32},
+        recorded = signed_post(
+            address,
+            "/api/hooks/user-prompt-submit",
+            _payload(project, session_id="other", prompt="canary releases?").encode(),
+            nonce="1" * 32,
         )
         assert recorded.status_code == 200 and "canary policy" in recorded.text
     finally:
@@ -516,6 +551,66 @@ def test_a_stale_run_file_after_a_killed_app_is_ignored(
         assert impostor.received == []
     finally:
         impostor.close()
+
+
+def test_a_squatter_on_a_stale_run_files_port_learns_nothing_and_is_not_asked_again(
+    mem_home: Path, tmp_path: Path, make_project: Callable[..., Path]
+) -> None:
+    """A crashed app left its run file, its pid now belongs to a live process (this one) and
+    another program took its port. The squatter records what it receives and answers with
+    the best proof it can make from it. It gets neither the secret nor the prompt, only a
+    `hello` whose signature proves nothing to anyone; its text is never printed, the run file
+    is marked refused and the next hook does not ask it. A new app is served again."""
+    seed(mem_home)
+    project = make_project("app")
+    crashed = start_app(mem_home, tmp_path / "crashed.log")
+    crashed.stop(signal.SIGKILL)
+    address = read_run_file(mem_home)
+    assert address is not None
+    reused = AppAddress(address.host, address.port, os.getpid(), address.instance, address.secret)
+    Path(run_file(mem_home)).write_text(reused.render())
+
+    def best_effort(request: bytes) -> bytes:
+        head = request.partition(b"\r\n\r\n")[0].decode("latin-1")
+        fields = dict(line.partition(": ")[::2] for line in head.split("\r\n")[1:])
+        made_up = fields.get("X-Claude-Memory-Signature", "")  # all it has to go on
+        return _http("200 OK", IMPOSTOR_JSON, X_Claude_Memory_Proof=made_up)
+
+    squatter = Impostor(best_effort, port=address.port)
+    try:
+        _assert_direct_answer(mem_home, project, "HTTP 200 without our app's proof")
+        [hello] = squatter.received
+        assert hello.startswith(b"POST /api/hooks/hello?client=claude-code HTTP/1.1\r\n")
+        assert hello.endswith(b"\r\n\r\n")  # no body: stdin never went out
+        assert b"canary" not in hello and b"srv-1" not in hello and b"Cwd" not in hello
+        assert address.secret.encode() not in hello
+        assert b"X-Claude-Memory-Secret" not in hello
+        assert refused_instance(mem_home) == address.instance
+
+        again = run_hook_process(
+            "user-prompt-submit",
+            _payload(project, prompt="and the canary rollback?"),
+            env={"CLAUDE_MEMORY_HOOK_SERVER": "1"},
+        )
+        assert (again.returncode, again.stderr) == (0, "")
+        assert IMPOSTOR_TEXT not in again.stdout
+        assert len(squatter.received) == 1  # a refused run file is not tried again
+        assert "failed the proof before" in _hooks_log(mem_home)
+    finally:
+        squatter.close()
+
+    fresh = start_app(mem_home, tmp_path / "fresh.log")  # a new instance: served again
+    try:
+        served = run_hook_process(
+            "user-prompt-submit",
+            _payload(project, session_id="srv-2", prompt="how do canary releases work?"),
+            env={"CLAUDE_MEMORY_HOOK_SERVER": "1"},
+        )
+        assert served.output is not None
+        assert "canary policy" in served.output["hookSpecificOutput"]["additionalContext"]
+        assert _hooks_log(mem_home).count("user-prompt-submit handled by the app") == 1
+    finally:
+        fresh.stop()
 
 
 def test_a_hook_of_another_home_never_reaches_this_app(
