@@ -26,6 +26,7 @@ from memory.config import MemoryConfig
 from memory.history import HistoryRecorder
 from memory.model import Note, NoteDraft, SaveResult, SearchHit, SyncReport
 from memory.search.fusion import SearchMode, SearchOutcome
+from memory.search.plan import QueryVector
 from memory.search.vectors import PendingNote, VectorStats
 
 if TYPE_CHECKING:
@@ -193,6 +194,10 @@ class MemoryBackend(Protocol):
     def top_notes(
         self, limit: int = 50, scope: str | None = None
     ) -> builtins.list[tuple[Note, float]]: ...
+
+    def query_vector(self, text: str) -> QueryVector | None:
+        """The vector a search for `text` ranks by (cached); None when there is none."""
+        ...
 
     # --- semantic search -------------------------------------------------------------------
     def attach_encoder(self, encoder: Encoder | None) -> None: ...

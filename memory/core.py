@@ -55,7 +55,7 @@ from memory.notes.files import note_from_draft, render_note
 from memory.search.engine import SearchQueries
 from memory.search.filters import Filters
 from memory.search.fusion import DEFAULT_WEIGHTS, FusionWeights, SearchMode, SearchOutcome
-from memory.search.plan import QueryVectors, SearchPlan, plan_search
+from memory.search.plan import QueryVector, QueryVectors, SearchPlan, plan_search
 from memory.search.ranking import (
     check_limit,
     check_offset,
@@ -762,6 +762,13 @@ class StoreCore:
             found = by_date_when_close(found, newest=not past)
         ordered = current_first(found, past=past, pending=self._pending_successors(found))
         return SearchOutcome(ordered[:limit], plan.used, plan.notice)
+
+    def query_vector(self, text: str) -> QueryVector | None:
+        """The vector a search for `text` ranks by (from the cache when that search just ran);
+        None without an encoder, while it loads or fails, or before any note has vectors."""
+        self._check_open()
+        vector, _ = self._query_vectors.resolve(self.encoder, self.vectors.has_vectors, text)
+        return vector
 
     def _pending_successors(self, hits: Sequence[SearchHit]) -> dict[str, str]:
         """Pending updates among the hits (`HistoryRecorder.pending_successors`); none when

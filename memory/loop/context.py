@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 from errors import ClaudeMemoryError
 from memory import _text
 from memory._record import record
+from memory.loop.personal import is_personal
 from memory.loop.recall import is_profile_skeleton, own_world
 from memory.notes.files import PROFILE_PATH
 
@@ -60,15 +61,17 @@ def select_context_entries(
     count). `exclude_ids` lets a caller skip notes injected in recent turns; `floor` is the
     relevance a hit needs (None: the search's own floor). `unasked`: the lines go into a
     prompt nobody asked to search, so a hit also needs the prompt to be about the person's own
-    world (`memory.loop.recall.own_world`)."""
+    world (`memory.loop.recall.own_world`, with `memory.loop.personal` when it can tell)."""
     budget = budget_tokens
     if budget <= 0:
         return []
     if query and query.strip():
-        about = own_world(query, scope) if unasked else None
+        hits = store.search(query, limit=limit, scope=scope, record_access=False, floor=floor)
+        # after the search: the probe reads the query vector it left in the cache
+        about = own_world(query, scope, is_personal(store, query)) if unasked and hits else None
         found = [
             (h.id, h.type, h.title, h.summary, h.tags, h.score)
-            for h in store.search(query, limit=limit, scope=scope, record_access=False, floor=floor)
+            for h in hits
             if not (h.path == PROFILE_PATH and _untouched_profile(store, h.id))
             and (about is None or about(f"{h.title}\n{h.summary}\n{h.snippet}", h.scope))
         ]

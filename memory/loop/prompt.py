@@ -385,9 +385,9 @@ class MemoryLoop:
             scope=place.scope,
             limit=RECALL_CANDIDATES,
             floor=floor,
-            # a chat is where small talk and general questions come; a prompt in a project
-            # session (Claude Code, Codex) is work in that project
-            unasked=not place.key,
+            # small talk and general questions come to every door: in a project session
+            # (Claude Code, Codex) the project's own notes pass, the rest needs the evidence
+            unasked=True,
         )
         # a past session and its summary note are one memory: listed once, as the session
         # (its line leads to the transcript)

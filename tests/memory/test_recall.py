@@ -9,6 +9,7 @@ from memory.loop.recall import (
     LATER_TURN_LIMIT,
     about_own_world,
     is_trivial_prompt,
+    own_world,
     plan_injection,
     topic_changed,
 )
@@ -101,7 +102,8 @@ def test_recently_injected_memories_are_skipped_in_order() -> None:
             "project:pg",
             True,
         ),
-        ("fix the flaky settlement test", "settlement job retries", "user", "project:pg", False),
+        # ... and without the probe (keyword search alone) a project session's prompt is work
+        ("fix the flaky settlement test", "settlement job retries", "user", "project:pg", True),
     ],
 )
 def test_about_own_world(prompt: str, note: str, scope: str, place: str | None, own: bool) -> None:
@@ -113,3 +115,20 @@ def test_about_own_world(prompt: str, note: str, scope: str, place: str | None, 
 )
 def test_asking_for_something_is_not_speaking_of_oneself(prompt: str) -> None:
     assert not about_own_world(prompt, "orders-api 用 PostgreSQL; 麻薯 is a cat", "user", None)
+
+
+@pytest.mark.parametrize(
+    ("personal", "scope", "place", "own"),
+    [
+        (False, "user", None, False),  # first person and names, yet the probe says no
+        (True, "user", None, True),
+        (False, "project:pg", "project:pg", True),  # the session's own project needs no more
+        (False, "user", "project:pg", False),
+        (True, "project:other", "project:pg", True),
+    ],
+)
+def test_the_probe_decides_when_it_can_tell(
+    personal: bool, scope: str, place: str | None, own: bool
+) -> None:
+    test = own_world("I told Zhou Ning my kunlun Kafka plan", place, personal)
+    assert test("Zhou Ning reviews the kunlun Kafka plan", scope) is own
