@@ -52,6 +52,7 @@ from memory.model import (
 )
 from memory.notes.capture import sanitize
 from memory.notes.files import note_from_draft, render_note
+from memory.search import bilingual
 from memory.search.engine import SearchQueries
 from memory.search.filters import Filters
 from memory.search.fusion import DEFAULT_WEIGHTS, FusionWeights, SearchMode, SearchOutcome
@@ -824,8 +825,12 @@ class StoreCore:
     # --- semantic search (docs/retrieval.md) ---------------------------------------------------
 
     def attach_encoder(self, encoder: Encoder | None) -> None:
-        """Use `encoder` for searches and saves from now on (None: keyword search only)."""
+        """Use `encoder` for searches and saves from now on (None: keyword search only).
+        With one, searches also translate a Chinese query's words (`memory.search.bilingual`):
+        its dictionary is read now, in the background, rather than by the first search."""
         self.encoder = encoder
+        if encoder is not None:
+            bilingual.warm_up_in_background()
 
     def sync_vectors(self, progress: ProgressFn | None = None, *, batch: int = 32) -> int:
         """Embed the notes whose vectors are missing or stale (blocking; needs an encoder).

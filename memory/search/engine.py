@@ -16,11 +16,19 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 from memory.model import SearchHit, parse_datetime, utcnow
+from memory.search.bilingual import english_query
 from memory.search.filters import Filters
 from memory.search.fusion import FusionWeights, idf
-from memory.search.keyword import Candidate, ParsedQuery, snippet, without_excluded
+from memory.search.keyword import (
+    Candidate,
+    ParsedQuery,
+    parse_query,
+    snippet,
+    without_excluded,
+)
 from memory.search.plan import QueryVector, SearchPlan
 from memory.search.ranking import (
+    KeywordSide,
     RankingWeights,
     Scored,
     fused_ranking,
@@ -120,6 +128,7 @@ def rank(
             idf_weights,
             fusion,
             weights,
+            translated=_translated_side(queries, parsed, filters, pool),
         )
     return keyword_ranking(
         parsed, candidates, now_ts, weights, limit, term_weights=idf_weights, floor=plan.floor
@@ -137,18 +146,39 @@ def _hybrid(
     term_weights: Callable[[], list[float]],
     fusion: FusionWeights,
     weights: RankingWeights,
+    *,
+    translated: KeywordSide | None = None,
 ) -> list[Scored]:
     """Keyword candidates and the notes nearest by vector, fused (`memory.search.fusion`),
     then scored like keyword results with the fused relevance."""
     parsed = plan.parsed
     side = keyword_side(parsed, candidates, term_weights)
     rows: dict[str, Any] = dict(side.rows)
+    if translated is not None:
+        rows.update(translated.rows)
     nearest = queries.nearest(semantic, fusion.vector_depth, filters)
     missing = [note_id for note_id, _ in nearest if note_id not in rows]
     if missing:
         extra = queries.rows_by_id(missing)
         rows.update({r["id"]: r for r in without_excluded(parsed, list(extra.values()))})
-    return fused_ranking(side, rows, nearest, fusion, now_ts, weights, limit, floor=plan.floor)
+    return fused_ranking(
+        side, rows, nearest, fusion, now_ts, weights, limit, floor=plan.floor, translated=translated
+    )
+
+
+def _translated_side(
+    queries: SearchQueries, parsed: ParsedQuery, filters: Filters, pool: int
+) -> KeywordSide | None:
+    """The keyword hits of the query's Chinese words in English (`memory.search.bilingual`),
+    None when it has none or no dictionary is at hand."""
+    english = english_query([t.text for t in parsed.terms])
+    if not english:
+        return None
+    other = dataclasses.replace(parse_query(english), excluded=parsed.excluded)
+    if other.empty:
+        return None
+    found = queries.keyword_candidates(other, filters, pool, require_all=False)
+    return keyword_side(other, found, _Once(lambda: term_weights(queries, other)))
 
 
 class _Once:

@@ -30,6 +30,7 @@ between the lowest and the highest candidate.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import unicodedata
 from collections.abc import Hashable, Sequence
@@ -67,6 +68,12 @@ class FusionWeights:
     confidence_span: float = 2.0
     """z-score span over which a vector hit's trust grows by 1 (0: every hit trusted 1)."""
     confidence_max: float = 3.0
+    translated: float = 1.0
+    """Weight of the keyword search with a Chinese query's words in English
+    (`memory.search.bilingual`); its hits are trusted by their coverage on their own ramp:
+    a dictionary gives several words for one, so a right note holds less of them."""
+    translated_start: float = 0.05
+    translated_full: float = 0.2
     cosine_start: float = 1.0
     """Absolute cosine at which a vector hit counts whatever the others' (0..1; 1: never, the
     default: measured on the life set, docs/retrieval.md)."""
@@ -157,25 +164,33 @@ def fuse(
     *,
     keyword_coverage: Sequence[float] | None = None,
     vector_scores: Sequence[float] | None = None,
+    translated: Sequence[K] = (),
+    translated_coverage: Sequence[float] | None = None,
 ) -> list[tuple[K, float]]:
     """[(item, relevance in 0..1)], best first; ties keep keyword order, then vector order.
 
     `keyword_coverage[i]` (0..1): the (IDF-weighted) share of the query's words in
     `keyword[i]`; `vector_scores[i]`: the cosine of `vector[i]`. Without them every hit is
-    fully trusted (plain weighted RRF)."""
+    fully trusted (plain weighted RRF). `translated`: the hits of the query's words in the
+    other language (`memory.search.bilingual`), with their own coverage, a third list."""
     vector = vector[: weights.vector_depth]
-    if not keyword and vector_scores is not None:
+    if not keyword and not translated and vector_scores is not None:
         return _by_cosine(vector, vector_scores[: len(vector)])
     fused: dict[K, float] = {}
-    seen: set[K] = set()
-    for rank, item in enumerate(keyword, 1):
-        if item in seen:
-            continue
-        seen.add(item)
-        trust = (
-            1.0 if keyword_coverage is None else keyword_trust(keyword_coverage[rank - 1], weights)
-        )
-        fused[item] = fused.get(item, 0.0) + weights.keyword * trust / (weights.k + rank)
+    translated_ramp = dataclasses.replace(
+        weights, coverage_start=weights.translated_start, coverage_floor=weights.translated_full
+    )
+    for items, coverage, weight, ramp in (
+        (keyword, keyword_coverage, weights.keyword, weights),
+        (translated, translated_coverage, weights.translated, translated_ramp),
+    ):
+        seen: set[K] = set()
+        for rank, item in enumerate(items, 1):
+            if item in seen:
+                continue
+            seen.add(item)
+            trust = 1.0 if coverage is None else keyword_trust(coverage[rank - 1], ramp)
+            fused[item] = fused.get(item, 0.0) + weight * trust / (weights.k + rank)
     trusts = (
         [1.0] * len(vector)
         if vector_scores is None
@@ -188,7 +203,7 @@ def fuse(
         seen.add(item)
         fused[item] = fused.get(item, 0.0) + weights.vector * trust / (weights.k + rank)
     first: dict[K, int] = {}
-    for i, item in enumerate([*keyword, *vector]):
+    for i, item in enumerate([*keyword, *vector, *translated]):
         first.setdefault(item, i)
     ranked = sorted(fused.items(), key=lambda pair: (-pair[1], first[pair[0]]))
     top = ranked[0][1] if ranked and ranked[0][1] > 0 else 1.0

@@ -248,6 +248,11 @@ def keyword_side(
     return side
 
 
+TRANSLATED_EVIDENCE: Final = 0.8
+"""The share of a translated keyword hit's coverage that counts as evidence (calibrated
+relevance)."""
+
+
 def fused_ranking(
     side: KeywordSide,
     rows: dict[str, Any],
@@ -258,22 +263,30 @@ def fused_ranking(
     limit: int,
     *,
     floor: float = 0.0,
+    translated: KeywordSide | None = None,
 ) -> list[Scored]:
     """Keyword ids and the nearest notes by vector [(id, cosine)] fused into one relevance
     (`memory.search.fusion.fuse`), then scored like keyword hits. `rows`: every row that may be
     returned (keyword rows and the vector hits that passed the filters); vector hits
     without a row are dropped. Hits whose calibrated relevance (coverage and cosine) is below
-    `floor` are left out."""
+    `floor` are left out. `translated`: the keyword hits of the query's words in the other
+    language (`memory.search.bilingual`); their coverage counts as keyword evidence at
+    `TRANSLATED_EVIDENCE` of its value (a dictionary's words are a guess at the note's)."""
     kept = [(note_id, score) for note_id, score in nearest if note_id in rows]
+    other = translated or KeywordSide()
     fused = fuse(
         side.ids,
         [note_id for note_id, _ in kept],
         fusion,
         keyword_coverage=side.coverage,
         vector_scores=[score for _, score in kept],
+        translated=other.ids,
+        translated_coverage=other.coverage,
     )
     cosines = dict(kept)
-    coverage = dict(zip(side.ids, side.coverage, strict=True))
+    coverage = {i: c * TRANSLATED_EVIDENCE for i, c in zip(other.ids, other.coverage, strict=True)}
+    for i, c in zip(side.ids, side.coverage, strict=True):
+        coverage[i] = max(c, coverage.get(i, 0.0))
     evidence = {i: Evidence(coverage.get(i), cosines.get(i)) for i, _ in fused}
     return rank_rows(
         ((rows[note_id], rel) for note_id, rel in fused),

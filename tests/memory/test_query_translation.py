@@ -1,0 +1,87 @@
+"""A Chinese query's words in English (`memory.search.bilingual`), and what they do for a
+search: an English note is found by a Chinese question's words, beside the vectors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memory.config import MemoryConfig
+from memory.encoders.models import EncoderSpec, load_encoder
+from memory.model import NoteDraft
+from memory.search.bilingual import Lexicon, english_query
+from memory.search.fusion import fuse
+from memory.search.keyword import parse_query
+from memory.sqlite.store import MemoryStore
+
+
+def words(query: str) -> set[str]:
+    return set(english_query([t.text for t in parse_query(query).terms]).split())
+
+
+@pytest.mark.parametrize(
+    ("query", "wanted"),
+    [
+        ("订单列表接口为什么慢", {"order", "list", "slow"}),
+        ("数据库连接池泄漏", {"database", "leak"}),
+        ("昆仑这个名字是谁起的", {"kunlun"}),
+        # a name the dictionary lacks is written as English notes write it
+        ("许佳负责什么", {"xu", "jia"}),
+        ("周宁对什么过敏", {"zhou", "ning"}),
+    ],
+)
+def test_chinese_words_come_with_their_english(query: str, wanted: set[str]) -> None:
+    assert wanted <= words(query)
+
+
+@pytest.mark.parametrize("query", ["how is the login rate limit configured?", "Kafka 3.7", ""])
+def test_a_query_without_chinese_words_has_no_translation(query: str) -> None:
+    assert words(query) == set()
+
+
+def test_a_name_is_said_in_pinyin_and_a_word_by_its_meaning() -> None:
+    lexicon = Lexicon(
+        {"周宁": "zhouning county", "订单": "order"},
+        frozenset({"周宁"}),
+        {"周": "zhou", "宁": "ning", "订": "ding", "单": "dan"},
+    )
+    assert lexicon.english("周宁") == ["zhouning", "county", "zhou ning"]
+    assert lexicon.english("订单") == ["order"]  # a word the dictionary knows: no pinyin
+    assert lexicon.english("许佳") == []  # characters it does not read: nothing made up
+
+
+def test_translated_hits_are_a_third_list_trusted_by_their_coverage() -> None:
+    fused = dict(
+        fuse(
+            ["zh"],
+            ["v1", "v2"],
+            keyword_coverage=[0.9],
+            vector_scores=[0.3, 0.29],
+            translated=["en", "noise"],
+            translated_coverage=[0.3, 0.01],
+        )
+    )
+    assert fused["en"] > 0 and fused.get("noise", 0.0) == 0.0
+    assert fused["zh"] == 1.0  # the query's own words still lead
+
+
+def test_a_chinese_question_finds_an_english_note_by_its_words(tmp_path: Path) -> None:
+    with MemoryStore.open(MemoryConfig.for_home(tmp_path, fsync=False)) as store:
+        store.attach_encoder(load_encoder(EncoderSpec("hashing")))  # vectors that read no meaning
+        wanted = store.save(
+            NoteDraft(content="The list orders endpoint was slow until Lu Ming added an index.")
+        ).id
+        for text in (
+            "Refunds are capped at 50,000 yuan a day per merchant.",
+            "The staging cluster runs two replicas of every service.",
+            "Weekly sync with the data team is on Wednesdays.",
+        ):
+            store.save(NoteDraft(content=text))
+        store.sync_vectors()
+        outcome = store.search_detailed("订单列表接口为什么慢", floor=0.0)
+        assert outcome.mode == "hybrid"
+        assert [h.id for h in outcome.hits][:1] == [wanted]
+        # keyword search alone (the hooks working directly) does not translate
+        alone = store.search_detailed("订单列表接口为什么慢", mode="keyword", floor=0.0)
+        assert wanted not in [h.id for h in alone.hits]
