@@ -207,6 +207,14 @@ def build_container(settings: Settings, *, rescans_in_background: bool = False) 
     )
 
 
+async def _recover_turns(container: Container) -> None:
+    """Turns a crashed run of the app left running show as interrupted (agent/journal.py)."""
+    try:
+        await container.sessions.recover_interrupted()
+    except Exception:  # the app starts anyway; the next turn of each conversation retries
+        logger.exception("could not look for turns a crash interrupted")
+
+
 def _database_status(container: Container) -> dict[str, Any]:
     try:
         stats = container.memory.stats()
@@ -274,6 +282,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.feishu = None
         try:
             await container.start()
+            await _recover_turns(container)
             # The model loads in its own process: this returns at once, and until it is
             # ready searches answer with keywords (and say so).
             # The model endpoint is probed in the background: /health says "checking" until
@@ -467,6 +476,7 @@ async def run_bridge_alone(settings: Settings, *, stop: asyncio.Event | None = N
     code = 0
     try:
         await container.start()
+        await _recover_turns(container)
         bridge = FeishuBridge(
             settings,
             container.sessions,

@@ -109,6 +109,10 @@ class TurnState:
         # Permission hooks run inside the SDK's callback; their events wait for the next message.
         self._pending: list[TurnEvent] = []
         self.injected: list[dict[str, str]] = []
+        # Called when the turn's text, steps or session change (its record: agent/journal.py).
+        self.on_change: Callable[[], None] | None = None
+        # Put before the user's words in the prompt: the last turn was interrupted.
+        self.prompt_note = ""
 
     async def emit(self, event: TurnEvent) -> None:
         if self.sink is None:
@@ -178,6 +182,7 @@ class TurnState:
                 await self._user(msg)
             case SystemMessage(subtype="init", data=data):
                 self.session_id = data.get("session_id") or self.session_id
+                self._changed()
             case SystemMessage(subtype="compact_boundary"):
                 self.compacted = True
             case SystemMessage(subtype="api_retry", data=data):
@@ -206,6 +211,7 @@ class TurnState:
                 if block.name in ("Write", "Edit", "MultiEdit", "NotebookEdit"):
                     self.file_changes += 1
                 await self.emit(ToolStep(block.id, block.name, summary, "started"))
+        self._changed()
 
     async def _user(self, msg: UserMessage) -> None:
         if not isinstance(msg.content, list):
@@ -233,7 +239,15 @@ class TurnState:
                 "status": step.status,
                 "detail": step.detail[:300],
             }
+            self._changed()
             await self.emit(step)
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    def text_so_far(self) -> str:
+        return "\n\n".join(t.strip() for t in self.texts if t.strip())
 
     def endpoint_failed(self, endpoint: EndpointState | None) -> bool:
         """Take the endpoint check made before the turn; True when the turn must not start:

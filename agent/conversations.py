@@ -2,12 +2,18 @@
 
 Lives in `<home>/state.db` (SQLite, WAL). This is what lets a conversation continue after a
 restart: the next message resumes the recorded SDK session.
+
+A turn is on record from the moment it starts (`begin_turn`: status `running`, the user's
+message), its steps and text are written as they happen (`update_turn`), and `finish_turn`
+gives it its end. A turn still `running` whose process is gone (a crash, SIGKILL) is found by
+`open_turns` and marked `interrupted` (`mark_interrupted`; agent/journal.py decides when).
 """
 
 from __future__ import annotations
 
 import builtins
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -46,7 +52,14 @@ _MIGRATIONS: tuple[str, ...] = (
     # The turn's tool steps with their final state, so a reload shows refused and failed steps.
     "ALTER TABLE turns ADD COLUMN tools TEXT NOT NULL DEFAULT '[]';"
     " ALTER TABLE turns ADD COLUMN status TEXT;",
+    # A turn is on record while it runs (status 'running'); `owner` is the pid of the process
+    # running it, so a restart tells a dead process's turn from another live process's.
+    "ALTER TABLE turns ADD COLUMN owner INTEGER;"
+    " CREATE INDEX turns_open ON turns(status) WHERE status = 'running';",
 )
+
+RUNNING = "running"
+INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +98,8 @@ class TurnRecord:
     injected: list[dict[str, Any]]
     tools: list[dict[str, Any]] = field(default_factory=list)
     status: str | None = None
-    """completed, stopped, timed_out or failed (agent.replies.TurnStatus); None before 0.2."""
+    """completed, stopped, timed_out or failed (agent.replies.TurnStatus); running while the
+    turn runs; interrupted when its process died before it finished; None before 0.2."""
 
     def to_public(self) -> dict[str, Any]:
         return {
@@ -100,6 +114,22 @@ class TurnRecord:
             "tools": self.tools,
             "status": self.status or ("failed" if self.is_error else "completed"),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTurn:
+    """A turn on record as running: its process may still run it, or may have died."""
+
+    id: int
+    conversation_id: str
+    started: float
+    session_id: str | None
+    reply: str
+    """The text written so far."""
+    tools: list[dict[str, Any]]
+    """The steps written so far, as `TurnRecord.tools`."""
+    owner: int | None
+    """The pid of the process that began it (None for a turn begun before 0.3)."""
 
 
 class ConversationBackend(Protocol):
@@ -140,6 +170,62 @@ class ConversationBackend(Protocol):
     ) -> None:
         """Append a turn; count it, add its cost, and adopt its session id when it has one.
         `cost_usd` is this turn's own cost; the conversation's total is the sum."""
+        ...
+
+    def begin_turn(
+        self,
+        conversation_id: str,
+        *,
+        started: float,
+        message: str,
+        log_file: str,
+        session_id: str | None,
+    ) -> tuple[int, TurnRecord | None]:
+        """Put a starting turn on record (status `running`, not yet counted); returns its id and
+        the conversation's turn before it (None for the first)."""
+        ...
+
+    def update_turn(
+        self,
+        turn_id: int,
+        *,
+        reply: str,
+        tools: builtins.list[dict[str, Any]],
+        session_id: str | None,
+    ) -> None:
+        """What a running turn has done so far (no change once it is no longer running)."""
+        ...
+
+    def finish_turn(
+        self,
+        turn_id: int,
+        *,
+        reply: str,
+        is_error: bool,
+        session_id: str | None,
+        cost_usd: float | None,
+        injected: builtins.list[dict[str, Any]],
+        tools: builtins.list[dict[str, Any]],
+        status: str,
+    ) -> None:
+        """A begun turn's end, as `record_turn` records one (counted once, even if it was
+        marked interrupted meanwhile)."""
+        ...
+
+    def open_turns(self, conversation_id: str | None = None) -> builtins.list[OpenTurn]:
+        """Turns still `running` (of one conversation, or all), oldest first."""
+        ...
+
+    def mark_interrupted(
+        self,
+        turn_id: int,
+        *,
+        reply: str,
+        tools: builtins.list[dict[str, Any]],
+        session_id: str | None,
+    ) -> bool:
+        """A running turn whose process died: status `interrupted`, an error, counted; its
+        conversation adopts `session_id` when given. False if it was no longer running."""
         ...
 
     def turns(self, conversation_id: str, limit: int = 500) -> builtins.list[TurnRecord]:
@@ -226,32 +312,170 @@ class ConversationStore:
                 (time.time(), cost_usd or 0.0, session_id, conversation_id),
             )
 
+    def begin_turn(
+        self,
+        conversation_id: str,
+        *,
+        started: float,
+        message: str,
+        log_file: str,
+        session_id: str | None,
+    ) -> tuple[int, TurnRecord | None]:
+        with self._db.write() as db:
+            before = db.execute(
+                "SELECT * FROM turns WHERE conversation_id = ? ORDER BY id DESC LIMIT 1",
+                (conversation_id,),
+            ).fetchone()
+            cur = db.execute(
+                "INSERT INTO turns(conversation_id, started, message, reply, is_error, log_file,"
+                " session_id, status, owner) VALUES (?, ?, ?, '', 0, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    started,
+                    sanitize(message),
+                    log_file,
+                    session_id,
+                    RUNNING,
+                    os.getpid(),
+                ),
+            )
+            db.execute(
+                "UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation_id)
+            )
+        assert cur.lastrowid is not None
+        return cur.lastrowid, _turn(before) if before is not None else None
+
+    def update_turn(
+        self,
+        turn_id: int,
+        *,
+        reply: str,
+        tools: builtins.list[dict[str, Any]],
+        session_id: str | None,
+    ) -> None:
+        with self._db.write() as db:
+            db.execute(
+                "UPDATE turns SET reply = ?, tools = ?, session_id = COALESCE(?, session_id)"
+                " WHERE id = ? AND status = ?",
+                (sanitize(reply), _tools_json(tools), session_id, turn_id, RUNNING),
+            )
+
+    def finish_turn(
+        self,
+        turn_id: int,
+        *,
+        reply: str,
+        is_error: bool,
+        session_id: str | None,
+        cost_usd: float | None,
+        injected: builtins.list[dict[str, Any]],
+        tools: builtins.list[dict[str, Any]],
+        status: str,
+    ) -> None:
+        with self._db.write() as db:
+            row = db.execute(
+                "SELECT conversation_id, status FROM turns WHERE id = ?", (turn_id,)
+            ).fetchone()
+            if row is None:  # the conversation was deleted meanwhile
+                return
+            db.execute(
+                "UPDATE turns SET reply = ?, is_error = ?, session_id = COALESCE(?, session_id),"
+                " cost_usd = ?, injected = ?, tools = ?, status = ? WHERE id = ?",
+                (
+                    sanitize(reply),
+                    int(is_error),
+                    session_id,
+                    cost_usd,
+                    json.dumps(injected, ensure_ascii=False),
+                    _tools_json(tools),
+                    status,
+                    turn_id,
+                ),
+            )
+            count = 1 if row["status"] == RUNNING else 0  # marked interrupted: counted then
+            db.execute(
+                "UPDATE conversations SET updated = ?, turns = turns + ?,"
+                " cost_usd = cost_usd + ?, session_id = COALESCE(?, session_id) WHERE id = ?",
+                (time.time(), count, cost_usd or 0.0, session_id, row["conversation_id"]),
+            )
+
+    def open_turns(self, conversation_id: str | None = None) -> builtins.list[OpenTurn]:
+        rows = self._db.read(
+            "SELECT * FROM turns WHERE status = ? AND (? IS NULL OR conversation_id = ?)"
+            " ORDER BY id",
+            (RUNNING, conversation_id, conversation_id),
+        )
+        return [
+            OpenTurn(
+                id=r["id"],
+                conversation_id=r["conversation_id"],
+                started=r["started"],
+                session_id=r["session_id"],
+                reply=r["reply"],
+                tools=json.loads(r["tools"]),
+                owner=r["owner"],
+            )
+            for r in rows
+        ]
+
+    def mark_interrupted(
+        self,
+        turn_id: int,
+        *,
+        reply: str,
+        tools: builtins.list[dict[str, Any]],
+        session_id: str | None,
+    ) -> bool:
+        with self._db.write() as db:
+            row = db.execute(
+                "SELECT conversation_id FROM turns WHERE id = ? AND status = ?",
+                (turn_id, RUNNING),
+            ).fetchone()
+            if row is None:
+                return False
+            db.execute(
+                "UPDATE turns SET reply = ?, tools = ?, is_error = 1, status = ?,"
+                " session_id = COALESCE(?, session_id) WHERE id = ?",
+                (sanitize(reply), _tools_json(tools), INTERRUPTED, session_id, turn_id),
+            )
+            db.execute(
+                "UPDATE conversations SET updated = ?, turns = turns + 1,"
+                " session_id = COALESCE(?, session_id) WHERE id = ?",
+                (time.time(), session_id, row["conversation_id"]),
+            )
+        return True
+
     def turns(self, conversation_id: str, limit: int = 500) -> builtins.list[TurnRecord]:
         rows = self._db.read(
             "SELECT * FROM turns WHERE conversation_id = ? ORDER BY id LIMIT ?",
             (conversation_id, limit),
         )
-        return [
-            TurnRecord(
-                started=r["started"],
-                message=r["message"],
-                reply=r["reply"],
-                is_error=bool(r["is_error"]),
-                log_file=r["log_file"],
-                session_id=r["session_id"],
-                cost_usd=r["cost_usd"],
-                injected=json.loads(r["injected"]),
-                tools=json.loads(r["tools"]),
-                status=r["status"],
-            )
-            for r in rows
-        ]
+        return [_turn(r) for r in rows]
 
     def delete(self, conversation_id: str) -> bool:
         with self._db.write() as db:
             cur = db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
             db.execute("DELETE FROM turns WHERE conversation_id = ?", (conversation_id,))
         return cur.rowcount > 0
+
+
+def _turn(r: sqlite3.Row) -> TurnRecord:
+    return TurnRecord(
+        started=r["started"],
+        message=r["message"],
+        reply=r["reply"],
+        is_error=bool(r["is_error"]),
+        log_file=r["log_file"],
+        session_id=r["session_id"],
+        cost_usd=r["cost_usd"],
+        injected=json.loads(r["injected"]),
+        tools=json.loads(r["tools"]),
+        status=r["status"],
+    )
+
+
+def _tools_json(tools: builtins.list[dict[str, Any]]) -> str:
+    return json.dumps(sanitize_data(tools), ensure_ascii=False)
 
 
 def _conversation(row: sqlite3.Row) -> Conversation:

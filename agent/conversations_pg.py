@@ -2,8 +2,9 @@
 
 `PostgresConversationStore` is the `ConversationBackend` twin of the SQLite `ConversationStore`
 (same contract, same suite in `tests/storage`): conversation id -> SDK session id, counters and
-turn history. `PostgresTurnLock` keeps the turns of one conversation in order across instances:
-a session-level advisory lock per conversation, held while a turn runs.
+turn history, a turn on record from its start. `PostgresTurnLock` keeps the turns of one
+conversation in order across instances: a session-level advisory lock per conversation, held
+while a turn runs; a lock that is free says no live instance runs a turn of it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,7 +20,7 @@ from typing import Any
 from psycopg.rows import DictRow
 from psycopg.types.json import Json
 
-from agent.conversations import Conversation, TurnRecord
+from agent.conversations import INTERRUPTED, RUNNING, Conversation, OpenTurn, TurnRecord
 from memory.notes.capture import sanitize, sanitize_data
 from storage.postgres import LOCK_CLASS_CONVERSATION_TURN, PostgresDatabase
 
@@ -56,6 +58,10 @@ MIGRATIONS: tuple[str, ...] = (
     # The turn's tool steps with their final state, so a reload shows refused and failed steps.
     "ALTER TABLE conversation_turns ADD COLUMN tools JSON NOT NULL DEFAULT '[]';"
     " ALTER TABLE conversation_turns ADD COLUMN status TEXT;",
+    # A turn is on record while it runs (status 'running'); `owner` is the pid that began it.
+    "ALTER TABLE conversation_turns ADD COLUMN owner INTEGER;"
+    " CREATE INDEX conversation_turns_open ON conversation_turns(status)"
+    " WHERE status = 'running';",
 )
 
 
@@ -137,26 +143,147 @@ class PostgresConversationStore:
                 (time.time(), cost_usd or 0.0, session_id, conversation_id),
             )
 
+    def begin_turn(
+        self,
+        conversation_id: str,
+        *,
+        started: float,
+        message: str,
+        log_file: str,
+        session_id: str | None,
+    ) -> tuple[int, TurnRecord | None]:
+        with self._db.transaction() as conn:
+            before = conn.execute(
+                "SELECT * FROM conversation_turns WHERE conversation_id = %s"
+                " ORDER BY id DESC LIMIT 1",
+                (conversation_id,),
+            ).fetchone()
+            row = conn.execute(
+                "INSERT INTO conversation_turns(conversation_id, started, message, reply,"
+                " is_error, log_file, session_id, status, owner)"
+                " VALUES (%s, %s, %s, '', false, %s, %s, %s, %s) RETURNING id",
+                (
+                    conversation_id,
+                    started,
+                    _text(sanitize(message)),
+                    _text(log_file),
+                    session_id,
+                    RUNNING,
+                    os.getpid(),
+                ),
+            ).fetchone()
+            conn.execute(
+                "UPDATE conversations SET updated = %s WHERE id = %s",
+                (time.time(), conversation_id),
+            )
+        assert row is not None
+        return int(row["id"]), _turn(before) if before is not None else None
+
+    def update_turn(
+        self,
+        turn_id: int,
+        *,
+        reply: str,
+        tools: builtins.list[dict[str, Any]],
+        session_id: str | None,
+    ) -> None:
+        with self._db.connection() as conn:
+            conn.execute(
+                "UPDATE conversation_turns SET reply = %s, tools = %s,"
+                " session_id = COALESCE(%s, session_id) WHERE id = %s AND status = %s",
+                (_text(sanitize(reply)), _tools(tools), session_id, turn_id, RUNNING),
+            )
+
+    def finish_turn(
+        self,
+        turn_id: int,
+        *,
+        reply: str,
+        is_error: bool,
+        session_id: str | None,
+        cost_usd: float | None,
+        injected: builtins.list[dict[str, Any]],
+        tools: builtins.list[dict[str, Any]],
+        status: str,
+    ) -> None:
+        with self._db.transaction() as conn:
+            row = conn.execute(
+                "SELECT conversation_id, status FROM conversation_turns WHERE id = %s FOR UPDATE",
+                (turn_id,),
+            ).fetchone()
+            if row is None:  # the conversation was deleted meanwhile
+                return
+            conn.execute(
+                "UPDATE conversation_turns SET reply = %s, is_error = %s,"
+                " session_id = COALESCE(%s, session_id), cost_usd = %s, injected = %s,"
+                " tools = %s, status = %s WHERE id = %s",
+                (
+                    _text(sanitize(reply)),
+                    is_error,
+                    session_id,
+                    cost_usd,
+                    Json(injected),
+                    _tools(tools),
+                    status,
+                    turn_id,
+                ),
+            )
+            count = 1 if row["status"] == RUNNING else 0  # marked interrupted: counted then
+            conn.execute(
+                "UPDATE conversations SET updated = %s, turns = turns + %s,"
+                " cost_usd = cost_usd + %s, session_id = COALESCE(%s, session_id) WHERE id = %s",
+                (time.time(), count, cost_usd or 0.0, session_id, row["conversation_id"]),
+            )
+
+    def open_turns(self, conversation_id: str | None = None) -> builtins.list[OpenTurn]:
+        rows = self._db.fetch(
+            "SELECT * FROM conversation_turns WHERE status = %s"
+            " AND (%s::text IS NULL OR conversation_id = %s) ORDER BY id",
+            (RUNNING, conversation_id, conversation_id),
+        )
+        return [
+            OpenTurn(
+                id=int(r["id"]),
+                conversation_id=r["conversation_id"],
+                started=r["started"],
+                session_id=r["session_id"],
+                reply=r["reply"],
+                tools=r["tools"],
+                owner=r["owner"],
+            )
+            for r in rows
+        ]
+
+    def mark_interrupted(
+        self,
+        turn_id: int,
+        *,
+        reply: str,
+        tools: builtins.list[dict[str, Any]],
+        session_id: str | None,
+    ) -> bool:
+        with self._db.transaction() as conn:
+            row = conn.execute(
+                "UPDATE conversation_turns SET reply = %s, tools = %s, is_error = true,"
+                " status = %s, session_id = COALESCE(%s, session_id)"
+                " WHERE id = %s AND status = %s RETURNING conversation_id",
+                (_text(sanitize(reply)), _tools(tools), INTERRUPTED, session_id, turn_id, RUNNING),
+            ).fetchone()
+            if row is None:
+                return False
+            conn.execute(
+                "UPDATE conversations SET updated = %s, turns = turns + 1,"
+                " session_id = COALESCE(%s, session_id) WHERE id = %s",
+                (time.time(), session_id, row["conversation_id"]),
+            )
+        return True
+
     def turns(self, conversation_id: str, limit: int = 500) -> builtins.list[TurnRecord]:
         rows = self._db.fetch(
             "SELECT * FROM conversation_turns WHERE conversation_id = %s ORDER BY id LIMIT %s",
             (conversation_id, limit),
         )
-        return [
-            TurnRecord(
-                started=r["started"],
-                message=r["message"],
-                reply=r["reply"],
-                is_error=bool(r["is_error"]),
-                log_file=r["log_file"],
-                session_id=r["session_id"],
-                cost_usd=r["cost_usd"],
-                injected=r["injected"],
-                tools=r["tools"],
-                status=r["status"],
-            )
-            for r in rows
-        ]
+        return [_turn(r) for r in rows]
 
     def delete(self, conversation_id: str) -> bool:
         with self._db.transaction() as conn:
@@ -180,6 +307,23 @@ class PostgresTurnLock:
         self._db = db
 
     @contextlib.asynccontextmanager
+    async def hold_if_free(self, conversation_id: str) -> AsyncIterator[bool]:
+        """Yields True holding the lock if no instance holds it, else False at once."""
+        key = (LOCK_CLASS_CONVERSATION_TURN, conversation_id)
+        async with self._db.aconnection() as conn:
+            cur = await conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s)) AS held", key)
+            row = await cur.fetchone()
+            held = bool(row and row["held"])
+            try:
+                yield held
+            finally:
+                if held:
+                    try:
+                        await conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
+                    except Exception:  # the connection is gone, and the lock with it
+                        logger.warning("could not unlock conversation %s", conversation_id)
+
+    @contextlib.asynccontextmanager
     async def hold(self, conversation_id: str) -> AsyncIterator[None]:
         key = (LOCK_CLASS_CONVERSATION_TURN, conversation_id)
         async with self._db.aconnection() as conn:
@@ -191,6 +335,25 @@ class PostgresTurnLock:
                     await conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
                 except Exception:  # the connection is gone, and the lock with it
                     logger.warning("could not unlock conversation %s", conversation_id)
+
+
+def _turn(r: DictRow) -> TurnRecord:
+    return TurnRecord(
+        started=r["started"],
+        message=r["message"],
+        reply=r["reply"],
+        is_error=bool(r["is_error"]),
+        log_file=r["log_file"],
+        session_id=r["session_id"],
+        cost_usd=r["cost_usd"],
+        injected=r["injected"],
+        tools=r["tools"],
+        status=r["status"],
+    )
+
+
+def _tools(tools: builtins.list[dict[str, Any]]) -> Json:
+    return Json(sanitize_data(tools))
 
 
 def _text(value: str) -> str:

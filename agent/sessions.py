@@ -10,6 +10,9 @@
   `replace_grace_seconds`.
 * The conversation -> SDK session id mapping is persisted, so after a restart the next message
   resumes the session and the model sees the earlier turns.
+* A chat turn is on record from its start, its steps as they happen (agent/journal.py); a turn
+  left running by a process that died shows as interrupted after a restart (found at start and
+  before the conversation's next turn), and that next turn tells the model so.
 * Several instances on one database (docs/postgres.md): transcripts go to a shared
   `SessionStore`, and a `TurnLock` orders one conversation's turns across instances; a client
   whose conversation moved on elsewhere is dropped and the next turn resumes from the store.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -32,9 +36,16 @@ from typing import Any, Literal, Protocol
 from claude_agent_sdk import ClaudeSDKClient, SessionKey, SessionStore
 
 from agent._turn import EventSink, TurnState
-from agent.conversations import ConversationBackend
+from agent.conversations import ConversationBackend, OpenTurn
 from agent.endpoint import EndpointChecker
 from agent.events import TurnResult
+from agent.journal import (
+    TurnJournal,
+    interrupted_note,
+    read_transcript_file,
+    recovered,
+    transcript_tail,
+)
 from agent.logs import RequestLogs
 from agent.options import (
     OptionsExtras,
@@ -67,6 +78,10 @@ class TurnLock(Protocol):
     until its turn is recorded."""
 
     def hold(self, conversation_id: str) -> AbstractAsyncContextManager[None]: ...
+
+    def hold_if_free(self, conversation_id: str) -> AbstractAsyncContextManager[bool]:
+        """Holds the lock and yields True if no instance holds it; else yields False at once."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,14 +253,14 @@ class _Actor:
 
     async def _connect(self, state: TurnState) -> None:
         manager = self.manager
-        known = await asyncio.to_thread(manager.store.get, self.conversation_id)
+        known = await manager.run_state(manager.store.get, self.conversation_id)
         resume = known.session_id if known else None
         self.turns_seen = known.turns if known else 0
         if resume:
             try:
                 await self._open(SessionStart(resume=resume), state)
                 self.session_id = resume
-                turns = await asyncio.to_thread(manager.store.turns, self.conversation_id)
+                turns = await manager.run_state(manager.store.turns, self.conversation_id)
                 self.cost_seen = sum(t.cost_usd or 0.0 for t in turns if t.session_id == resume)
                 return
             except Exception as exc:
@@ -298,16 +313,38 @@ class _Actor:
             "request",
             {"conversation_id": self.conversation_id, "message": turn.message, "kind": turn.kind},
         )
+        journal: TurnJournal | None = None
         async with contextlib.AsyncExitStack() as held:
             try:
                 await held.enter_async_context(manager.turn_slots)
                 if manager.turn_lock is not None:
                     # Taken inside a slot, so at most max_concurrent_turns lock connections.
                     await held.enter_async_context(manager.turn_lock.hold(self.conversation_id))
+                if turn.kind == "chat":
+                    # No turn of this conversation runs anywhere now: one still on record as
+                    # running was left by a process that died (counted: checked just below).
+                    await manager.recover_interrupted(self.conversation_id)
+                if manager.turn_lock is not None:
                     await self._drop_if_stale()
+                if turn.kind == "chat":
+                    journal = TurnJournal(
+                        manager.store,
+                        manager.run_state,
+                        lambda: (state.text_so_far(), state.step_records(), self.session_id),
+                    )
+                    await journal.begin(
+                        self.conversation_id,
+                        started=started,
+                        message=turn.message,
+                        log_file=str(log.path),
+                        session=self.session_id,
+                    )
+                    state.on_change = journal.changed
+                    state.prompt_note = interrupted_note(journal.previous)
                 self.current = state
                 try:
-                    await self._run_turn(turn, state)
+                    async with journal.running() if journal else contextlib.nullcontext():
+                        await self._run_turn(turn, state)
                 finally:
                     self.current = None
                 result = await self._finish(turn, state)
@@ -325,7 +362,7 @@ class _Actor:
             log.write("response", result.to_public())
             log.close()
             if turn.kind == "chat":
-                await self._record(turn, state, result, started)
+                await self._record(turn, state, result, started, journal)
         if turn.kind == "chat":
             # Recorded before the caller sees the reply, so its next message finds it.
             await manager._notify_turn(
@@ -335,23 +372,42 @@ class _Actor:
             turn.future.set_result(result)
 
     async def _record(
-        self, turn: _TurnRequest, state: TurnState, result: TurnResult, started: float
+        self,
+        turn: _TurnRequest,
+        state: TurnState,
+        result: TurnResult,
+        started: float,
+        journal: TurnJournal | None,
     ) -> None:
+        store = self.manager.store
         try:
-            await asyncio.to_thread(
-                self.manager.store.record_turn,
-                self.conversation_id,
-                started=started,
-                message=turn.message,
-                reply=result.reply,
-                is_error=result.is_error,
-                log_file=result.log_file,
-                session_id=result.session_id,
-                cost_usd=result.cost_usd,
-                injected=state.injected,
-                tools=list(result.steps),
-                status=result.status,
-            )
+            if journal is not None and journal.turn_id is not None:
+                await self.manager.run_state(
+                    store.finish_turn,
+                    journal.turn_id,
+                    reply=result.reply,
+                    is_error=result.is_error,
+                    session_id=result.session_id,
+                    cost_usd=result.cost_usd,
+                    injected=state.injected,
+                    tools=list(result.steps),
+                    status=result.status,
+                )
+            else:  # it could not be put on record when it started
+                await self.manager.run_state(
+                    store.record_turn,
+                    self.conversation_id,
+                    started=started,
+                    message=turn.message,
+                    reply=result.reply,
+                    is_error=result.is_error,
+                    log_file=result.log_file,
+                    session_id=result.session_id,
+                    cost_usd=result.cost_usd,
+                    injected=state.injected,
+                    tools=list(result.steps),
+                    status=result.status,
+                )
         except Exception:  # the caller still gets its reply; the history misses this turn
             logger.exception("could not record a turn of %s", self.conversation_id)
             return
@@ -363,7 +419,7 @@ class _Actor:
         the session from the shared store."""
         if self.client is None:
             return
-        known = await asyncio.to_thread(self.manager.store.get, self.conversation_id)
+        known = await self.manager.run_state(self.manager.store.get, self.conversation_id)
         if (known.turns if known else 0) != self.turns_seen:
             logger.info("conversation %s moved on elsewhere; resuming it", self.conversation_id)
             await self._disconnect()
@@ -393,7 +449,7 @@ class _Actor:
                 if turn.kind == "chat" and wanted != self.model:
                     await client.set_model(wanted)
                     self.model = wanted
-                await client.query(turn.message)
+                await client.query(state.prompt_note + turn.message)
                 async for message in client.receive_response():
                     await state.consume(message)
         except TimeoutError:
@@ -426,7 +482,7 @@ class _Actor:
             self.client = None
         if state.session_id and state.result is not None:
             self.session_id = state.session_id
-            await asyncio.to_thread(
+            await self.manager.run_state(
                 self.manager.store.set_session, self.conversation_id, state.session_id
             )
         outcome = state.outcome(timeout_seconds=settings.turn_timeout_seconds)
@@ -565,6 +621,68 @@ class SessionManager:
     def on_turn(self, listener: TurnListener) -> None:
         self._turn_listeners.append(listener)
 
+    async def run_state(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """A blocking conversation-state call, off the loop."""
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def recover_interrupted(self, conversation_id: str | None = None) -> int:
+        """Mark turns left running by a process that died as interrupted, with the steps that
+        ran and the text their transcript holds; returns how many.
+
+        With `conversation_id` the caller knows no turn of it runs (it holds the turn's place);
+        without, at start: a turn another live instance runs is left alone (on PostgreSQL its
+        conversation lock is held; on SQLite its process is alive)."""
+        found: list[OpenTurn] = await self.run_state(self.store.open_turns, conversation_id)
+        marked = 0
+        for turn in found:
+            if conversation_id is not None:
+                marked += await self._recover(turn)
+            elif self.turn_lock is not None:
+                async with self.turn_lock.hold_if_free(turn.conversation_id) as free:
+                    if free:
+                        marked += await self._recover(turn)
+            elif turn.owner in (None, os.getpid()) or not _process_alive(turn.owner):
+                marked += await self._recover(turn)
+        return marked
+
+    async def _recover(self, turn: OpenTurn) -> int:
+        entries: list[Any] = []
+        if turn.session_id:
+            try:
+                entries = await self._transcript(turn.session_id)
+            except Exception:
+                logger.warning("could not read the transcript of %s", turn.session_id)
+        tail = transcript_tail(entries, turn.started)
+        reply, tools = recovered(turn, tail)
+        done = await self.run_state(
+            self.store.mark_interrupted,
+            turn.id,
+            reply=reply,
+            tools=tools,
+            # The conversation resumes the session only if the CLI wrote it.
+            session_id=turn.session_id if tail.found else None,
+        )
+        if done:
+            logger.warning(
+                "a turn of %s was left unfinished by a process that stopped; marked interrupted",
+                turn.conversation_id,
+            )
+        return int(done)
+
+    async def _transcript(self, session_id: str) -> list[Any]:
+        if self.session_store is not None:
+            key: SessionKey = {
+                "project_key": str(self.settings.workspace_dir),
+                "session_id": session_id,
+            }
+            return list(await self.session_store.load(key) or [])
+        return await self.run_state(
+            read_transcript_file,
+            self.settings.agent_config_dir,
+            self.settings.workspace_dir,
+            session_id,
+        )
+
     def on_close(self, listener: CloseListener) -> None:
         """`listener(conversation_id, reason)` when a conversation ends (memory episodes)."""
         self._close_listeners.append(listener)
@@ -587,7 +705,7 @@ class SessionManager:
         `model`: this turn's model (None: the configured one)."""
         self.validate_message(message)
         conversation_id = await self.resolve_conversation(conversation_id, new_conversation)
-        await asyncio.to_thread(
+        await self.run_state(
             self.store.ensure, conversation_id, title=_title(message), source=source
         )
         return await self._submit(conversation_id, message, "chat", on_event, approver, model)
@@ -617,7 +735,7 @@ class SessionManager:
 
     async def compact(self, conversation_id: str) -> TurnResult:
         """Compact a conversation's session (Claude Code's /compact)."""
-        known = await asyncio.to_thread(self.store.get, conversation_id)
+        known = await self.run_state(self.store.get, conversation_id)
         if known is None or not known.session_id:
             return TurnResult(
                 reply="Nothing to compact yet.",
@@ -649,12 +767,12 @@ class SessionManager:
             actor.request_stop()
             await actor.done.wait()
         await self._notify_close(conversation_id, "deleted")
-        known = await asyncio.to_thread(self.store.get, conversation_id)
+        known = await self.run_state(self.store.get, conversation_id)
         if known is None:
             return False
         # Deleting a conversation forgets it: its transcripts (the CLI's verbatim record of every
         # message) go too, on disk and in a shared session store.
-        turns = await asyncio.to_thread(self.store.turns, conversation_id)
+        turns = await self.run_state(self.store.turns, conversation_id)
         sessions = {t.session_id for t in turns} | {known.session_id}
         sessions.discard(None)
         await asyncio.to_thread(
@@ -670,7 +788,7 @@ class SessionManager:
                     "session_id": session_id,
                 }
                 await self.session_store.delete(key)
-        return await asyncio.to_thread(self.store.delete, conversation_id)
+        return await self.run_state(self.store.delete, conversation_id)
 
     def live(self) -> list[LiveStatus]:
         return [
@@ -760,6 +878,16 @@ class SessionManager:
                 await listener(conversation_id, reason)
             except Exception:
                 logger.exception("close listener failed")
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return True
 
 
 def _title(message: str) -> str:

@@ -172,3 +172,97 @@ def test_concurrent_turns_from_two_stores_lose_nothing(open_store: Open) -> None
     for n in range(4):  # each writer's turns keep their order
         mine = [m for m in messages if m.startswith(f"w{n}-")]
         assert mine == [f"w{n}-{i}" for i in range(10)]
+
+
+def test_a_turn_is_on_record_from_its_start_and_counted_at_its_end(
+    store: ConversationBackend,
+) -> None:
+    store.ensure("c1", title="t", source="web")
+    _turn(store, "c1", "before", status="completed")
+    turn_id, previous = store.begin_turn(
+        "c1", started=1001.0, message="run the tests", log_file="/logs/c1.jsonl", session_id=None
+    )
+    assert previous is not None and previous.message == "before"
+    store.update_turn(
+        turn_id,
+        reply="Running them",
+        tools=[{"name": "Bash", "summary": "pytest", "status": "started"}],
+        session_id="s-1",
+    )
+    conv = store.get("c1")
+    assert conv is not None and conv.turns == 1  # not counted while it runs
+    running = store.turns("c1")[-1]
+    assert (running.message, running.reply, running.status) == (
+        "run the tests",
+        "Running them",
+        "running",
+    )
+    assert running.to_public()["status"] == "running"
+    assert running.tools == [{"name": "Bash", "summary": "pytest", "status": "started"}]
+    assert [t.id for t in store.open_turns()] == [turn_id]
+    store.finish_turn(
+        turn_id,
+        reply="All passed",
+        is_error=False,
+        session_id="s-1",
+        cost_usd=0.5,
+        injected=[],
+        tools=[{"name": "Bash", "summary": "pytest", "status": "ok"}],
+        status="completed",
+    )
+    done = store.turns("c1")[-1]
+    assert (done.reply, done.status, done.tools[0]["status"]) == ("All passed", "completed", "ok")
+    store.update_turn(turn_id, reply="late progress", tools=[], session_id=None)
+    assert store.turns("c1")[-1].reply == "All passed"  # a finished turn is never rewritten
+    conv = store.get("c1")
+    assert conv is not None and (conv.turns, conv.session_id) == (2, "s-1")
+    assert conv.cost_usd == pytest.approx(0.75)
+    assert store.open_turns() == []
+
+
+def test_a_turn_left_running_is_marked_interrupted_once_and_counted_once(
+    open_store: Open,
+) -> None:
+    crashed = open_store()
+    crashed.ensure("c1", title="t", source="web")
+    crashed.ensure("c2", title="t", source="web")
+    turn_id, previous = crashed.begin_turn(
+        "c1", started=1000.0, message="deploy", log_file="/l", session_id="s-7"
+    )
+    assert previous is None
+    crashed.begin_turn("c2", started=1000.0, message="other", log_file="/l", session_id=None)
+    crashed.close()
+    again = open_store()  # a restart
+    (left,) = again.open_turns("c1")
+    assert (left.id, left.conversation_id, left.session_id) == (turn_id, "c1", "s-7")
+    assert len(again.open_turns()) == 2
+    steps = [{"name": "Bash", "summary": "echo hi", "status": "ok", "detail": "hi"}]
+    assert again.mark_interrupted(turn_id, reply="Interrupted", tools=steps, session_id="s-7")
+    assert not again.mark_interrupted(turn_id, reply="again", tools=[], session_id=None)
+    (turn,) = again.turns("c1")
+    assert (turn.status, turn.is_error, turn.reply, turn.tools) == (
+        "interrupted",
+        True,
+        "Interrupted",
+        steps,
+    )
+    conv = again.get("c1")
+    assert conv is not None and (conv.turns, conv.session_id) == (1, "s-7")
+    # Its process finishing after all (it was alive) does not count the turn twice.
+    again.finish_turn(
+        turn_id,
+        reply="done",
+        is_error=False,
+        session_id=None,
+        cost_usd=None,
+        injected=[],
+        tools=[],
+        status="completed",
+    )
+    conv = again.get("c1")
+    assert conv is not None and conv.turns == 1
+    _, previous = again.begin_turn(
+        "c1", started=1002.0, message="next", log_file="/l", session_id=None
+    )
+    assert previous is not None and previous.message == "deploy"
+    assert [t.conversation_id for t in again.open_turns()] == ["c2", "c1"]

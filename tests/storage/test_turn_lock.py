@@ -51,3 +51,18 @@ async def test_a_cancelled_waiter_or_holder_leaves_no_lock_behind(pg_db: Postgre
         await holder
     async with asyncio.timeout(2):
         await _hold(b, "c1", 0.0)
+
+
+async def test_a_free_lock_is_taken_at_once_and_a_held_one_is_reported(
+    pg_db: PostgresDatabase,
+) -> None:
+    a, b = PostgresTurnLock(pg_db), PostgresTurnLock(pg_db)
+    async with asyncio.timeout(2):
+        async with a.hold("c1"), b.hold_if_free("c1") as free:
+            assert free is False
+        async with b.hold_if_free("c1") as free:
+            assert free is True
+            async with a.hold_if_free("c1") as other:
+                assert other is False
+        async with a.hold_if_free("c1") as free:  # released again
+            assert free is True

@@ -222,10 +222,13 @@ async function loadConversation(id) {
   showHeader(data);
   clear(ui.messages);
   for (const turn of data.history) {
+    // The turn streaming on this page is shown from its own view below.
+    if (turn.status === "running" && state.busy?.conversationId === id) continue;
     const view = createTurn(turn.message);
     view.showMemory(turn.injected || []);
     // The turn's tool steps, refused and failed ones included, as they ended.
     (turn.tools || []).forEach((step, i) => view.tool({ tool_use_id: `saved-${i}`, ...step }));
+    if (turn.status === "running") continue; // on record as it runs: its end comes later
     view.finish({
       reply: turn.reply,
       is_error: turn.is_error,
@@ -240,7 +243,8 @@ async function loadConversation(id) {
   } else if (!data.history.length && !data.running) {
     showEmpty();
   }
-  if (data.running && state.busy?.conversationId !== id) {
+  const running = data.running || data.history.at(-1)?.status === "running";
+  if (running && state.busy?.conversationId !== id) {
     // A reply is being written (started before a reload, or from elsewhere): check back soon.
     ui.messages.append(h("p", { class: "notice" }, "A reply is still being written…"));
     state.pollTimer = setTimeout(() => loadConversation(id), 2000);
@@ -461,6 +465,7 @@ function createTurn(message) {
       const bits = [];
       if (stopped) bits.push(h("span", { class: "badge badge-stopped" }, "Stopped"));
       else if (status === "timed_out") bits.push(h("span", { class: "badge badge-error" }, "Timed out"));
+      else if (status === "interrupted") bits.push(h("span", { class: "badge badge-error" }, "Interrupted"));
       else if (is_error) bits.push(h("span", { class: "badge badge-error" }, "Error"));
       if (started) bits.push(h("span", {}, new Date(started * 1000).toLocaleString()));
       if (cost_usd) bits.push(h("span", {}, formatCost(cost_usd)));
