@@ -181,7 +181,7 @@ def build_container(settings: Settings, *, rescans_in_background: bool = False) 
         logs=RequestLogs(settings.logs_dir),
         policy=PolicyConfig.from_settings(settings),
         extras_factory=lambda cid, current: memory_extras(
-            injector, memory, cid, current, is_resumed=is_resumed
+            injector, memory, cid, current, is_resumed=is_resumed, pending=pending
         ),
         session_store=shared.session_store if shared else None,
         turn_lock=shared.turn_lock if shared else None,

@@ -34,6 +34,12 @@ logger = logging.getLogger(__name__)
 
 EventSink = Callable[[TurnEvent], Awaitable[None]]
 
+UNTRUSTED_READS = frozenset(
+    {"WebFetch", "WebSearch", "Read", "Grep", "Glob", "LS", "Bash", "NotebookRead"}
+)
+"""Tools whose results are outside text (web pages, files, command output): what a memory
+change made after them may have been steered by (docs/permissions.md, "Memory")."""
+
 
 def summarize_tool_input(name: str, tool_input: Mapping[str, Any], limit: int = 120) -> str:
     """A short, human-readable line for a tool call (shown in the web page and Feishu card)."""
@@ -109,6 +115,7 @@ class TurnState:
         # Permission hooks run inside the SDK's callback; their events wait for the next message.
         self._pending: list[TurnEvent] = []
         self.injected: list[dict[str, str]] = []
+        self.memory_changes: list[dict[str, Any]] = []
         # Called when the turn's text, steps or session change (its record: agent/journal.py).
         self.on_change: Callable[[], None] | None = None
         # Put before the user's words in the prompt: the last turn was interrupted.
@@ -161,6 +168,23 @@ class TurnState:
         self.log.write("memory", {"notes": list(notes), "context": text})
         if self.sink is not None and notes:
             self._pending.append(MemoryInjected(tuple(dict(n) for n in notes)))
+
+    def record_memory_change(self, change: dict[str, Any]) -> None:
+        """A memory change the agent made or proposed this turn (agent/memory_tools.py), with
+        the tools that read outside input before it (web pages, files, command output: what
+        may have steered it)."""
+        read = sorted({s["name"] for s in self.steps.values() if s["name"] in UNTRUSTED_READS})
+        entry = {**change, "read": read}
+        self.memory_changes.append(entry)
+        self.log.write("memory_change", entry)
+
+    def memory_waiting(self) -> tuple[str, ...]:
+        """One line per change of this turn that waits for the person."""
+        return tuple(
+            f"{c['title']}: it {c['why']} ({c['pending_id']})"
+            for c in self.memory_changes
+            if c.get("status") == "waiting"
+        )
 
     async def flush_pending(self) -> None:
         pending, self._pending = self._pending, []
@@ -288,4 +312,5 @@ class TurnState:
             crashed=self.crashed,
             notices=tuple(self.notices),
             unreachable=self.unreachable,
+            memory_waiting=self.memory_waiting(),
         )

@@ -85,6 +85,9 @@ class TurnResult:
     """Tool calls that ran and reported an error, same shape."""
     steps: tuple[dict[str, str], ...] = ()
     """Every tool step with its final state (`name, summary, status, detail`), for history."""
+    memory_changes: tuple[dict[str, Any], ...] = ()
+    """The turn's memory changes (agent/memory_tools.py): made (`status: done`, with the
+    request that undoes it) or waiting for the person (`status: waiting`, `pending_id`)."""
     kind: Literal["result"] = "result"
 
     def to_public(self) -> dict[str, Any]:
@@ -99,6 +102,7 @@ class TurnResult:
             "failed": list(self.failed),
             "log_file": self.log_file,
             "cost_usd": self.cost_usd,
+            "memory_changes": [dict(c) for c in self.memory_changes],
         }
 
 

@@ -27,7 +27,9 @@ from memory.notes.capture import sanitize_data
 
 logger = logging.getLogger(__name__)
 
-RecordType = Literal["request", "message", "permission", "memory", "error", "response"]
+RecordType = Literal[
+    "request", "message", "permission", "memory", "memory_change", "error", "response"
+]
 
 _MAX_DEPTH = 20
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+")

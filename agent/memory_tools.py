@@ -2,6 +2,12 @@
 
 Tool names as the model sees them: `mcp__memory__memory_search`, `..._get`, `..._save`,
 `..._update`, `..._deprecate`. Results are compact text; store calls run in a thread.
+
+The agent's reach is limited (`memory.reach`, docs/permissions.md "Memory"): a pin, a change of
+the person's own files, of a pinned note or of a note the person wrote, and more than
+`CHANGE_LIMIT` changes of existing notes in one turn wait for the person as pending changes,
+and the tool says plainly that nothing was done. Every change made or proposed is listed with
+the turn (`TurnLedger`), with the one request that undoes it.
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from claude_agent_sdk import SdkMcpTool, create_sdk_mcp_server, tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -17,8 +23,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from errors import ClaudeMemoryError
 from memory.backend import MemoryBackend
 from memory.history import ChangeSource, acting_as, conversation_source
+from memory.history_store import HistoryStore
 from memory.inputs import SearchText, Text, between, describe
-from memory.model import NoteDraft
+from memory.loop.entities import ChangeAction, PendingEntity, PendingStore
+from memory.model import Note, NoteDraft
+from memory.reach import (
+    ChangeBudget,
+    Waits,
+    over_limit,
+    person_made,
+    propose_change,
+    propose_save,
+    refused_answer,
+    review_change,
+    review_save,
+    waiting_answer,
+)
+from memory.search.ranking import check_updatable, clean_changes
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +113,12 @@ class DeprecateArgs(_Args):
     superseded_by: Text | None = Field(default=None, description="Id of the note that replaces it.")
 
 
+class TurnLedger(Protocol):
+    """The running turn (agent/_turn.py `TurnState`): where its memory changes are listed."""
+
+    def record_memory_change(self, change: dict[str, Any]) -> None: ...
+
+
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
     """The tool's JSON schema, limits included, from the same model that checks the call."""
     return model.model_json_schema()
@@ -128,9 +155,104 @@ def build_memory_tools(
     default_scope: str = "user",
     source: str = "agent",
     conversation_id: str | None = None,
+    pending: PendingStore | None = None,
+    current_turn: Callable[[], TurnLedger | None] | None = None,
 ) -> list[SdkMcpTool[Any]]:
+    """`pending`: where changes that wait for the person go (None: they are refused);
+    `current_turn`: the running turn, which lists the changes and bounds how many existing
+    notes one turn changes."""
     # the notes' history names this door and conversation (web chat or Feishu)
     who = conversation_source(conversation_id) if conversation_id else ChangeSource("chat")
+    proposer = f"conversation:{conversation_id}" if conversation_id else source
+    budget = ChangeBudget()
+    history = HistoryStore(pending.db) if pending is not None else None
+
+    def turn() -> TurnLedger | None:
+        return current_turn() if current_turn is not None else None
+
+    def listed(change: dict[str, Any]) -> None:
+        ledger = turn()
+        if ledger is not None:
+            ledger.record_memory_change(change)
+
+    def undo_of(note_id: str) -> dict[str, str] | None:
+        """The request that puts the note back as it was before the change just made: a
+        restore of the version before it."""
+        latest = history.latest(note_id) if history is not None else None
+        if latest is None or latest.number < 2:
+            return None
+        path = f"/api/memories/{note_id}/history/{latest.number - 1}/restore"
+        return {"method": "POST", "path": path}
+
+    def made(action: ChangeAction, note_id: str, title: str) -> dict[str, Any]:
+        undo = (
+            {"method": "DELETE", "path": f"/api/memories/{note_id}"}
+            if action == "save"
+            else undo_of(note_id)
+        )
+        return {
+            "action": action,
+            "note_id": note_id,
+            "title": title or store.get(note_id).title,
+            "status": "done",
+            "undo": undo,
+        }
+
+    def waiting(entity: PendingEntity) -> dict[str, Any]:
+        return {
+            "action": entity.action,
+            "note_id": entity.target,
+            "title": entity.title,
+            "status": "waiting",
+            "pending_id": entity.id,
+            "why": entity.why,
+            "confirm": {"method": "POST", "path": f"/api/memories/pending/{entity.id}/confirm"},
+            "undo": {"method": "POST", "path": f"/api/memories/pending/{entity.id}/reject"},
+        }
+
+    async def wait(
+        propose: Callable[[PendingStore], PendingEntity], waits: Waits
+    ) -> dict[str, Any]:
+        """A change for the person: pending, listed, and the model told plainly."""
+        if pending is None:
+            return _text(refused_answer(waits), error=True)
+        entity = await asyncio.to_thread(propose, pending)
+        listed(waiting(entity))
+        return _text(waiting_answer(entity))
+
+    async def list_made(action: ChangeAction, note_id: str, title: str) -> None:
+        listed(await asyncio.to_thread(made, action, note_id, title))
+
+    def read_target(note_id: str) -> tuple[Note, bool]:
+        """The note a change is about, and whether the person wrote or confirmed it."""
+        note = store.get(note_id)
+        latest = history.latest(note.id) if history is not None else None
+        return note, person_made(note, latest)
+
+    async def change_existing(
+        action: ChangeAction,
+        note_id: str,
+        change: dict[str, Any],
+        apply: Callable[[], Note],
+    ) -> dict[str, Any] | Note:
+        """Make a change of an existing note, or have it wait; the changed note, or the
+        answer that it waits."""
+        note, persons = await asyncio.to_thread(read_target, note_id)
+        waits = review_change(note, change if action == "update" else None, persons=persons)
+        if waits is None and not budget.take(turn()):
+            waits = over_limit(budget.limit)
+        if waits is not None:
+            held = waits
+            return await wait(
+                lambda p: propose_change(p, action, note, change, held, source=proposer), held
+            )
+        try:
+            changed = await asyncio.to_thread(apply)
+        except BaseException:
+            budget.give_back()
+            raise
+        await list_made(action, changed.id, changed.title)
+        return changed
 
     def _guarded(
         model: type[A], fn: Callable[[A], Awaitable[dict[str, Any]]]
@@ -195,9 +317,29 @@ def build_memory_tools(
             source=source,
             supersedes=about if relation == "updates" else None,
         )
-        result = await asyncio.to_thread(store.save, draft)
+        waits = review_save(draft.tags)
+        old: Note | None = None
+        if waits is None and relation == "updates" and about:
+            # replacing a note changes it: the same reach as an edit
+            target, persons = await asyncio.to_thread(read_target, about)
+            old = target
+            waits = review_change(target, persons=persons)
+            if waits is None and not budget.take(turn()):
+                waits = over_limit(budget.limit)
+        if waits is not None:
+            held = waits
+            return await wait(lambda p: propose_save(p, draft, held, source=proposer), held)
+        try:
+            result = await asyncio.to_thread(store.save, draft)
+        except BaseException:
+            if old is not None:
+                budget.give_back()
+            raise
         if result.deduplicated:
             return _text(f"Already remembered as [{result.id}] (updated its access count).")
+        await list_made("save", result.id, draft.title or "")
+        if old is not None:
+            await list_made("supersede", old.id, old.title)
         if result.conflicts_with or result.replaced:  # the old note is kept either way
             return _text(result.notice())
         if relation == "updates":
@@ -209,15 +351,38 @@ def build_memory_tools(
         changes = args.model_dump(exclude_unset=True, exclude={"id", "content"})
         if args.content is not None:
             changes["body"] = args.content
-        note = await asyncio.to_thread(store.update, args.id, **changes)
-        return _text(f"Updated [{note.id}] {note.title}.")
+        # the store's own checks first (nothing to change, a credential left, too long): a
+        # change that cannot be made is refused, not proposed
+        check_updatable(changes)
+        await asyncio.to_thread(
+            clean_changes, dict(changes), max_note_bytes=store.config.max_note_bytes
+        )
+        done = await change_existing(
+            "update", args.id, changes, lambda: store.update(args.id, **changes)
+        )
+        if isinstance(done, dict):
+            return done
+        return _text(f"Updated [{done.id}] {done.title}.")
 
     async def deprecate(args: DeprecateArgs) -> dict[str, Any]:
         if args.superseded_by:
-            note = await asyncio.to_thread(store.supersede, args.id, args.superseded_by)
-            return _text(f"[{note.id}] is now superseded by [{args.superseded_by}].")
-        note = await asyncio.to_thread(store.deprecate, args.id, args.reason)
-        return _text(f"[{note.id}] is deprecated; search leaves it out from now on.")
+            by = args.superseded_by
+            done = await change_existing(
+                "supersede", args.id, {"by": by}, lambda: store.supersede(args.id, by)
+            )
+            if isinstance(done, dict):
+                return done
+            return _text(f"[{done.id}] is now superseded by [{by}].")
+        reason = args.reason
+        done = await change_existing(
+            "deprecate",
+            args.id,
+            {"reason": reason},
+            lambda: store.deprecate(args.id, reason),
+        )
+        if isinstance(done, dict):
+            return done
+        return _text(f"[{done.id}] is deprecated; search leaves it out from now on.")
 
     return [
         tool(
@@ -278,11 +443,20 @@ def _check_decision(
 
 
 def memory_mcp_server(
-    store: MemoryBackend, *, default_scope: str = "user", conversation_id: str | None = None
+    store: MemoryBackend,
+    *,
+    default_scope: str = "user",
+    conversation_id: str | None = None,
+    pending: PendingStore | None = None,
+    current_turn: Callable[[], TurnLedger | None] | None = None,
 ) -> Any:
     return create_sdk_mcp_server(
         SERVER_NAME,
         tools=build_memory_tools(
-            store, default_scope=default_scope, conversation_id=conversation_id
+            store,
+            default_scope=default_scope,
+            conversation_id=conversation_id,
+            pending=pending,
+            current_turn=current_turn,
         ),
     )

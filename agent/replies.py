@@ -5,7 +5,8 @@ an interruption or execution error > "done, no text output". A turn that failed 
 reads as success, and text is never repeated when the result echoes the assistant.
 
 Every refused or failed tool call is stated next to whatever the model wrote, so a model that
-claims success after a refusal cannot hide it. A stopped turn reads "Stopped", not as a crash.
+claims success after a refusal cannot hide it; so is every memory change that waits for the
+person. A stopped turn reads "Stopped", not as a crash.
 No server path appears in the text: the log file travels in its own field.
 """
 
@@ -62,6 +63,9 @@ class TurnOutcome:
     unreachable: str | None = None
     """Why the model endpoint could not be reached when the turn was to start (agent/endpoint.py):
     the turn never reached the CLI."""
+    memory_waiting: tuple[str, ...] = ()
+    """Memory changes the model asked for that wait for the person (memory.reach), one line
+    each: stated with the reply, so a model that claims it changed the memory cannot hide it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,12 @@ class Reply:
 def build_reply(outcome: TurnOutcome, *, base_url: str | None = None) -> Reply:
     """Choose the reply text, error flag and status for a finished turn."""
     reply = _core_reply(outcome, base_url)
+    if outcome.memory_waiting:
+        reply = Reply(
+            "\n\n".join([reply.text, _waiting_section(outcome.memory_waiting)]),
+            reply.is_error,
+            reply.status,
+        )
     if outcome.notices:
         return Reply("\n\n".join([*outcome.notices, reply.text]), reply.is_error, reply.status)
     return reply
@@ -118,6 +128,14 @@ def _core_reply(o: TurnOutcome, base_url: str | None) -> Reply:
     if not text and ending:  # the headline first when the model said nothing
         parts = [ending, *[p for p in (steps,) if p]]
     return Reply("\n\n".join(parts), status != "completed", status)
+
+
+def _waiting_section(waiting: tuple[str, ...]) -> str:
+    lines = ["Waiting for your confirmation (memory page, Pending; not done):"]
+    lines += [f"- {_one_line(w, 200)}" for w in waiting[:_LISTED]]
+    if len(waiting) > _LISTED:
+        lines.append(f"- … and {len(waiting) - _LISTED} more")
+    return "\n".join(lines)
 
 
 def _failures_section(failures: tuple[ToolFailure, ...]) -> str:

@@ -506,6 +506,7 @@ class _Actor:
             refused=tuple(f.to_public() for f in outcome.tool_failures if f.denied),
             failed=tuple(f.to_public() for f in outcome.tool_failures if not f.denied),
             steps=tuple(state.step_records()),
+            memory_changes=tuple(state.memory_changes),
         )
 
     def _turn_cost(self, session_total: float | None) -> float | None:

@@ -60,8 +60,14 @@ DOORS: Final = (
     "cli",  # claude-memory memory ...
     "import",  # claude-memory memory import / import-native
     "hand edit",  # a note file changed on disk by a person or another program
+    "feishu-user",  # the person's own Feishu command or card choice (/remember, Keep)
     "unknown",
 )
+
+PERSON_DOORS: Final = frozenset({"web", "cli", "import", "hand edit", "feishu-user"})
+"""Doors where the person acts (the page, the CLI, their files, their own Feishu taps); the
+others are a model's tools and the hooks, whose text a prompt can steer (docs/permissions.md,
+"Memory")."""
 
 HAND_EDIT: Final = ChangeSource("hand edit")
 
@@ -82,6 +88,11 @@ def acting_as(source: ChangeSource) -> Iterator[ChangeSource]:
 
 def current_source() -> ChangeSource | None:
     return _SOURCE.get()
+
+
+def by_person(source: ChangeSource) -> bool:
+    """Whether `source` is the person acting, not a model or a hook."""
+    return source.door in PERSON_DOORS
 
 
 def conversation_source(conversation_id: str) -> ChangeSource:

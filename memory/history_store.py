@@ -147,6 +147,15 @@ class HistoryStore:
         )
         return str(rows[0]["digest"]) if rows else None
 
+    def latest(self, note_id: str) -> Version | None:
+        """The newest version (None when the note has no history)."""
+        rows = self.state.read(
+            f"SELECT {_COLUMNS} FROM mem_note_versions WHERE note_id = ?"
+            " ORDER BY version DESC LIMIT 1",
+            (note_id,),
+        )
+        return _version(rows[0]) if rows else None
+
     def versions(self, note_id: str) -> list[Version]:
         """A note's versions, newest first (empty when it has none)."""
         rows = self.state.read(

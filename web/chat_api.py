@@ -49,6 +49,12 @@ class ChatResponse(BaseModel):
     failed: list[ToolIssue] = Field(description="Tool calls that ran and reported an error.")
     log_file: str = Field(description="This request's JSONL log on the server.")
     cost_usd: float | None = Field(description="This turn's own cost (not a running total).")
+    memory_changes: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The turn's memory changes: `status` done (with `undo`, the request that "
+        "puts the note back) or waiting for the person (`pending_id`, `why`, `confirm`, "
+        "`undo`); `read`: the tools that read outside input before it in the turn.",
+    )
 
 
 def _sessions(request: Request) -> SessionManager:

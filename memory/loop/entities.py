@@ -8,6 +8,7 @@ Only user messages are scanned: the assistant's words are never the user's decis
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -20,7 +21,7 @@ from memory import _text
 from memory._record import record
 from memory.backend import StateBackend
 from memory.model import NoteDraft
-from memory.notes.capture import clean_message
+from memory.notes.capture import clean_message, sanitize, sanitize_data, without_credentials
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend
@@ -31,6 +32,10 @@ MAX_SCAN_CHARS = 4000
 
 EntityType = Literal["decision", "preference", "architecture"]
 PendingStatus = Literal["pending", "confirmed", "rejected"]
+ChangeAction = Literal["save", "update", "deprecate", "supersede"]
+"""What a pending entry does when confirmed: `save` a new note (a capture, or a model's note
+that waits, such as a pin), or change an existing one (`target`) as a model asked
+(memory.reach)."""
 
 
 def pending_filter(status: str) -> PendingStatus | None:
@@ -152,6 +157,18 @@ class PendingEntity:
     status: PendingStatus
     created: float
     note_id: str | None
+    action: ChangeAction = "save"
+    target: str | None = None
+    """The note an `update`, `deprecate` or `supersede` changes."""
+    change: str = ""
+    """JSON: a model's note (`save`) or the change's fields, as the model asked for them."""
+    why: str = ""
+    """Why a model's change waits for the person ("pins a note ..."); "" for a capture."""
+
+    @property
+    def proposed(self) -> bool:
+        """A model's change waiting for the person, not a capture of their own words."""
+        return bool(self.why)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -165,9 +182,14 @@ class PendingEntity:
             "status": self.status,
             "created": self.created,
             "note_id": self.note_id,
+            "action": self.action,
+            "target": self.target,
+            "why": self.why,
         }
 
     def draft(self) -> NoteDraft:
+        if self.action == "save" and self.change:
+            return NoteDraft(**json.loads(self.change))
         return entity_draft(
             self.content, self.title, self.type, scope=self.scope, source=self.source
         )
@@ -234,6 +256,80 @@ class PendingStore:
             )
         return entity
 
+    def propose(
+        self,
+        action: ChangeAction,
+        *,
+        title: str,
+        content: str,
+        change: dict[str, Any],
+        why: str,
+        source: str,
+        target: str | None = None,
+        type: str = "general",
+        scope: str = "user",
+    ) -> PendingEntity:
+        """A model's change that waits for the person (memory.reach): `content` says what it
+        does in words a person reads, `change` holds it (JSON) to apply on confirm. The same
+        change already pending is that entry. Its text is kept as a note's is: redacted, and
+        refused while a credential is left in it (`CredentialError`)."""
+        content = without_credentials("content", sanitize(content))
+        title = sanitize(title)
+        change = sanitize_data(change)
+        entity = PendingEntity(
+            id=f"pend_{os.urandom(6).hex()}",
+            type=type,
+            title=title,
+            content=content,
+            confidence=1.0,
+            scope=scope,
+            source=source,
+            status="pending",
+            created=time.time(),
+            note_id=None,
+            action=action,
+            target=target,
+            change=json.dumps(change, ensure_ascii=False, sort_keys=True),
+            why=why,
+        )
+        with self.db.write() as db:
+            duplicate = db.execute(
+                "SELECT * FROM mem_pending WHERE status = 'pending' AND action = ?"
+                " AND change = ? AND content = ?",
+                (entity.action, entity.change, entity.content),
+            ).fetchone()
+            if duplicate is not None and duplicate["target"] == target:
+                return _pending(duplicate)
+            db.execute(
+                "INSERT INTO mem_pending(id, type, title, content, confidence, scope, source,"
+                " status, created, action, target, change, why)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
+                (
+                    entity.id,
+                    entity.type,
+                    entity.title,
+                    entity.content,
+                    entity.confidence,
+                    entity.scope,
+                    entity.source,
+                    entity.created,
+                    entity.action,
+                    entity.target,
+                    entity.change,
+                    entity.why,
+                ),
+            )
+        return entity
+
+    def unclaim(self, pending_id: str) -> None:
+        """A confirmed change that could not be applied is pending again."""
+        with self.db.write() as db:
+            db.execute(
+                "UPDATE mem_pending SET status = 'pending', note_id = NULL"
+                " WHERE id = ? AND status = 'confirmed'",
+                (pending_id,),
+            )
+
     def list(
         self, status: PendingStatus | None = "pending", limit: int = 100
     ) -> list[PendingEntity]:
@@ -294,6 +390,10 @@ def confirm_pending(
         return entity, entity.note_id, True
     if entity.status == "rejected":
         pending.resolve(pending_id, "confirmed")  # raises the ConflictError
+    if entity.action != "save":
+        if content is not None:
+            raise InvalidInputError("only a new note can be reworded; discard this change")
+        return _apply_change(store, pending, entity)
     draft = entity.draft()
     if content is not None:
         if not content.strip():
@@ -309,6 +409,29 @@ def confirm_pending(
     return resolved, saved.id, saved.deduplicated
 
 
+def _apply_change(
+    store: MemoryBackend, pending: PendingStore, entity: PendingEntity
+) -> tuple[PendingEntity, str, bool]:
+    """A model's change of an existing note, confirmed: claimed first (a reject racing it
+    cannot win too), then made through the store (its history records who confirmed); if it
+    cannot be made (the note was deleted since) the claim is undone and the error raised."""
+    target = entity.target or ""
+    claimed = pending.resolve(entity.id, "confirmed", target)
+    fields = json.loads(entity.change or "{}")
+    try:
+        match entity.action:
+            case "update":
+                store.update(target, **fields)
+            case "deprecate":
+                store.deprecate(target, fields.get("reason"))
+            case "supersede":
+                store.supersede(target, str(fields["by"]))
+    except BaseException:
+        pending.unclaim(entity.id)
+        raise
+    return claimed, target, False
+
+
 def _pending(row: Any) -> PendingEntity:
     return PendingEntity(
         id=row["id"],
@@ -321,6 +444,10 @@ def _pending(row: Any) -> PendingEntity:
         status=row["status"],
         created=row["created"],
         note_id=row["note_id"],
+        action=row["action"] or "save",
+        target=row["target"],
+        change=row["change"] or "",
+        why=row["why"] or "",
     )
 
 

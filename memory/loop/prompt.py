@@ -409,6 +409,13 @@ class MemoryLoop:
                 self._after_answer(lambda: self.store.record_access(used))
         return render(brief, recall)
 
+    def _person_made(self, notes: Sequence[Note]) -> list[Note]:
+        from memory.history_store import HistoryStore
+        from memory.reach import person_made
+
+        history = HistoryStore(self.episodes.db)
+        return [n for n in notes if person_made(n, history.latest(n.id))]
+
     def compacted(self, key: str) -> None:
         """The model lost what was injected: allow everything again, brief included."""
         self.windows.clear(key)
@@ -416,6 +423,10 @@ class MemoryLoop:
     def _brief(self, key: str, place: Place, *, resumed: bool, budget: int) -> Part:
         notes = self.store.list(scope="user", status="active", limit=200, sort="updated")
         pinned = self.store.list(tag=PIN_TAG, status="active", limit=PINNED_NOTES, sort="updated")
+        # what the brief presents as the person's own (their files, their pins) must be theirs:
+        # a note a model wrote or last changed comes only as recalled data (memory.reach)
+        notes = self._person_made(user_notes(notes))
+        pinned = self._person_made(pinned_notes(pinned, place.scope))
         if resumed:
             sessions = self.episodes.summaries(key=key, limit=1)
         else:

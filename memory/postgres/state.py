@@ -145,6 +145,13 @@ MIGRATIONS: tuple[str, ...] = (
         imported DOUBLE PRECISION NOT NULL
     )
     """,
+    """
+    -- a model's memory change that waits for the person (memory.reach)
+    ALTER TABLE mem_pending ADD COLUMN action TEXT NOT NULL DEFAULT 'save';
+    ALTER TABLE mem_pending ADD COLUMN target TEXT;
+    ALTER TABLE mem_pending ADD COLUMN change TEXT NOT NULL DEFAULT '';
+    ALTER TABLE mem_pending ADD COLUMN why TEXT NOT NULL DEFAULT ''
+    """,
 )
 
 

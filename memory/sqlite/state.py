@@ -126,6 +126,14 @@ _MIGRATIONS: tuple[str, ...] = (
         imported REAL NOT NULL
     )
     """,
+    """
+    -- a model's memory change that waits for the person (memory.reach): a pending entry
+    -- that is not a new note holds what to do to which note
+    ALTER TABLE mem_pending ADD COLUMN action TEXT NOT NULL DEFAULT 'save';
+    ALTER TABLE mem_pending ADD COLUMN target TEXT;
+    ALTER TABLE mem_pending ADD COLUMN change TEXT NOT NULL DEFAULT '';
+    ALTER TABLE mem_pending ADD COLUMN why TEXT NOT NULL DEFAULT ''
+    """,
 )
 
 

@@ -9,6 +9,7 @@ from agent.memory_tools import build_memory_tools
 from memory.config import MemoryConfig
 from memory.conflicts import ConflictStore
 from memory.history_store import HistoryStore
+from memory.loop.entities import PendingStore
 from memory.model import NoteDraft
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
@@ -39,7 +40,7 @@ async def test_the_model_says_what_a_save_updates_or_repeats_and_the_store_check
     state = StateDB(tmp_path / "home" / "state.db")
     with MemoryStore.open(MemoryConfig.for_home(tmp_path / "home", fsync=False)) as store:
         store.attach_history(HistoryStore(state))
-        tools = build_memory_tools(store, conversation_id="c-1")
+        tools = build_memory_tools(store, conversation_id="c-1", pending=PendingStore(state))
         [save] = [t for t in tools if t.name == "memory_save"]
 
         async def said(args: dict[str, object]) -> str:
