@@ -110,6 +110,7 @@ from bridge.strings import Locale, both, t
 from errors import ClaudeMemoryError, ConfigurationError
 from memory.backend import MemoryBackend
 from memory.conflicts import ConflictStore
+from memory.history import ChangeSource, acting_as
 from memory.loop.entities import PendingEntity, PendingStore, confirm_pending
 from memory.model import NoteDraft, SaveResult
 from memory.notes.capture import RedactingFilter
@@ -1634,7 +1635,7 @@ class FeishuBridge:
             nonce = secrets.token_urlsafe(12)
             control = _Control("pending", msg, conversation_id, pending=entity)
             self._controls[nonce] = control
-            card = _pending_card(msg.locale, entity.content, nonce)
+            card = _pending_card(msg.locale, _pending_text(entity), nonce)
             try:
                 control.shown(
                     await self._sender.reply(
@@ -1767,12 +1768,14 @@ class FeishuBridge:
                 return _toast("edit_empty", lang, "error"), None
             if choice in ("keep", "edit"):
                 corrected = edited if choice == "edit" else None
-                _resolved, note_id, _dup = await _db(
-                    functools.partial(confirm_pending, content=corrected),
-                    memory,
-                    pending,
-                    entity.id,
-                )
+                # the person's own tap: their history door (a model's change becomes theirs)
+                with acting_as(ChangeSource("feishu-user", control.conversation_id)):
+                    _resolved, note_id, _dup = await _db(
+                        functools.partial(confirm_pending, content=corrected),
+                        memory,
+                        pending,
+                        entity.id,
+                    )
                 if corrected is not None:
                     content = escape_card_markdown(clip(corrected.strip(), 500))
                 control.done = True
@@ -2067,6 +2070,14 @@ def _conflict_card(lang: Locale, new: str, old: str, nonce: str) -> dict[str, An
 
 
 EDIT_MAX_CHARS = 1000  # an input holds at most 1,000 characters ("输入框", max_length)
+
+
+def _pending_text(entity: PendingEntity) -> str:
+    """A capture's words, or what a model's change would do and why it waits for the person
+    (memory.reach)."""
+    if not entity.proposed:
+        return entity.content
+    return f"{entity.title}\n{entity.content}\n\n(waits for you: it {entity.why})"
 
 
 def _pending_card(lang: Locale, content: str, nonce: str) -> dict[str, Any]:
