@@ -451,7 +451,7 @@ function createTurn(message) {
       retry.textContent = `Retrying (${attempt}/${max_retries}) in ${Math.round(wait_seconds)} s: ${reason}`;
       scrollToEnd();
     },
-    finish({ reply, is_error, status, cost_usd, started }) {
+    finish({ reply, is_error, status, cost_usd, started, memory_changes }) {
       cancelAnimationFrame(frame);
       frame = 0;
       retry?.remove();
@@ -470,9 +470,37 @@ function createTurn(message) {
       if (started) bits.push(h("span", {}, new Date(started * 1000).toLocaleString()));
       if (cost_usd) bits.push(h("span", {}, formatCost(cost_usd)));
       footer.replaceChildren(...bits);
+      if (memory_changes?.length) footer.after(memoryChanges(memory_changes));
       scrollToEnd();
     },
   };
+}
+
+/** The turn's memory changes (docs/permissions.md, "Memory"): each made one with its one-step
+ * undo, each waiting one with Confirm and Discard. */
+function memoryChanges(changes) {
+  const list = h("ul", { class: "memory-changes meta" });
+  for (const change of changes) {
+    const li = h("li", {}, `${change.status === "waiting" ? "Waits for you" : "Memory changed"}: ${change.action} · ${change.title}`);
+    const call = async (step, label) => {
+      try {
+        await json(step.path, { method: step.method });
+        li.append(h("span", {}, ` (${label})`));
+      } catch (err) {
+        li.append(h("span", { class: "error-text" }, ` ${err.message}`));
+      }
+      for (const button of li.querySelectorAll("button")) button.disabled = true;
+    };
+    if (change.status === "waiting" && change.confirm) {
+      li.append(" ", h("button", { type: "button", onclick: () => call(change.confirm, "confirmed") }, "Confirm"));
+    }
+    if (change.undo) {
+      const label = change.status === "waiting" ? "Discard" : "Undo";
+      li.append(" ", h("button", { type: "button", onclick: () => call(change.undo, label === "Undo" ? "undone" : "discarded") }, label));
+    }
+    list.append(li);
+  }
+  return list;
 }
 
 async function send() {

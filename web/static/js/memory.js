@@ -501,12 +501,14 @@ export async function loadPending() {
         "div",
         { class: "mem-item-head" },
         h("span", { class: "mem-item-title" }, item.title),
-        h("span", { class: "badge" }, item.type),
-        item.confidence !== undefined && item.confidence !== null
+        h("span", { class: "badge" }, item.why ? `agent: ${item.action}` : item.type),
+        !item.why && item.confidence !== undefined && item.confidence !== null
           ? h("span", { class: "meta" }, `confidence ${Math.round(item.confidence * 100)}%`)
           : null,
       ),
       h("p", { class: "pending-content" }, item.content),
+      // a model's change that waits for the person (docs/permissions.md, "Memory")
+      item.why ? h("p", { class: "meta" }, `Waits for you: it ${item.why}.`) : null,
       h(
         "div",
         { class: "form-actions" },
