@@ -241,8 +241,10 @@ async def test_killed_mid_turn_the_restart_answers_or_says_so_and_closes_every_c
             except TimeoutError:
                 os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
-    # nothing had reached the model: it runs again
-    assert answer.startswith("echo: the queued question")
+    # nothing had reached the model: it runs again, and the model is told that the turn before
+    # it (the slow job, on record as running) was interrupted (agent/journal.py)
+    assert answer.startswith("echo: ") and answer.endswith("the queued question")
+    assert "previous turn in this conversation was interrupted" in answer
     assert len(fake_model.requests_for("the queued question")) == 1
     card, notice = replies(fake_feishu, message_id(running))
     assert t("restart_title") in card.text and "never delivered" not in card.text
