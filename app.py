@@ -51,6 +51,7 @@ from memory.loop.feedback import FeedbackStore
 from memory.opening import open_memory, open_state
 from memory.vector_sync import VectorSync
 from settings import Settings, load_settings
+from storage.lanes import Lanes
 from storage.private import private_process, tighten_home
 from storage.text import printable
 from storage.urls import safe_url, safe_urls_in
@@ -85,6 +86,8 @@ class Container:
     feishu_state: BridgeStateBackend | None = None
     # The text encoder's worker process (docs/retrieval.md); disabled until the lifespan sets it.
     encoder: EncoderClient = field(default_factory=lambda: EncoderClient(None))
+    # Threads by kind of blocking call (storage/lanes.py).
+    lanes: Lanes = field(default_factory=lambda: Lanes.sized(state=4, memory=4))
 
     async def start(self) -> None:
         """What needs the running loop: the shared database's async pool."""
@@ -102,6 +105,7 @@ class Container:
         await asyncio.to_thread(self.memory.close)
         if self.database is not None:
             await self.database.aclose()
+        self.lanes.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +174,7 @@ def build_container(settings: Settings, *, rescans_in_background: bool = False) 
     pending = PendingStore(state)
     # Windows in the state database: a restarted app does not repeat itself.
     injector = MemoryInjector(memory, episodes, budget_tokens=settings.context_budget_tokens)
+    lanes = Lanes.sized(state=settings.state_threads, memory=settings.memory_threads)
 
     def is_resumed(conversation_id: str) -> bool:
         known = conversations.get(conversation_id)
@@ -185,12 +190,14 @@ def build_container(settings: Settings, *, rescans_in_background: bool = False) 
         ),
         session_store=shared.session_store if shared else None,
         turn_lock=shared.turn_lock if shared else None,
+        state_lane=lanes.state,
     )
     recorder = MemoryRecorder(
         memory,
         episodes,
         pending,
         summarizer=lambda text: model_summary(settings, text),
+        run=lanes.state.run,
     )
     sessions.on_turn(recorder.on_turn)
     sessions.on_close(recorder.on_close)
@@ -204,6 +211,7 @@ def build_container(settings: Settings, *, rescans_in_background: bool = False) 
         pending=pending,
         database=shared.database if shared else None,
         feishu_state=shared.feishu_state if shared else None,
+        lanes=lanes,
     )
 
 
@@ -213,6 +221,26 @@ async def _recover_turns(container: Container) -> None:
         await container.sessions.recover_interrupted()
     except Exception:  # the app starts anyway; the next turn of each conversation retries
         logger.exception("could not look for turns a crash interrupted")
+
+
+_HEALTH_DATABASE_SECONDS = 2.0
+"""How long /health waits for the databases to answer before it says they did not."""
+
+
+async def _database_status_soon(container: Container) -> dict[str, Any]:
+    """`_database_status` on the health lane, within a time limit: /health always answers."""
+    try:
+        async with asyncio.timeout(_HEALTH_DATABASE_SECONDS):
+            return await container.lanes.health.run(_database_status, container)
+    except TimeoutError:
+        logger.warning(
+            "health: the memory index did not answer within %s s", _HEALTH_DATABASE_SECONDS
+        )
+        return {
+            "ok": False,
+            "error": f"the memory index did not answer within {_HEALTH_DATABASE_SECONDS:g} s "
+            "(busy or locked); see the app log",
+        }
 
 
 def _database_status(container: Container) -> dict[str, Any]:
@@ -369,7 +397,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         report = {
             "status": "ok" if cli["found"] and endpoint_ok else "degraded",
             "claude_cli": cli,
-            "database": await asyncio.to_thread(_database_status, container),
+            "database": await _database_status_soon(container),
             "feishu": feishu,
             "encoder": encoder,
             "model_endpoint": endpoint,
@@ -411,7 +439,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
 
     app.include_router(
-        create_memory_router(lambda: app.state.container.memory),
+        create_memory_router(
+            lambda: app.state.container.memory, lambda: app.state.container.lanes.memory
+        ),
         dependencies=[Depends(require_token), Depends(memory_request)],
     )
     app.include_router(

@@ -106,6 +106,19 @@ class Settings(BaseSettings):
     max_concurrent_turns: int = Field(
         default=4, description="Turns that may run at the same time across conversations."
     )
+    state_threads: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Threads for conversation and bridge state calls (state.db or PostgreSQL);"
+        " a locked database fills these only, never /health or the memory routes.",
+    )
+    memory_threads: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Threads for the memory routes' store calls (search, list, edit).",
+    )
     max_live_sessions: int = Field(
         default=8, description="Connected Claude clients kept alive; least recently used go first."
     )

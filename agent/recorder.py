@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from agent.sessions import TurnInfo
 from memory.backend import MemoryBackend
@@ -21,10 +22,12 @@ from memory.loop.episodes import (
     rule_based_summary,
     transcript,
 )
+from storage.lanes import default_lane
 
 logger = logging.getLogger(__name__)
 
 Summarizer = Callable[[str], Awaitable[str | None]]
+Run = Callable[..., Awaitable[Any]]
 
 
 def channel_name(conversation_id: str) -> str:
@@ -42,7 +45,9 @@ class MemoryRecorder:
         pending: PendingStore,
         *,
         summarizer: Summarizer | None,
+        run: Run = default_lane,
     ) -> None:
+        self._run = run  # the state lane: episodes live in the state database
         self.store = store
         self.episodes = episodes
         self.pending = pending
@@ -54,7 +59,7 @@ class MemoryRecorder:
 
     async def on_turn(self, info: TurnInfo) -> None:
         async with self._lock(info.conversation_id):
-            await asyncio.to_thread(self._record_turn, info)
+            await self._run(self._record_turn, info)
 
     def _record_turn(self, info: TurnInfo) -> CaptureResult:
         episode = self.episodes.active(info.conversation_id)
@@ -77,16 +82,16 @@ class MemoryRecorder:
 
     async def on_close(self, conversation_id: str, reason: str) -> None:
         async with self._lock(conversation_id):
-            episode = await asyncio.to_thread(self.episodes.active, conversation_id)
+            episode = await self._run(self.episodes.active, conversation_id)
             if episode is None:
                 return
             summary: str | None = None
-            if await asyncio.to_thread(self.episodes.wants_summary, episode):
-                messages = await asyncio.to_thread(self.episodes.messages, episode.id)
+            if await self._run(self.episodes.wants_summary, episode):
+                messages = await self._run(self.episodes.messages, episode.id)
                 if self.summarizer is not None:
                     summary = await self.summarizer(transcript(messages))
                 summary = summary or rule_based_summary(messages)
-            await asyncio.to_thread(self.episodes.close, episode.id, summary)
+            await self._run(self.episodes.close, episode.id, summary)
             logger.info(
                 "episode %s of %s closed (%s, %s)",
                 episode.id,

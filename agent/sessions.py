@@ -58,6 +58,7 @@ from agent.policy import Allowed, Approver, Denied, PolicyConfig
 from agent.replies import Reply, TurnOutcome, build_reply, without_paths
 from errors import InvalidInputError
 from settings import Settings
+from storage.lanes import Lane
 from storage.text import require_text
 from storage.urls import safe_url
 
@@ -563,8 +564,10 @@ class SessionManager:
         extras_factory: ExtrasFactory | None = None,
         session_store: SessionStore | None = None,
         turn_lock: TurnLock | None = None,
+        state_lane: Lane | None = None,
     ) -> None:
         self.settings = settings
+        self.state_lane = state_lane
         self.store = store
         self.session_store = session_store
         self.turn_lock = turn_lock
@@ -623,8 +626,11 @@ class SessionManager:
         self._turn_listeners.append(listener)
 
     async def run_state(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """A blocking conversation-state call, off the loop."""
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        """A blocking conversation-state call, off the loop: on the state lane (its own threads:
+        a locked database never holds up other kinds of calls), else the default pool."""
+        if self.state_lane is None:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        return await self.state_lane.run(fn, *args, **kwargs)
 
     async def recover_interrupted(self, conversation_id: str | None = None) -> int:
         """Mark turns left running by a process that died as interrupted, with the steps that

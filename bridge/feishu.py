@@ -355,9 +355,9 @@ class FeishuBridge:
                 "could not read the bot's identity (%s); @-mentions are recognised by type only",
                 exc.message,
             )
-        self._owner = await _db(self.state.owner)
+        self._owner = await self._db(self.state.owner)
         self._instance = await asyncio.to_thread(_instance_id, settings.home_dir)
-        await _db(self.state.alive, self._instance)
+        await self._db(self.state.alive, self._instance)
         self._control_task = self._loop.create_task(self._control_worker(), name="feishu-control")
         self._intake_task = self._loop.create_task(self._intake_worker(), name="feishu-intake")
         await self._recover()
@@ -447,7 +447,7 @@ class FeishuBridge:
             self._outbox_task.cancel()
             await asyncio.wait({self._outbox_task}, timeout=5)
         self._lanes.clear()
-        await _db(self.state.close)
+        await self._db(self.state.close)
         logger.info("Feishu bridge stopped")
         self._detach_log_file()
 
@@ -485,6 +485,14 @@ class FeishuBridge:
             # Not handed over: forget it and fail the ack, so Feishu delivers it again later.
             self.state.release(msg.event_id, msg.message_id)
             raise
+
+    async def _db(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """A call on the bridge's or the conversations' state, on the state lane's threads
+        (storage/lanes.py): SQLite may wait for a lock and PostgreSQL is a round trip, and
+        neither may hold up the loop that streams every chat's answer, nor other kinds of
+        blocking calls."""
+        result: _T = await self.sessions.run_state(fn, *args)
+        return result
 
     # --- routing (app loop) ----------------------------------------------------------------------
     async def _intake_worker(self) -> None:
@@ -548,7 +556,7 @@ class FeishuBridge:
 
     async def _access(self, msg: IncomingMessage) -> Granted | Refused | Unpaired:
         if self._owner is None:  # another instance on the shared database may have paired
-            self._owner = await _db(self.state.owner)
+            self._owner = await self._db(self.state.owner)
         return check_access(
             msg.sender_open_id,
             msg.chat_id,
@@ -627,12 +635,12 @@ class FeishuBridge:
         match work:
             case _Turn(msg=msg) if msg.message_id in self._recalled:
                 logger.info("%s was recalled while queued; not run", msg.message_id)
-                await _db(self.state.turn_finished, msg.message_id)
+                await self._db(self.state.turn_finished, msg.message_id)
             case _Turn(msg=msg):
                 if self._closing:
                     # Queued behind a turn at shutdown: a line instead of silence.
                     await self._notify(msg, t("restart_queued", msg.locale))
-                    await _db(self.state.turn_finished, msg.message_id)
+                    await self._db(self.state.turn_finished, msg.message_id)
                 else:
                     await self._run_turn(msg)
             case _Withdraw(msg=msg):
@@ -645,7 +653,7 @@ class FeishuBridge:
     # --- turns -----------------------------------------------------------------------------------
     async def _conversation_id(self, scope_key: str) -> str:
         """`feishu:<scope>:v<generation>`; /clear starts the scope's next generation."""
-        return f"feishu:{scope_key}:v{await _db(self.state.generation, scope_key)}"
+        return f"feishu:{scope_key}:v{await self._db(self.state.generation, scope_key)}"
 
     async def _run_turn(self, msg: IncomingMessage) -> None:
         assert self._sender is not None
@@ -655,7 +663,7 @@ class FeishuBridge:
         async def on_card(card_id: str) -> None:
             stop.shown(card_id)
             await self._keep_control(nonce, stop)
-            await _db(self.state.turn_card, msg.message_id, card_id)
+            await self._db(self.state.turn_card, msg.message_id, card_id)
 
         # Stop sits on the turn's card, streaming or progress, until the answer replaces it.
         nonce = secrets.token_urlsafe(12)
@@ -702,7 +710,7 @@ class FeishuBridge:
                 await reply.withdraw(t("recalled_card", msg.locale))
                 return
             # From here a crash cannot simply re-run it.
-            await _db(self.state.turn_started, msg.message_id)
+            await self._db(self.state.turn_started, msg.message_id)
             try:
                 result = await self.sessions.run_agent(
                     prompt,
@@ -710,7 +718,7 @@ class FeishuBridge:
                     on_event=reply.on_event,
                     source="feishu",
                     approver=self._approver(msg, conversation_id),
-                    model=await _db(self.state.model, self._scope(msg).key),
+                    model=await self._db(self.state.model, self._scope(msg).key),
                 )
             except ClaudeMemoryError as exc:
                 await reply.finish(
@@ -737,7 +745,7 @@ class FeishuBridge:
             logger.info("queue of %s is full; %s refused", msg.chat_id, msg.message_id)
             self._control.put_nowait(_Notice(msg, t("queue_full", msg.locale, limit=limit)))
             return
-        await _db(
+        await self._db(
             functools.partial(self.state.turn_accepted, owner=self._instance),
             msg.message_id,
             msg.chat_id,
@@ -863,7 +871,7 @@ class FeishuBridge:
                 control, value, operator, edited if isinstance(edited, str) else None
             )
             if control.done:
-                await _db(self.state.control_done, nonce)
+                await self._db(self.state.control_done, nonce)
             return answer
         if control.restored:  # its turn ended with the process that ran it
             key = "already_decided" if control.done else "nothing_running"
@@ -874,7 +882,7 @@ class FeishuBridge:
         assert control.decision is not None
         if control.decision.done():
             return _toast("already_decided", locale, "info"), None
-        await _db(self.state.control_done, nonce)
+        await self._db(self.state.control_done, nonce)
         approve = value.get("cm") == "approve"
         who = self._known_name(operator)
         if approve:
@@ -940,7 +948,7 @@ class FeishuBridge:
                     control.decision.set_result(
                         ToolDenied(t("denied_reason_timeout", "en", tool=tool_name))
                     )
-                    await _db(self.state.control_done, nonce)
+                    await self._db(self.state.control_done, nonce)
                     closed = _decided_card(
                         t("timed_out_title", msg.locale),
                         "grey",
@@ -995,7 +1003,7 @@ class FeishuBridge:
             ):
                 push = text_content(t("ready_push", msg.locale))
                 await self._send(msg, "text", push, part="ready")
-            await _db(self.state.turn_finished, key)
+            await self._db(self.state.turn_finished, key)
             await self._react_done(msg, delivered=reply.delivered or reply.final is not None)
         except Exception:  # bookkeeping must not take the chat's worker down
             logger.exception("settling the turn of %s failed", msg.message_id)
@@ -1038,7 +1046,7 @@ class FeishuBridge:
             json.dumps(content, ensure_ascii=False),
             created_at=time.time(),
         )
-        await _db(self.state.outbox_put, item)
+        await self._db(self.state.outbox_put, item)
         if self._outbox_wake is not None:
             self._outbox_wake.set()
 
@@ -1047,7 +1055,7 @@ class FeishuBridge:
         while True:
             try:
                 if time.monotonic() - self._alive_at > ALIVE_EVERY_SECONDS:
-                    await _db(self.state.alive, self._instance)
+                    await self._db(self.state.alive, self._instance)
                     self._alive_at = time.monotonic()
                 await self._outbox_round()
             except Exception:  # a state or network surprise; the next round tries again
@@ -1061,7 +1069,7 @@ class FeishuBridge:
         """Try every due send once; stop at the first transient failure (the platform is down)."""
         assert self._sender is not None
         now = time.time()
-        for item in await _db(functools.partial(self.state.outbox_due, now=now)):
+        for item in await self._db(functools.partial(self.state.outbox_due, now=now)):
             if now - item.created_at > OUTBOX_KEEP_SECONDS:
                 logger.error(
                     "gave up delivering %s %s: undelivered for %d s",
@@ -1069,7 +1077,7 @@ class FeishuBridge:
                     item.target,
                     now - item.created_at,
                 )
-                await _db(self.state.outbox_done, item.key)
+                await self._db(self.state.outbox_done, item.key)
                 continue
             content = json.loads(item.content)
             try:
@@ -1086,7 +1094,7 @@ class FeishuBridge:
             except FeishuAPIError as exc:
                 if not exc.transient:
                     logger.error("outbox %s to %s dropped: %s", item.op, item.target, exc.message)
-                    await _db(self.state.outbox_done, item.key)
+                    await self._db(self.state.outbox_done, item.key)
                     continue
                 base = max(self.settings.feishu_delivery_window_seconds, OUTBOX_POLL_SECONDS)
                 delay = min(OUTBOX_MAX_DELAY_SECONDS, base * 2**item.attempts)
@@ -1097,10 +1105,10 @@ class FeishuBridge:
                     exc.message,
                     delay,
                 )
-                await _db(self.state.outbox_retry, item.key, time.time() + delay)
+                await self._db(self.state.outbox_retry, item.key, time.time() + delay)
                 return
             logger.info("outbox %s to %s delivered", item.op, item.target)
-            await _db(self.state.outbox_done, item.key)
+            await self._db(self.state.outbox_done, item.key)
 
     async def _recover(self) -> None:
         """At start: answer or re-run what a crash left, and close its "working" cards."""
@@ -1112,12 +1120,12 @@ class FeishuBridge:
             owner=self._instance,
             dead_before=now - INSTANCE_DEAD_SECONDS,
         )
-        for turn in await _db(unfinished):
+        for turn in await self._db(unfinished):
             try:
                 msg = message_from_json(turn.message)
             except (ValueError, TypeError, KeyError) as exc:
                 logger.warning("unreadable unfinished turn %s dropped: %s", turn.message_id, exc)
-                await _db(self.state.turn_finished, turn.message_id)
+                await self._db(self.state.turn_finished, turn.message_id)
                 continue
             if turn.card_id is not None:
                 card = card_content(
@@ -1142,7 +1150,7 @@ class FeishuBridge:
                 key=send_uuid(msg.message_id, "restart"),
                 msg_type="text",
             )
-            await _db(self.state.turn_finished, msg.message_id)
+            await self._db(self.state.turn_finished, msg.message_id)
 
     def _recall(self, event: Recalled) -> None:
         """A message was recalled: remember it (queued work skips it) and stop its turn."""
@@ -1295,7 +1303,7 @@ class FeishuBridge:
             case Pair(code=code):
                 await self._notify(msg, await self._pair(msg, code))
             case Clear():
-                generation = await _db(self.state.bump_generation, scope.key)
+                generation = await self._db(self.state.bump_generation, scope.key)
                 await self.sessions.close_conversation(conversation_id, reason="cleared")
                 await self._notify(msg, t("cleared", lang, generation=generation))
             case Compact():
@@ -1413,8 +1421,8 @@ class FeishuBridge:
                 logger.warning("too many wrong pairing codes; issuing a new one")
                 self._announce_pairing(force=True)
             return t("pair_wrong", lang)
-        if not await _db(self.state.set_owner, msg.sender_open_id):
-            self._owner = await _db(self.state.owner)
+        if not await self._db(self.state.set_owner, msg.sender_open_id):
+            self._owner = await self._db(self.state.owner)
             return t("refusal", lang)
         self._owner = msg.sender_open_id
         self.pairing_code = None
@@ -1462,7 +1470,7 @@ class FeishuBridge:
     async def _status_text(self, msg: IncomingMessage, conversation_id: str) -> str:
         lang = msg.locale
         scope = self._scope(msg)
-        known = await _db(self.sessions.store.get, conversation_id)
+        known = await self._db(self.sessions.store.get, conversation_id)
         live = self.sessions.live_status(conversation_id)
         lane = self._lanes.get(scope.key)
         queued = lane.queue.qsize() if lane else 0
@@ -1479,7 +1487,7 @@ class FeishuBridge:
             session=session or t("session_none", lang),
             turns=known.turns if known else 0,
             cost=f"{known.cost_usd if known else 0.0:.4f}",
-            model=self._model_name(await _db(self.state.model, scope.key), lang),
+            model=self._model_name(await self._db(self.state.model, scope.key), lang),
             state=state,
             connection=t("connected" if self.connected else "disconnected", lang),
             reconnects=runner.reconnects if runner else 0,
@@ -1537,7 +1545,10 @@ class FeishuBridge:
         if self.memory is None or self.conflicts is None or self._sender is None:
             return
         try:
-            new, old = await _db(self.memory.get, new_id), await _db(self.memory.get, old_id)
+            new, old = (
+                await self._db(self.memory.get, new_id),
+                await self._db(self.memory.get, old_id),
+            )
         except ClaudeMemoryError as exc:  # one was deleted meanwhile: nothing to choose
             logger.info("conflict %s not offered: %s", supersession, exc.message)
             return
@@ -1575,9 +1586,9 @@ class FeishuBridge:
             await self._notify(msg, t("memory_unavailable", lang))
             return
         if " " not in target:
-            note = await _db(_note_or_none, memory, target)
+            note = await self._db(_note_or_none, memory, target)
             if note is not None:
-                await _db(memory.delete, note.id)
+                await self._db(memory.delete, note.id)
                 logger.info("%s deleted note %s in %s", msg.sender_open_id, note.id, msg.chat_id)
                 title = clip(note.title or note.content, 60)
                 await self._notify_markdown(msg, t("forgotten", lang, id=note.id, title=title))
@@ -1625,7 +1636,7 @@ class FeishuBridge:
             return
         source = f"conversation:{conversation_id}"
         try:
-            waiting = await _db(functools.partial(self.pending.list, "pending", 50))
+            waiting = await self._db(functools.partial(self.pending.list, "pending", 50))
         except Exception:
             logger.exception("pending captures not read")
             return
@@ -1675,7 +1686,7 @@ class FeishuBridge:
             created_at=time.time(),
         )
         try:
-            await _db(self.state.control_put, saved)
+            await self._db(self.state.control_put, saved)
         except Exception:  # the button still works in this process
             logger.exception("button %s of %s not kept", control.kind, control.message_id)
 
@@ -1683,7 +1694,7 @@ class FeishuBridge:
         """A button this process did not make (it was restarted since): as kept, marked
         `restored`; a capture card's pending entity read again."""
         try:
-            saved = await _db(self.state.control_get, nonce)
+            saved = await self._db(self.state.control_get, nonce)
             if saved is None:
                 return None
             data = json.loads(saved.data)
@@ -1692,7 +1703,7 @@ class FeishuBridge:
             if saved.kind == "pending":
                 if self.pending is None or not data.get("pending"):
                     return None
-                pending = await _db(self.pending.get, str(data["pending"]))
+                pending = await self._db(self.pending.get, str(data["pending"]))
         except (ClaudeMemoryError, ValueError, KeyError, TypeError) as exc:
             logger.warning("button %s not restored: %s", nonce[:4], exc)
             return None
@@ -1751,7 +1762,7 @@ class FeishuBridge:
             control.done = True
             for note_id, _title in chosen:
                 with contextlib.suppress(ClaudeMemoryError):  # already gone: fine
-                    await _db(memory.delete, note_id)
+                    await self._db(memory.delete, note_id)
             logger.info("%s deleted notes %s", operator, [n for n, _ in chosen])
             listed = "\n".join(
                 f"- `{n}` {escape_card_markdown(clip(title, 60))}" for n, title in chosen
@@ -1770,7 +1781,7 @@ class FeishuBridge:
                 corrected = edited if choice == "edit" else None
                 # the person's own tap: their history door (a model's change becomes theirs)
                 with acting_as(ChangeSource("feishu-user", control.conversation_id)):
-                    _resolved, note_id, _dup = await _db(
+                    _resolved, note_id, _dup = await self._db(
                         functools.partial(confirm_pending, content=corrected),
                         memory,
                         pending,
@@ -1784,7 +1795,7 @@ class FeishuBridge:
                 )
                 return _toast("kept_title", lang, "success"), card
             if choice == "discard":
-                await _db(pending.resolve, entity.id, "rejected")
+                await self._db(pending.resolve, entity.id, "rejected")
                 control.done = True
                 card = _decided_card(
                     t("discarded_title", lang), "grey", t("discarded", lang, content=content)
@@ -1793,7 +1804,7 @@ class FeishuBridge:
         except ClaudeMemoryError as exc:  # decided elsewhere (the web page): that stands
             control.done = True
             logger.info("capture %s: %s", entity.id, exc.message)
-            known = await _db(pending.get, entity.id)
+            known = await self._db(pending.get, entity.id)
             toast = {
                 "type": "info",
                 "content": t("already_decided_as", lang, status=known.status),
@@ -1812,7 +1823,7 @@ class FeishuBridge:
         if keep is None or self.conflicts is None or self.memory is None:
             return _toast("not_yours", lang, "error"), None
         try:
-            await _db(self.conflicts.resolve, self.memory, control.supersession, keep)
+            await self._db(self.conflicts.resolve, self.memory, control.supersession, keep)
         except ClaudeMemoryError as exc:
             control.done = True
             logger.info("conflict %s: %s", control.supersession, exc.message)
@@ -1828,15 +1839,15 @@ class FeishuBridge:
         lang = msg.locale
         name = name.strip()
         if not name:
-            chosen = await _db(self.state.model, scope_key)
+            chosen = await self._db(self.state.model, scope_key)
             return t("model_now", lang, model=self._model_name(chosen, lang))
         if name.lower() in ("default", "reset", "默认"):
-            await _db(self.state.set_model, scope_key, None)
+            await self._db(self.state.set_model, scope_key, None)
             shown = self.settings.anthropic_model or t("model_cli_default", lang)
             return t("model_reset", lang, model=shown)
         if not _MODEL_NAME.fullmatch(name):
             return t("model_bad", lang)
-        await _db(self.state.set_model, scope_key, name)
+        await self._db(self.state.set_model, scope_key, name)
         logger.info("%s chose model %s for %s", msg.sender_open_id, name, scope_key)
         return t("model_set", lang, model=name)
 
@@ -1844,11 +1855,11 @@ class FeishuBridge:
         """This chat's conversations (`feishu:<scope>:v1 … vN`), numbered by generation, with
         their date, turns and first message; the current one marked."""
         lang = msg.locale
-        current = await _db(self.state.generation, scope_key)
-        latest = await _db(self.state.latest_generation, scope_key)
+        current = await self._db(self.state.generation, scope_key)
+        latest = await self._db(self.state.latest_generation, scope_key)
         lines = [t("sessions_title", lang)]
         for number in range(max(latest, current), 0, -1)[:20]:
-            known = await _db(self.sessions.store.get, f"feishu:{scope_key}:v{number}")
+            known = await self._db(self.sessions.store.get, f"feishu:{scope_key}:v{number}")
             when = datetime.fromtimestamp(known.created) if known else None
             title = clip(known.title, 50) if known and known.title else ""
             lines.append(
@@ -1874,10 +1885,10 @@ class FeishuBridge:
         lang = msg.locale
         if number is None:
             return t("resume_usage", lang)
-        if number == await _db(self.state.generation, scope_key):
+        if number == await self._db(self.state.generation, scope_key):
             return t("already_current", lang, n=number)
-        known = await _db(self.sessions.store.get, f"feishu:{scope_key}:v{number}")
-        if known is None or not await _db(self.state.set_generation, scope_key, number):
+        known = await self._db(self.sessions.store.get, f"feishu:{scope_key}:v{number}")
+        if known is None or not await self._db(self.state.set_generation, scope_key, number):
             return t("resume_unknown", lang, n=number)
         await self.sessions.close_conversation(conversation_id, reason="resumed another")
         logger.info("%s resumed v%d in %s", msg.sender_open_id, number, scope_key)
@@ -2158,13 +2169,6 @@ def _instance_id(home: Path) -> str:
     made = f"{socket.gethostname()}-{secrets.token_hex(6)}"
     path.write_text(made, encoding="utf-8")
     return made
-
-
-async def _db(fn: Callable[..., _T], *args: Any) -> _T:
-    """A call on the bridge's or the conversations' state, in a thread: SQLite may wait for a
-    lock and PostgreSQL is a round trip, and neither may hold up the loop that streams every
-    chat's answer."""
-    return await asyncio.to_thread(fn, *args)
 
 
 def _guess_extension(data: bytes) -> str:

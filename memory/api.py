@@ -10,7 +10,7 @@ Changes made here are recorded in a note's history as made by the `web` door.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
@@ -28,6 +28,7 @@ from memory.loop.entities import PendingStore, confirm_pending, pending_filter
 from memory.loop.episodes import EpisodeStore
 from memory.loop.feedback import FeedbackStore
 from memory.model import Note, NoteDraft, NoteStatus, SearchHit
+from storage.lanes import Lane
 
 T = TypeVar("T")
 
@@ -291,15 +292,34 @@ async def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise HTTPException(status_code=exc.status_code, detail=exc.message) from exc
 
 
-def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
-    """Routes under `/api/memories`. `get_store` returns the app's open store."""
+def _on_lane(get_lane: Callable[[], Lane | None]) -> Callable[..., Awaitable[Any]]:
+    """`_run` on the lane `get_lane()` gives (the loop's default pool when None)."""
+
+    async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        lane = get_lane()
+        if lane is None:
+            return await _run(fn, *args, **kwargs)
+        try:
+            return await lane.run(_as_web, fn, *args, **kwargs)
+        except ClaudeMemoryError as exc:
+            raise HTTPException(status_code=exc.status_code, detail=exc.message) from exc
+
+    return run
+
+
+def create_memory_router(
+    get_store: Callable[[], MemoryBackend], get_lane: Callable[[], Lane | None] = lambda: None
+) -> APIRouter:
+    """Routes under `/api/memories`. `get_store` returns the app's open store; `get_lane` the
+    threads its calls run on (storage/lanes.py: a locked state database never holds them up)."""
     router = APIRouter(prefix="/api/memories", tags=["memories"])
+    on_lane = _on_lane(get_lane)
 
     # Fixed paths first, so `/{note_id}` never captures them.
     @router.get("/stats")
     async def memory_stats() -> dict[str, Any]:
         """Counts by type/scope/status, index and encoder state."""
-        return await _run(get_store().stats)
+        return await on_lane(get_store().stats)
 
     @router.post("/search", response_model=SearchResponse)
     async def search_memories(
@@ -311,7 +331,7 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
         """Ranked search (hybrid keyword + vector when the encoder is ready, else keyword,
         with a `notice`); results carry their calibrated relevance and score parts. Hits below
         the relevance floor are left out unless `all` (in the body or `?all=true`)."""
-        outcome = await _run(
+        outcome = await on_lane(
             get_store().search_detailed,
             body.query,
             limit=body.limit,
@@ -323,7 +343,7 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
             floor=0.0 if everything or body.all else None,
         )
         return SearchResponse(
-            results=await _run(_hits_out, get_store(), outcome.hits),
+            results=await on_lane(_hits_out, get_store(), outcome.hits),
             mode=outcome.mode,
             notice=outcome.notice,
         )
@@ -334,9 +354,9 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
         by note id and text); `?vectors=true` drops them so that every note is embedded again,
         in the background (progress: `encoder.vectors` in `/stats`)."""
         store = get_store()
-        report = (await _run(store.rebuild)).to_dict()
+        report = (await on_lane(store.rebuild)).to_dict()
         if vectors:
-            report["vectors"] = await _run(store.reset_vectors)
+            report["vectors"] = await on_lane(store.reset_vectors)
         return report
 
     @router.post("", response_model=SaveResponse)
@@ -354,7 +374,7 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
             source=body.source,
             supersedes=body.supersedes,
         )
-        result = await _run(get_store().save, draft)
+        result = await on_lane(get_store().save, draft)
         return SaveResponse(
             id=result.id,
             deduplicated=result.deduplicated,
@@ -387,7 +407,7 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
                 total = store.count(type=type, scope=scope, tag=tag, status=status)
             return notes, total, _titles(store, (n.superseded_by for n in notes))
 
-        notes, total, titles = await _run(run)
+        notes, total, titles = await on_lane(run)
         items = [NoteOut.of(n, titles.get(n.superseded_by or "")) for n in notes]
         return NoteList(items=items, total=total, limit=limit, offset=offset)
 
@@ -395,7 +415,7 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
     async def get_memory(note_id: str) -> NoteFull:
         """A note with its full text, read from its file."""
         store = get_store()
-        return await _run(lambda: _full(store, store.get(note_id)))
+        return await on_lane(lambda: _full(store, store.get(note_id)))
 
     @router.put("/{note_id}", response_model=NoteFull)
     async def update_memory(note_id: str, body: UpdateRequest) -> NoteFull:
@@ -406,12 +426,12 @@ def create_memory_router(get_store: Callable[[], MemoryBackend]) -> APIRouter:
         if not changes:
             raise HTTPException(status_code=422, detail="send at least one field to change")
         store = get_store()
-        return await _run(lambda: _full(store, store.update(note_id, **changes)))
+        return await on_lane(lambda: _full(store, store.update(note_id, **changes)))
 
     @router.delete("/{note_id}", response_model=DeleteResponse)
     async def delete_memory(note_id: str) -> DeleteResponse:
         """Delete the note file and its index entry."""
-        await _run(get_store().delete, note_id)
+        await on_lane(get_store().delete, note_id)
         return DeleteResponse(id=note_id, deleted=True)
 
     return router

@@ -93,7 +93,7 @@ def create_chat_router() -> APIRouter:
         sessions = _sessions(request)
         live = {s.conversation_id: s for s in sessions.live()}
         items = []
-        for conv in await asyncio.to_thread(sessions.store.list):
+        for conv in await sessions.run_state(sessions.store.list):
             data = conv.to_public()
             status = live.get(conv.id)
             data["running"] = bool(status and status.running)
@@ -104,21 +104,21 @@ def create_chat_router() -> APIRouter:
     @router.get("/conversations/{conversation_id}")
     async def get_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
         sessions = _sessions(request)
-        conv = await asyncio.to_thread(sessions.store.get, conversation_id)
+        conv = await sessions.run_state(sessions.store.get, conversation_id)
         if conv is None:
             raise NotFoundError("conversation", conversation_id)
         status = sessions.live_status(conversation_id)
         data = conv.to_public()
         data["running"] = bool(status and status.running)
         data["connected"] = bool(status and status.connected)
-        turns = await asyncio.to_thread(sessions.store.turns, conversation_id)
+        turns = await sessions.run_state(sessions.store.turns, conversation_id)
         data["history"] = [t.to_public() for t in turns]
         return data
 
     @router.delete("/conversations/{conversation_id}")
     async def delete_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
         sessions = _sessions(request)
-        if await asyncio.to_thread(sessions.store.get, conversation_id) is None:
+        if await sessions.run_state(sessions.store.get, conversation_id) is None:
             raise NotFoundError("conversation", conversation_id)
         await sessions.delete_conversation(conversation_id)
         return {"deleted": conversation_id}
@@ -126,7 +126,7 @@ def create_chat_router() -> APIRouter:
     @router.post("/conversations/{conversation_id}/interrupt")
     async def interrupt(conversation_id: str, request: Request) -> dict[str, Any]:
         sessions = _sessions(request)
-        if await asyncio.to_thread(sessions.store.get, conversation_id) is None:
+        if await sessions.run_state(sessions.store.get, conversation_id) is None:
             raise NotFoundError("conversation", conversation_id)
         return {"interrupted": await sessions.interrupt(conversation_id)}
 
