@@ -18,8 +18,6 @@ search with vectors), searches without it.
 
 from __future__ import annotations
 
-import importlib.resources
-import importlib.util
 import logging
 import re
 import threading
@@ -84,6 +82,8 @@ _lock = threading.Lock()
 def available() -> bool:
     """Whether the dictionary's package is installed (it is a dependency; a process may still
     run without it)."""
+    import importlib.util  # here: the hooks' fast path imports this module, never calls it
+
     return not _failed and importlib.util.find_spec(PACKAGE) is not None
 
 
@@ -131,6 +131,8 @@ def english_query(terms: Sequence[str]) -> str:
 
 
 def _read() -> Lexicon:
+    import importlib.resources
+
     root = importlib.resources.files(PACKAGE)
     text = root.joinpath(*_FILE).read_text(encoding="utf-8")
     words: dict[str, str] = {}
