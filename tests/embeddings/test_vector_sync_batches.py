@@ -13,10 +13,11 @@ def note(note_id: str, chunks: int) -> PendingNote:
 
 def test_a_request_carries_at_most_the_chunk_budget_and_always_one_note() -> None:
     long = [note(f"l{i}", 16) for i in range(16)]  # 256 chunks were one request
-    assert [n.id for n in within_chunks(long, BULK_CHUNKS)] == ["l0", "l1"]
+    assert [n.id for n in within_chunks(long, 32)] == ["l0", "l1"]
+    assert [n.id for n in within_chunks(long, BULK_CHUNKS)] == ["l0"]  # a long note alone
     assert [n.id for n in within_chunks([note("huge", 40)], BULK_CHUNKS)] == ["huge"]
     short = [note(f"s{i}", 1) for i in range(16)]
-    assert len(within_chunks(short, BULK_CHUNKS)) == 16
+    assert len(within_chunks(short, BULK_CHUNKS)) == BULK_CHUNKS
     assert within_chunks([], BULK_CHUNKS) == []
 
 
