@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.conversations import ConversationBackend, ConversationStore
+from agent.endpoint import BLOCKING_STATES
 from agent.injection import MemoryInjector, memory_extras
 from agent.logs import RequestLogs
 from agent.options import prepare_workspace, protect_transcripts, write_cli_launcher
@@ -393,7 +394,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if isinstance(error, str):
                 part["error"] = safe_urls_in(error)
         endpoint = container.sessions.endpoint.status()
-        endpoint_ok = endpoint["state"] not in ("unreachable", "credentials_refused")
+        endpoint_ok = endpoint["state"] not in BLOCKING_STATES
         report = {
             "status": "ok" if cli["found"] and endpoint_ok else "degraded",
             "claude_cli": cli,

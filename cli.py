@@ -201,13 +201,16 @@ def _url_problem(url: str) -> str | None:
 
 
 def _endpoint_checks(settings: Any) -> list[Check]:
-    """The model endpoint: a well-formed URL, reachable, and taking the credentials."""
+    """The model endpoint: a well-formed URL, an Anthropic Messages API, reachable, and taking
+    the credentials."""
     from agent.endpoint import (
         CredentialsRefused,
         EndpointTarget,
+        NotMessagesAPI,
         Reachable,
         Unreachable,
         Unverified,
+        next_step,
         probe_sync,
     )
     from storage.urls import safe_url
@@ -219,17 +222,19 @@ def _endpoint_checks(settings: Any) -> list[Check]:
     if target is None:
         return [(True, "model endpoint: the Anthropic API (not probed without credentials)", "")]
     where = f"model endpoint: {target.name}"
-    match probe_sync(target):
+    state = probe_sync(target)
+    hint = next_step(state) or ""
+    match state:
         case Reachable():
             return [(True, f"{where} reachable, credentials accepted", "")]
         case Unverified(reason=reason):
             return [(True, f"{where} reachable; credentials not verified: {reason}", "")]
         case Unreachable(reason=reason):
-            hint = "check ANTHROPIC_BASE_URL and that the endpoint is running"
             return [(False, f"{where} unreachable ({reason})", hint)]
         case CredentialsRefused(status=status):
-            hint = "check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) for this endpoint"
             return [(False, f"{where} refused the credentials (HTTP {status})", hint)]
+        case NotMessagesAPI(reason=reason):
+            return [(False, f"{where} is not an Anthropic Messages API ({reason})", hint)]
 
 
 def _encoder_checks(settings: Any) -> list[Check]:

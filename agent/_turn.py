@@ -17,7 +17,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from agent.endpoint import CredentialsRefused, EndpointState, Unreachable
+from agent.endpoint import CredentialsRefused, EndpointState, NotMessagesAPI, Unreachable
 from agent.events import (
     MemoryInjected,
     PermissionEvent,
@@ -108,6 +108,7 @@ class TurnState:
         self.timed_out = False
         self.crashed: str | None = None
         self.unreachable: str | None = None  # the endpoint check failed: the CLI never ran
+        self.not_messages_api: str | None = None  # ... it is not a Messages API (what it said)
         self.compacted = False
         self.session_id: str | None = None
         self.notices: list[str] = []
@@ -275,11 +276,14 @@ class TurnState:
 
     def endpoint_failed(self, endpoint: EndpointState | None) -> bool:
         """Take the endpoint check made before the turn; True when the turn must not start:
-        the endpoint is unreachable or refuses our credentials (the CLI would retry for
-        minutes). The reply then says so, as it would for the CLI's own API error."""
+        the endpoint is unreachable, refuses our credentials (the CLI would retry for minutes)
+        or is not a Messages API. The reply then says so, as it would for the CLI's own API
+        error."""
         match endpoint:
             case Unreachable(reason=reason):
                 self.unreachable = reason
+            case NotMessagesAPI(reason=reason):
+                self.not_messages_api = reason
             case CredentialsRefused(status=status):
                 refused = "authentication_failed" if status == 401 else "permission_error"
                 self.api_error_kind = refused
@@ -312,5 +316,6 @@ class TurnState:
             crashed=self.crashed,
             notices=tuple(self.notices),
             unreachable=self.unreachable,
+            not_messages_api=self.not_messages_api,
             memory_waiting=self.memory_waiting(),
         )

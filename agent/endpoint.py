@@ -2,10 +2,15 @@
 
 The probe is the cheapest request the Claude CLI's endpoint can answer: `GET <base>/v1/models`
 with the headers the CLI sends (`x-api-key` or `Authorization: Bearer`, `anthropic-version`),
-a few seconds' timeout. Its answer is a closed union: `Reachable`, `Unreachable(reason)`
-(refused connection, unknown host, no answer), `CredentialsRefused(status)` (401/403) or
-`Unverified(reason)` (it answers, but cannot tell us whether the key is good: no `/v1/models`,
-another status, or no key of ours to check).
+a few seconds' timeout. When that does not answer as the API does (no JSON, or a status other
+than 2xx/401/403), one more look tells a gateway without `/v1/models` from some other web server:
+`POST <base>/v1/messages` with an empty JSON object, which the Messages API refuses (400) before
+any model runs, so it costs nothing; 404, 405 or 501 there, or an answer that is not JSON, is not
+the Messages API. The answer is a closed union: `Reachable`, `Unreachable(reason)` (refused
+connection, unknown host, no answer), `CredentialsRefused(status)` (401/403),
+`NotMessagesAPI(reason)` (it answers HTTP, but not as an Anthropic Messages API: the Claude CLI's
+requests would fail there) or `Unverified(reason)` (it answers as the API, but cannot tell us
+whether the key is good: no `/v1/models`, another status, or no key of ours to check).
 
 What is probed: a configured `ANTHROPIC_BASE_URL` always; the default Anthropic API only when
 credentials are in the settings (without them there is nothing to verify, and the CLI may use a
@@ -77,7 +82,18 @@ class Unverified:
     state: Literal["unverified"] = "unverified"
 
 
-EndpointState = Reachable | Unreachable | CredentialsRefused | Unverified
+@dataclass(frozen=True, slots=True)
+class NotMessagesAPI:
+    """It answers HTTP, but not as an Anthropic Messages API (`reason` says what it answered):
+    another web server, or a base URL with a wrong path."""
+
+    reason: str
+    state: Literal["not_messages_api"] = "not_messages_api"
+
+
+EndpointState = Reachable | Unreachable | CredentialsRefused | NotMessagesAPI | Unverified
+BLOCKING_STATES = frozenset({"unreachable", "credentials_refused", "not_messages_api"})
+"""The states in which no turn starts (agent/_turn.py): `/health` says degraded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +127,16 @@ class EndpointTarget:
     @property
     def models_url(self) -> str:
         """`<base>/v1/models`, the base's own path and query kept (as the SDK joins paths)."""
+        return self._joined("/v1/models")
+
+    @property
+    def messages_url(self) -> str:
+        """`<base>/v1/messages`, where the Claude CLI sends its requests."""
+        return self._joined("/v1/messages")
+
+    def _joined(self, path: str) -> str:
         parts = urlsplit(self.url.strip())
-        return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/v1/models"))
+        return urlunsplit(parts._replace(path=parts.path.rstrip("/") + path))
 
     def headers(self) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION, "accept": "application/json"}
@@ -141,6 +165,29 @@ def classify_status(status: int, *, has_credentials: bool = True) -> EndpointSta
     if status in (404, 405):
         return Unverified(f"no /v1/models here (HTTP {status}) to check the credentials with")
     return Unverified(f"/v1/models answered HTTP {status}")
+
+
+def answers_as_the_api(status: int, is_json: bool) -> bool:
+    """Whether `GET /v1/models` answered as an Anthropic API does: a JSON 2xx, or 401/403 (our
+    credentials, whatever the body). Anything else asks `POST /v1/messages`."""
+    return status in (401, 403) or (200 <= status < 300 and is_json)
+
+
+def classify_messages(
+    status: int, is_json: bool, *, models_state: EndpointState, has_credentials: bool = True
+) -> EndpointState:
+    """The state after `POST /v1/messages` with an empty JSON object answered `status`: the
+    Messages API refuses it with a JSON 400 (401/403 for a bad key); 404, 405 or 501, or an
+    answer that is not JSON, is some other server. `models_state`: what `/v1/models` said."""
+    if status in (404, 405, 501):
+        return NotMessagesAPI(f"POST /v1/messages answered HTTP {status}")
+    if not is_json:
+        return NotMessagesAPI(f"POST /v1/messages answered HTTP {status}, not JSON")
+    if status in (401, 403) and has_credentials:
+        return CredentialsRefused(status)
+    if isinstance(models_state, Unverified):
+        return models_state
+    return Unverified("/v1/models gave no list to check the credentials with")
 
 
 def classify_error(exc: BaseException, timeout: float) -> EndpointState:
@@ -178,17 +225,33 @@ async def probe(
     *,
     seconds: float = PROBE_TIMEOUT_SECONDS,
 ) -> EndpointState:
-    """One `GET /v1/models` against `target` (proxies from the environment apply, as for the
-    CLI)."""
+    """`GET /v1/models` against `target`, then `POST /v1/messages` when that did not answer as
+    the API does (the module docstring); proxies from the environment apply, as for the CLI."""
+    creds = target.has_credentials
     try:
         async with httpx.AsyncClient(timeout=seconds) as client:
-            response = await client.get(target.models_url, headers=target.headers())
+            models = await client.get(target.models_url, headers=target.headers())
+            state = classify_status(models.status_code, has_credentials=creds)
+            if not answers_as_the_api(models.status_code, _is_json(models)):
+                messages = await client.post(target.messages_url, headers=target.headers(), json={})
+                state = classify_messages(
+                    messages.status_code,
+                    _is_json(messages),
+                    models_state=state,
+                    has_credentials=creds,
+                )
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         state = classify_error(exc, seconds)
-    else:
-        state = classify_status(response.status_code, has_credentials=target.has_credentials)
     logger.info("model endpoint %s: %s", target.name, describe(state))
     return state
+
+
+def _is_json(response: httpx.Response) -> bool:
+    """Whether the body is a JSON object (what every answer of the Anthropic API is)."""
+    try:
+        return isinstance(response.json(), dict)
+    except ValueError:  # not JSON, or not text
+        return False
 
 
 def probe_sync(target: EndpointTarget, *, seconds: float = PROBE_TIMEOUT_SECONDS) -> EndpointState:
@@ -205,8 +268,30 @@ def describe(state: EndpointState) -> str:
             return f"unreachable ({reason})"
         case CredentialsRefused(status=status):
             return f"credentials refused (HTTP {status})"
+        case NotMessagesAPI(reason=reason):
+            return f"not an Anthropic Messages API ({reason})"
         case Unverified(reason=reason):
             return f"reachable, credentials not verified: {reason}"
+
+
+CHECK_URL = (
+    "check ANTHROPIC_BASE_URL: it must be the base of an Anthropic Messages API (the CLI posts "
+    "to <base>/v1/messages), not another web server or a path below it"
+)
+
+
+def next_step(state: EndpointState | None) -> str | None:
+    """What to check when `state` keeps turns from running (None when nothing is to do); the
+    same words in `doctor`, `/health` and the page."""
+    match state:
+        case Unreachable():
+            return "check ANTHROPIC_BASE_URL and that the endpoint is running"
+        case CredentialsRefused():
+            return "check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) for this endpoint"
+        case NotMessagesAPI():
+            return CHECK_URL
+        case _:
+            return None
 
 
 # --- the app's checker ------------------------------------------------------------------------
@@ -277,10 +362,16 @@ class EndpointChecker:
                 report["state"] = "checking"
             case Reachable():
                 report["state"] = "reachable"
-            case Unreachable(reason=reason) | Unverified(reason=reason):
+            case (
+                Unreachable(reason=reason)
+                | NotMessagesAPI(reason=reason)
+                | Unverified(reason=reason)
+            ):
                 report |= {"state": self._last.state, "reason": reason}
             case CredentialsRefused(status=status):
                 report |= {"state": "credentials_refused", "http_status": status}
+        if (hint := next_step(self._last)) is not None:
+            report["hint"] = hint
         return report
 
     async def __aenter__(self) -> EndpointChecker:

@@ -63,6 +63,9 @@ class TurnOutcome:
     unreachable: str | None = None
     """Why the model endpoint could not be reached when the turn was to start (agent/endpoint.py):
     the turn never reached the CLI."""
+    not_messages_api: str | None = None
+    """What the endpoint answered instead of the Messages API when the turn was to start (a
+    plain web server, a wrong path): the turn never reached the CLI."""
     memory_waiting: tuple[str, ...] = ()
     """Memory changes the model asked for that wait for the person (memory.reach), one line
     each: stated with the reply, so a model that claims it changed the memory cannot hide it."""
@@ -203,6 +206,9 @@ def _api_error_reply(o: TurnOutcome, base_url: str | None) -> Reply | None:
     if o.unreachable is not None:
         text = unreachable_text(base_url or "the Anthropic API", o.unreachable)
         return Reply(text, True, "failed")
+    if o.not_messages_api is not None:
+        text = not_messages_api_text(base_url or "the Anthropic API", o.not_messages_api)
+        return Reply(text, True, "failed")
     status = o.api_error_status
     kind = o.api_error_kind
     raw = o.api_error_text or o.result_text or ""
@@ -224,15 +230,40 @@ def _api_error_reply(o: TurnOutcome, base_url: str | None) -> Reply | None:
         text = "The model API is rate-limiting requests (429). Wait a minute and try again."
     elif status is None and ("ECONNREFUSED" in raw or "Connection" in raw):
         text = unreachable_text(where, "connection refused")
+    elif status in _WRONG_PLACE:
+        # Not there, not this method, not implemented: the URL (or the model's name) is wrong,
+        # and trying again changes nothing.
+        text = (
+            f"The model API at {where} answered HTTP {status} ({_WRONG_PLACE[status]}): it may "
+            "not be an Anthropic Messages API, or not know the model. Check ANTHROPIC_BASE_URL "
+            "(the CLI posts to <base>/v1/messages) and the model name."
+        )
     elif status in (529, 503) or (kind == "server_error" and status is None):
         text = f"The model service is overloaded ({status or 'server error'}). Try again shortly."
     elif status is not None and status >= 500:
         text = f"The model API failed with HTTP {status}. Try again shortly."
+    elif status in (408, 409):  # a timeout or a conflict: passing, worth another try
+        text = f"The model API did not take the request (HTTP {status}). Try again shortly."
     elif status is not None:
-        text = f"The model API rejected the request (HTTP {status}): {_one_line(raw)}"
+        text = (
+            f"The model API at {where} rejected the request (HTTP {status}): "
+            f"{_one_line(raw) or 'no details'} Check ANTHROPIC_BASE_URL and the model settings."
+        )
     else:
         text = f"The model API failed: {_one_line(raw) or kind}"
     return Reply(text, True, "failed")
+
+
+_WRONG_PLACE: Final = {404: "not found", 405: "method not allowed", 501: "not implemented"}
+
+
+def not_messages_api_text(where: str, reason: str) -> str:
+    """The reply when the endpoint answers, but not as an Anthropic Messages API."""
+    return (
+        f"The model endpoint at {where} is not an Anthropic Messages API ({reason}). "
+        "Check ANTHROPIC_BASE_URL: it must be the base of an Anthropic Messages API "
+        "(the CLI posts to <base>/v1/messages), not another web server or a path below it."
+    )
 
 
 def unreachable_text(where: str, reason: str) -> str:

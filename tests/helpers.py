@@ -115,3 +115,61 @@ def home_fingerprint(home: Path) -> dict[str, Any]:
     finally:
         state.close()
     return {"notes": notes, "state": rows}
+
+
+class PlainWebServer:
+    """Some other HTTP server on a loopback port: every method on every path gets `status`
+    with an HTML body (a web site, a wrong port, a base URL with the wrong path), and each
+    request is recorded as `METHOD /path`. `routes` answers some requests otherwise:
+    `{"POST /v1/messages": (400, {"type": "error"})}` (a dict body is sent as JSON). Use as a
+    context manager; `url` is its base."""
+
+    def __init__(
+        self, status: int = 404, routes: dict[str, tuple[int, dict[str, Any]]] | None = None
+    ) -> None:
+        import http.server
+        import threading
+
+        self.status = status
+        self.routes = routes or {}
+        self.requests: list[str] = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                if length:
+                    self.rfile.read(length)
+                request = f"{self.command} {self.path.split('?')[0]}"
+                owner.requests.append(request)
+                status, kind = owner.status, "text/html"
+                body = f"<html><body><h1>{status}</h1></body></html>".encode()
+                if request in owner.routes:
+                    status, data = owner.routes[request]
+                    kind, body = "application/json", json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet in tests
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> PlainWebServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

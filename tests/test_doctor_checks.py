@@ -11,6 +11,7 @@ import pytest
 from tests.agent.test_endpoint import closed_port
 from tests.fakes.anthropic_api import FakeMessagesAPI
 from tests.fakes.feishu_platform import FakeFeishu
+from tests.helpers import PlainWebServer
 from tests.hooks.conftest import CLAUDE_MEMORY
 
 
@@ -31,6 +32,22 @@ def test_doctor_names_an_unreachable_endpoint_and_fails(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert f"[!!] model endpoint: {endpoint} unreachable (connection refused)" in done.stdout
     assert "check ANTHROPIC_BASE_URL" in done.stdout
+
+
+def test_doctor_fails_an_endpoint_that_is_another_web_server(tmp_path: Path) -> None:
+    """An `ANTHROPIC_BASE_URL` answering 404 on every path is not "all good": the chat would
+    fail on every turn."""
+    with PlainWebServer(404) as server:
+        done = claude_memory(
+            tmp_path, "doctor", ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="k"
+        )
+    assert done.returncode == 1, done.stdout
+    assert (
+        f"[!!] model endpoint: {server.url} is not an Anthropic Messages API "
+        "(POST /v1/messages answered HTTP 404)\n     -> check ANTHROPIC_BASE_URL: it must be"
+    ) in done.stdout
+    assert "all good" not in done.stdout
+    assert server.requests == ["GET /v1/models", "POST /v1/messages"]
 
 
 def test_doctor_says_the_credentials_are_refused(

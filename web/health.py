@@ -55,9 +55,10 @@ _PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
         *("state", "model", "dim", "pid", "load_seconds", "loading_seconds"),
         *("restarts", "retry_in_seconds"),
     ),
-    # reachable | unreachable | credentials_refused | unverified | checking; the URL and the
-    # reason only in the token view (agent/endpoint.py).
-    "model_endpoint": ("state",),
+    # reachable | unreachable | credentials_refused | not_messages_api | unverified | checking,
+    # and for a state that keeps turns from running the fixed words of what to check; the URL
+    # and the reason only in the token view (agent/endpoint.py).
+    "model_endpoint": ("state", "hint"),
 }
 # A label that names a location rather than a model: `scheme://...`, `/abs`, `~/x`, `C:\x`.
 _LOCATION = re.compile(r"://|(?:^|:)\s*(?:[/~\\]|[A-Za-z]:[/\\])")

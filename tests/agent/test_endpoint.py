@@ -13,6 +13,7 @@ from agent.endpoint import (
     CredentialsRefused,
     EndpointChecker,
     EndpointTarget,
+    NotMessagesAPI,
     Reachable,
     Unreachable,
     Unverified,
@@ -22,6 +23,7 @@ from agent.endpoint import (
 )
 from settings import Settings
 from tests.fakes.anthropic_api import FakeMessagesAPI
+from tests.helpers import PlainWebServer
 
 
 def closed_port() -> int:
@@ -94,6 +96,47 @@ async def test_a_closed_port_and_an_unknown_host_are_unreachable() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [
+        (404, "POST /v1/messages answered HTTP 404"),
+        (405, "POST /v1/messages answered HTTP 405"),
+        (501, "POST /v1/messages answered HTTP 501"),
+        (200, "POST /v1/messages answered HTTP 200, not JSON"),
+        (400, "POST /v1/messages answered HTTP 400, not JSON"),
+    ],
+)
+async def test_another_web_server_is_not_a_messages_api(status: int, reason: str) -> None:
+    with PlainWebServer(status) as server:
+        state = await probe(EndpointTarget(server.url, api_key="k"))
+    assert state == NotMessagesAPI(reason)
+    assert server.requests == ["GET /v1/models", "POST /v1/messages"]
+
+
+API_400 = {"type": "error", "error": {"type": "invalid_request_error", "message": "model: Field"}}
+API_401 = {"type": "error", "error": {"type": "authentication_error", "message": "invalid key"}}
+
+
+async def test_a_gateway_without_the_models_list_is_asked_for_messages() -> None:
+    """A base whose `/v1/models` is missing but whose `/v1/messages` refuses the empty request
+    with the API's JSON is the Messages API: unverified, not a failure; its 401 is a refusal."""
+    with PlainWebServer(404, {"POST /v1/messages": (400, API_400)}) as gateway:
+        assert await probe(EndpointTarget(gateway.url, api_key="k")) == Unverified(
+            "no /v1/models here (HTTP 404) to check the credentials with"
+        )
+    with PlainWebServer(404, {"POST /v1/messages": (401, API_401)}) as gateway:
+        assert await probe(EndpointTarget(gateway.url, api_key="k")) == CredentialsRefused(401)
+
+
+async def test_a_wrong_path_below_the_api_is_not_a_messages_api(
+    fake_model: FakeMessagesAPI,
+) -> None:
+    """The fake answers unknown paths with the API's JSON 404, as the API does."""
+    target = EndpointTarget(fake_model.url + "/anthropic", api_key="k")
+    assert await probe(target) == NotMessagesAPI("POST /v1/messages answered HTTP 404")
+    assert fake_model.message_requests() == []  # no model call was made
+
+
 async def test_a_good_answer_is_cached_until_stale_and_a_failure_never(
     fake_model: FakeMessagesAPI,
 ) -> None:
@@ -119,4 +162,5 @@ async def test_a_good_answer_is_cached_until_stale_and_a_failure_never(
         "url": fake_model.url,
         "state": "credentials_refused",
         "http_status": 401,
+        "hint": "check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) for this endpoint",
     }

@@ -12,11 +12,12 @@ from collections.abc import Callable
 
 import pytest
 
+from agent.endpoint import CHECK_URL
 from settings import Settings
 from tests.agent.test_endpoint import closed_port
 from tests.conftest import running_app
 from tests.fakes.anthropic_api import FakeMessagesAPI, RecordedRequest, Reply, error, text
-from tests.helpers import parse_sse, wait_until
+from tests.helpers import PlainWebServer, parse_sse, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -54,9 +55,53 @@ async def test_a_turn_against_a_closed_port_fails_fast_naming_the_endpoint(
         f"Could not reach the model API at {endpoint}: connection refused. "
         "Check ANTHROPIC_BASE_URL and that the endpoint is running."
     )
-    assert health["model_endpoint"] == {"state": "unreachable"}
+    assert health["model_endpoint"] == {
+        "state": "unreachable",
+        "hint": "check ANTHROPIC_BASE_URL and that the endpoint is running",
+    }
     assert health["status"] == "degraded"
     assert endpoint not in str(health)
+
+
+async def test_another_web_server_as_the_endpoint_is_named_in_health_and_in_the_turn(
+    make_settings: Callable[..., Settings], default_retries: None
+) -> None:
+    """An `ANTHROPIC_BASE_URL` that is some other HTTP server (404 on every path): /health says
+    so and what to check, and a turn says to check the URL (not "try again shortly")."""
+    with PlainWebServer(404) as server:
+        async with running_app(make_settings(anthropic_base_url=server.url)) as client:
+            checker = client.app.state.container.sessions.endpoint  # type: ignore[attr-defined]
+            await wait_until(lambda: checker.last is not None)
+            health = (await client.get("/health")).json()
+            body = (await client.post("/api/chat", json={"message": "anyone there?"})).json()
+    assert health["status"] == "degraded"
+    assert health["model_endpoint"] == {"state": "not_messages_api", "hint": CHECK_URL}
+    assert body["is_error"] is True
+    assert body["status"] == "failed"
+    assert body["reply"] == (
+        f"The model endpoint at {server.url} is not an Anthropic Messages API "
+        "(POST /v1/messages answered HTTP 404). Check ANTHROPIC_BASE_URL: it must be the base "
+        "of an Anthropic Messages API (the CLI posts to <base>/v1/messages), not another web "
+        "server or a path below it."
+    )
+    assert "try again" not in body["reply"].lower()
+
+
+@pytest.mark.parametrize(("status", "words"), [(404, "not found"), (501, "not implemented")])
+async def test_a_404_or_501_from_the_model_api_in_a_turn_says_to_check_the_url(
+    make_settings: Callable[..., Settings], fake_model: FakeMessagesAPI, status: int, words: str
+) -> None:
+    """The endpoint passed the check but the CLI's own request gets 404 or 501 (a gateway that
+    lists models and serves no messages): the reply names the URL to check, nothing to retry."""
+    fake_model.default = lambda req: error(status, "not_found_error", "no such route")
+    async with running_app(make_settings()) as client:
+        body = (await client.post("/api/chat", json={"message": "hello"})).json()
+    assert body["is_error"] is True
+    assert body["reply"].startswith(
+        f"The model API at {fake_model.url} answered HTTP {status} ({words}): it may not be an "
+        "Anthropic Messages API, or not know the model. Check ANTHROPIC_BASE_URL"
+    ), body["reply"]
+    assert "try again" not in body["reply"].lower()
 
 
 async def test_a_refused_key_answers_the_turn_at_once(

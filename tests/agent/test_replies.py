@@ -87,12 +87,36 @@ def outcome(**fields: object) -> TurnOutcome:
             True,
         ),
         ({"api_error_status": 500}, "The model API failed with HTTP 500.", True),
+        # Not there, not this method, not implemented: the URL is to check, not to retry.
+        ({"api_error_status": 404}, "The model API at http://m answered HTTP 404 (not", True),
+        ({"api_error_status": 405}, "The model API at http://m answered HTTP 405 (method", True),
+        ({"api_error_status": 501}, "The model API at http://m answered HTTP 501 (not", True),
+        (
+            {"api_error_status": 400, "api_error_text": "bad request"},
+            "The model API at http://m rejected the request (HTTP 400): bad request. Check "
+            "ANTHROPIC_BASE_URL",
+            True,
+        ),
+        ({"api_error_status": 408}, "The model API did not take the request (HTTP 408).", True),
+        (
+            {"not_messages_api": "POST /v1/messages answered HTTP 404"},
+            "The model endpoint at http://m is not an Anthropic Messages API (POST /v1/messages "
+            "answered HTTP 404). Check ANTHROPIC_BASE_URL",
+            True,
+        ),
     ],
 )
 def test_reply_table(fields: dict[str, object], expected_start: str, is_error: bool) -> None:
     reply = build_reply(outcome(**fields), base_url="http://m")
     assert reply.text.startswith(expected_start), reply.text
     assert reply.is_error is is_error
+
+
+@pytest.mark.parametrize("status", [400, 404, 405, 413, 422, 501])
+def test_a_4xx_or_501_names_the_url_and_never_says_try_again(status: int) -> None:
+    text = build_reply(outcome(api_error_status=status), base_url="http://m").text
+    assert "ANTHROPIC_BASE_URL" in text
+    assert "try again" not in text.lower()
 
 
 def test_text_is_not_duplicated_when_result_echoes_it() -> None:

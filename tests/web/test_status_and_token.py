@@ -8,6 +8,8 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.agent.test_endpoint import closed_port
+from tests.helpers import PlainWebServer
 from tests.web.conftest import PageProblems, Served, local_storage, open_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
@@ -23,6 +25,7 @@ def test_status_is_ready_when_everything_is_in_place(page: Page, served: Served)
     expect(panel).to_be_visible()
     expect(panel.locator("li")).to_have_text(
         [
+            "✓Model endpointreachable",
             "✓Claude CLIfound",
             "✓Credentialspresent",
             re.compile(r"✓Memory indexok · \d+ notes?"),
@@ -39,6 +42,30 @@ def test_status_hints_at_missing_credentials(page: Page, start_app: Callable[...
     expect(status).to_have_text("Check setup (1)")
     status.click()
     expect(page.locator("#status-hints")).to_contain_text("ANTHROPIC_API_KEY")
+
+
+@pytest.mark.parametrize(
+    ("plain_server", "shown"), [(True, "not an Anthropic API"), (False, "unreachable")]
+)
+def test_status_is_not_ready_when_the_model_endpoint_is_wrong_or_down(
+    page: Page, start_app: Callable[..., Served], plain_server: bool, shown: str
+) -> None:
+    """Another web server (404 everywhere) or a closed port as `ANTHROPIC_BASE_URL`: the page
+    says what to check instead of a green "Ready"."""
+    with PlainWebServer(404) as server:
+        url = server.url if plain_server else f"http://127.0.0.1:{closed_port()}"
+        served = start_app(anthropic_base_url=url)
+        open_app(page, served.url)
+        status = page.locator("#status")
+        expect(status).to_have_attribute("data-state", "warn")
+        expect(status).to_have_text("Check setup (1)")
+        status.click()
+        panel = page.locator("#status-panel")
+        expect(panel.locator("li").first).to_have_text(f"✕Model endpoint{shown}")
+        expect(page.locator("#status-hints")).to_contain_text(
+            f"Model endpoint {shown}: check ANTHROPIC_BASE_URL"
+        )
+        assert url not in page.content()  # the page is public: the URL is not on it
 
 
 def test_token_is_asked_once_and_sent_as_bearer(

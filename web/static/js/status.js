@@ -4,6 +4,17 @@ import { isLocked, onLockChange } from "./api.js";
 import { $, clear, h } from "./dom.js";
 
 const REFRESH_MS = 30000;
+const CHECKING_MS = 2000; // while the model endpoint is being probed, look again soon
+
+// The model endpoint's states (agent/endpoint.py): false keeps turns from running.
+const ENDPOINT = {
+  reachable: { ok: true, text: "reachable" },
+  unverified: { ok: true, text: "answers (key not verified)" },
+  checking: { ok: null, text: "checking…" },
+  unreachable: { ok: false, text: "unreachable" },
+  credentials_refused: { ok: false, text: "credentials refused" },
+  not_messages_api: { ok: false, text: "not an Anthropic API" },
+};
 
 export function initStatus({ onChangeToken }) {
   const button = $("#status");
@@ -43,7 +54,10 @@ export function checks(health) {
   const cli = health.claude_cli || {};
   const db = health.database || {};
   const feishu = health.feishu || {};
+  const endpoint = health.model_endpoint || {};
+  const model = ENDPOINT[endpoint.state] || { ok: null, text: endpoint.state || "unknown" };
   const items = [
+    { label: "Model endpoint", ok: model.ok, text: model.text },
     { label: "Claude CLI", ok: Boolean(cli.found), text: cli.found ? "found" : "not found" },
     {
       label: "Credentials",
@@ -60,6 +74,7 @@ export function checks(health) {
       : { label: "Feishu", ok: null, text: "not configured" },
   ];
   const hints = [];
+  if (model.ok === false && endpoint.hint) hints.push(`Model endpoint ${model.text}: ${endpoint.hint}.`);
   if (cli.hint) hints.push(cli.hint);
   if (!db.ok && db.error) hints.push(`Index: ${db.error}. Try: claude-memory memory reindex`);
   if (feishu.enabled && !feishu.connected) {
@@ -68,7 +83,10 @@ export function checks(health) {
   return { items, hints };
 }
 
+let soon = null;
+
 async function refresh() {
+  clearTimeout(soon);
   const button = $("#status");
   const label = $("#status-label");
   let health;
@@ -83,11 +101,14 @@ async function refresh() {
     $("#status-hints").textContent = "";
     return;
   }
+  if (health.model_endpoint?.state === "checking") soon = setTimeout(refresh, CHECKING_MS);
   const { items, hints } = checks(health);
   const problems = items.filter((i) => i.ok === false);
-  button.dataset.state = problems.length ? "warn" : "ok";
-  label.textContent = problems.length ? `Check setup (${problems.length})` : "Ready";
-  button.title = problems.length ? hints.join("\n") : "Everything needed is in place";
+  const checking = health.model_endpoint?.state === "checking";
+  // Never "Ready" before the model endpoint answered: it may be down or another server.
+  button.dataset.state = problems.length ? "warn" : checking ? "unknown" : "ok";
+  label.textContent = problems.length ? `Check setup (${problems.length})` : checking ? "Checking…" : "Ready";
+  button.title = problems.length ? hints.join("\n") : checking ? "Asking the model endpoint…" : "Everything needed is in place";
   if (isLocked()) showLocked();
   clear($("#status-items"));
   for (const item of items) {
