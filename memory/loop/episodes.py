@@ -583,7 +583,10 @@ class EpisodeStore:
         (`memory.search.ranking.text_relevance`, then newest), those below `floor` left out:
         a prompt's recall asks with the inject floor, a search with the search floor, so a
         session sharing only "the" with a prompt is neither injected nor listed."""
-        words = [w for w in re.split(r"\s+", query.strip()) if len(w) >= 2]
+        # a word longer than any title holds is cut: a 200 KB message without spaces was one
+        # LIKE pattern over SQLite's limit ("LIKE or GLOB pattern too complex"), and the turn
+        # lost its memory (issue #33)
+        words = [w[:WORD_CHARS] for w in re.split(r"\s+", query.strip()) if len(w) >= 2]
         # a stopword matches nearly every summary: it brings no candidate worth scoring
         words = ([w for w in words if w.casefold() not in STOPWORDS] or words)[:8]
         if not words:
@@ -632,6 +635,9 @@ _JOINED: Final = (
     " m.content AS m_content, m.created AS m_created, e.*"
     " FROM mem_episode_messages m JOIN mem_episodes e ON e.id = m.episode_id"
 )
+WORD_CHARS: Final = 64
+"""The longest word an episode or observation search looks for (SQLite refuses a LIKE pattern
+over 50,000 bytes)."""
 EPISODE_CANDIDATES: Final = 100
 """Newest sessions matching any query word that an episode search ranks."""
 OBSERVATION_CANDIDATES: Final = 2000
@@ -681,7 +687,7 @@ def observation_terms(query: str, limit: int = 12) -> list[str]:
     text = query.lower()
     for word in _LATIN_WORD.findall(text):
         if len(word) >= 2:
-            terms.append(word)
+            terms.append(word[:WORD_CHARS])
     for run in _text.cjk_runs(text):
         terms += [run] if len(run) <= 2 else [run[i : i + 2] for i in range(len(run) - 1)]
     return list(dict.fromkeys(terms))[:limit]

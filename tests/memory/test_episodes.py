@@ -14,6 +14,7 @@ from memory.loop.episodes import (
     EpisodeMessage,
     EpisodeStore,
     episode_title,
+    observation_terms,
     rule_based_summary,
     should_summarize,
     summary_path,
@@ -211,3 +212,15 @@ def test_a_resumed_session_rewrites_its_own_summary_file(
     assert (
         mid[1] == episodes.get(again.id).summary_note_id == episodes.get(first.id).summary_note_id
     )
+
+
+@pytest.mark.parametrize("huge", ["麻薯" * 100_000, "x" * 200_000, "a/b" * 70_000])
+def test_a_huge_message_without_spaces_still_searches_sessions(
+    episodes: EpisodeStore, huge: str
+) -> None:
+    # one 200 KB word was one LIKE pattern over SQLite's limit: the turn lost its memory
+    ep = episodes.start("conv-1", title="Web 会话")
+    episodes.record(ep.id, "user", "麻薯的体检", turn=True)
+    episodes.close(ep.id, "Done: 麻薯 xxxxx 体检")
+    assert [e.id for e in episodes.search(f"体检 {huge}")] == [ep.id]
+    assert len(max(observation_terms(huge), key=len)) <= 64
