@@ -23,6 +23,7 @@ from memory._record import record
 from memory.clients.conventions import EVENT_NAMES, EVENTS, last_assistant_reply, resolve_session_id
 from memory.clients.project import ProjectIdentity, identify
 from memory.clients.triggers import summary_trigger
+from memory.search.plan import vector_budget
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -563,6 +564,10 @@ def answer(service: HookService, request: HookRequest) -> str:
 # --- the app's route --------------------------------------------------------------------------
 
 MAX_BODY: Final = 8_000_000
+HOOK_VECTOR_SECONDS: Final = 0.15
+"""How long a served hook's search waits for its prompt's vector before it searches on
+keywords, as the hooks working directly do (their whole budget is about this): an encoder busy
+embedding notes, or meeting a long prompt, never holds a prompt for seconds (issue #32)."""
 
 
 class SeenNonces:
@@ -728,7 +733,10 @@ def create_hooks_router(
             cwd = ""
         service = get_service()
         try:
-            with serving() if serving is not None else nullcontext():
+            with (
+                serving() if serving is not None else nullcontext(),
+                vector_budget(HOOK_VECTOR_SECONDS),
+            ):
                 text = await asyncio.to_thread(
                     run_hook,
                     event,

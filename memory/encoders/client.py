@@ -318,7 +318,7 @@ class EncoderClient:
             return await asyncio.wait_for(asyncio.shield(future), limit)
         except TimeoutError:
             future.cancel()
-            raise EncoderUnavailableError("busy", f"no answer within {limit:.0f}s") from None
+            raise EncoderUnavailableError("busy", f"no answer within {limit:g}s") from None
 
     def _fail_queued(self, error: Exception) -> None:
         if self._queue is None:
@@ -498,21 +498,27 @@ class ThreadEncoder:
         return self._ready().dim
 
     def encode(self, texts: Sequence[str], kind: TextKind = "passage") -> NDArray[np.float32]:
+        return self.encode_within(texts, kind, self.timeout or self.client.request_timeout)
+
+    def encode_within(
+        self, texts: Sequence[str], kind: TextKind, seconds: float
+    ) -> NDArray[np.float32]:
+        """`encode`, giving up after `seconds` (EncoderUnavailableError "busy"); a request
+        still queued then is never sent (`memory.search.plan.vector_budget`)."""
         self._ready()
         loop = self.client.loop
         if loop is None or loop.is_closed():
             raise EncoderUnavailableError("stopped")
         if _running_loop() is loop:
             raise EncoderUnavailableError("unavailable", "called on the event loop thread")
-        timeout = self.timeout or self.client.request_timeout
         future = asyncio.run_coroutine_threadsafe(
-            self.client.encode(texts, kind, time_limit=timeout), loop
+            self.client.encode(texts, kind, time_limit=seconds), loop
         )
         try:
-            return future.result(timeout + 1.0)
+            return future.result(seconds + 1.0)
         except TimeoutError:
             future.cancel()
-            raise EncoderUnavailableError("busy", f"no answer within {timeout:.0f}s") from None
+            raise EncoderUnavailableError("busy", f"no answer within {seconds:g}s") from None
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

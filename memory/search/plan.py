@@ -12,10 +12,12 @@ cores E5's two threads need both, and a keyword search running meanwhile stalled
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from memory._record import record
 from memory.search.fusion import SearchMode, UsedMode
@@ -88,6 +90,29 @@ def plan_search(
     return SearchPlan(parsed, vector, notice, mode == "vector" or parsed.empty, check_floor(floor))
 
 
+_VECTOR_BUDGET: ContextVar[float | None] = ContextVar("query_vector_budget", default=None)
+
+
+@contextlib.contextmanager
+def vector_budget(seconds: float) -> Iterator[None]:
+    """Searches run in this context wait at most `seconds` for a query's vector, then search
+    on keywords and say so (`notice`). A hook's prompt is answered while the person waits: the
+    hooks working directly never wait for a model, and a served hook must not wait seconds for
+    an encoder busy embedding notes (issue #32)."""
+    token = _VECTOR_BUDGET.set(seconds)
+    try:
+        yield
+    finally:
+        _VECTOR_BUDGET.reset(token)
+
+
+@runtime_checkable
+class BoundedEncoder(Protocol):
+    """An encoder that can give up after a time (the app's worker-process encoder)."""
+
+    def encode_within(self, texts: Sequence[str], kind: str, seconds: float) -> Any: ...
+
+
 def _unavailable(exc: EncoderUnavailableError) -> str:
     return f"semantic search unavailable ({exc.message}); keyword results only"
 
@@ -120,7 +145,11 @@ class QueryVectors:
                 if cached is not None:
                     self._cache.move_to_end(key)
             if cached is None:
-                cached = encoder.encode([query], "query")[0]
+                budget = _VECTOR_BUDGET.get()
+                if budget is not None and isinstance(encoder, BoundedEncoder):
+                    cached = encoder.encode_within([query], "query", budget)[0]
+                else:
+                    cached = encoder.encode([query], "query")[0]
                 with self._lock:
                     self._cache[key] = cached
                     while len(self._cache) > self._cache_size:

@@ -162,3 +162,36 @@ async def test_a_worker_answering_late_within_its_allowance_is_kept() -> None:
         assert (await client.encode(["y"], "query", time_limit=10)).shape == (1, 256)
         assert client.status == first
         assert client.pid == first.pid
+
+
+async def test_a_search_with_a_vector_budget_answers_on_keywords_when_the_worker_is_frozen(
+    tmp_path,
+) -> None:
+    from memory.config import MemoryConfig
+    from memory.model import NoteDraft
+    from memory.search.plan import vector_budget
+    from memory.sqlite.store import MemoryStore
+
+    async with EncoderClient(HASHING, hang_timeout=30.0) as client:
+        ready = await client.wait_ready(30)
+        assert isinstance(ready, EncoderReady)
+        with MemoryStore.open(MemoryConfig.for_home(tmp_path, fsync=False)) as store:
+            store.attach_encoder(ThreadEncoder(client))
+            wanted = store.save(NoteDraft(content="The billing service listens on port 8443.")).id
+            await asyncio.to_thread(store.sync_vectors)
+            os.kill(ready.pid, signal.SIGSTOP)  # as busy as a worker embedding a backlog
+            try:
+                started = time.monotonic()
+                with vector_budget(0.15):
+                    outcome = await asyncio.to_thread(
+                        store.search_detailed, "billing service port", floor=0.0
+                    )
+                took = time.monotonic() - started
+            finally:
+                os.kill(ready.pid, signal.SIGCONT)
+            assert took < 1.0, took  # the hook's prompt does not wait out the worker
+            assert outcome.mode == "keyword" and "busy" in (outcome.notice or "")
+            assert [h.id for h in outcome.hits] == [wanted]
+            # without a budget (a search the person asked for) the vector is waited for
+            outcome = await asyncio.to_thread(store.search_detailed, "billing port", floor=0.0)
+            assert outcome.mode == "hybrid"

@@ -53,13 +53,13 @@ class App:
             self.proc.wait(timeout=30)
 
 
-def start_app(home: Path, log: Path, *, token: str | None = None) -> App:
+def start_app(home: Path, log: Path, *, token: str | None = None, encoder: str = "none") -> App:
     port = free_port()
     env = {
         **os.environ,
         "CLAUDE_MEMORY_HOME": str(home),
         "CLAUDE_MEMORY_PORT": str(port),
-        "CLAUDE_MEMORY_ENCODER": "none",
+        "CLAUDE_MEMORY_ENCODER": encoder,
         "ANTHROPIC_API_KEY": "dummy",
         "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
     }
@@ -636,3 +636,49 @@ def test_a_hook_of_another_home_never_reaches_this_app(
         assert state.read("SELECT count(*) AS n FROM mem_episodes")[0]["n"] == 0
     finally:
         state.close()
+
+
+def test_a_served_prompt_does_not_wait_for_a_frozen_encoder(
+    mem_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make_project: Callable[..., Path],
+) -> None:
+    # the encoder worker busy (embedding a backlog) or stuck: the served prompt searches on
+    # keywords after a short budget instead of waiting out the worker, and is still served
+    seed(mem_home)
+    monkeypatch.setenv("CLAUDE_MEMORY_HOOK_SERVER", "1")
+    monkeypatch.delenv("CLAUDE_MEMORY_API_TOKEN", raising=False)
+    running = start_app(mem_home, tmp_path / "server.log", encoder="hashing")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            encoder = httpx.get(f"http://127.0.0.1:{running.port}/health", timeout=5).json()
+            pid = encoder.get("encoder", {}).get("pid")
+            searched = httpx.post(
+                f"http://127.0.0.1:{running.port}/api/memories/search",
+                json={"query": "canary releases"},
+                timeout=5,
+            )
+            ready = encoder.get("encoder", {}).get("state") == "ready" and pid
+            if ready and searched.json().get("mode") == "hybrid":  # the note has its vector
+                break
+            assert time.monotonic() < deadline, encoder
+            time.sleep(0.1)
+        project = make_project("app")
+        os.kill(int(pid), signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            prompt = run_hook_process(
+                "user-prompt-submit", _payload(project, prompt="how do canary releases work?")
+            )
+            took = time.monotonic() - started
+        finally:
+            os.kill(int(pid), signal.SIGCONT)
+        assert prompt.output is not None
+        assert "canary policy" in prompt.output["hookSpecificOutput"]["additionalContext"]
+        assert "handled by the app" in _hooks_log(mem_home)
+        assert "working directly" not in _hooks_log(mem_home)
+        assert took < 2.5, took
+    finally:
+        running.stop()
