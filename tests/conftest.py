@@ -6,14 +6,16 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
 from settings import Settings
 from tests.fakes.anthropic_api import FakeMessagesAPI
-from tests.fakes.feishu_platform import FakeFeishu
+
+if TYPE_CHECKING:  # lark-oapi takes 2-5 s to import: only the tests that use the fake pay it
+    from tests.fakes.feishu_platform import FakeFeishu
 
 _LEAKY_PREFIXES = ("CLAUDE_MEMORY_", "ANTHROPIC_", "FEISHU_", "CLAUDE_CODE_", "CLAUDECODE")
 
@@ -52,6 +54,8 @@ def fake_model() -> Iterator[FakeMessagesAPI]:
 @pytest.fixture
 def fake_feishu() -> Iterator[FakeFeishu]:
     """The fake Feishu open platform (tests/fakes/feishu_platform.py), on a free loopback port."""
+    from tests.fakes.feishu_platform import FakeFeishu
+
     fake = FakeFeishu().start()
     try:
         yield fake

@@ -1,4 +1,5 @@
-"""A real PostgreSQL for the storage tests: one server per session, one database per test."""
+"""A real PostgreSQL for the storage tests: one server per session (per xdist worker), one
+database shared by its tests and emptied after each (`EmbeddedPostgres.empty_database`)."""
 
 from __future__ import annotations
 
@@ -50,9 +51,25 @@ def postgres_server() -> Iterator[EmbeddedPostgres]:
         shutil.rmtree(root)
 
 
+@pytest.fixture(scope="session")
+def _session_database(postgres_server: EmbeddedPostgres) -> str:
+    return postgres_server.create_database()
+
+
 @pytest.fixture
-def database_url(postgres_server: EmbeddedPostgres) -> Iterator[str]:
-    """A fresh, empty database for this test."""
+def database_url(postgres_server: EmbeddedPostgres, _session_database: str) -> Iterator[str]:
+    """An empty database for this test: the session's, emptied after the test (its
+    migrations stay applied, so a store opens without running them again)."""
+    try:
+        yield _session_database
+    finally:
+        postgres_server.empty_database(_session_database)
+
+
+@pytest.fixture
+def fresh_database_url(postgres_server: EmbeddedPostgres) -> Iterator[str]:
+    """A database of this test's own, created for it and never migrated: for a test of what
+    happens on a database nothing has touched."""
     url = postgres_server.create_database()
     try:
         yield url
