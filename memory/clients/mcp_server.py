@@ -232,6 +232,14 @@ class _Server(FastMCP):
     "memory_search: limit: Input should be less than or equal to 30"), not as a pydantic
     dump with a link."""
 
+    def tool(  # type: ignore[override]
+        self, name: str | None = None, *, description: str | None = None
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Every tool answers in plain text, without an output schema: with FastMCP's default a
+        `str` result is declared as `{"result": string}`, and Claude Code showed the model that
+        JSON instead of the text (issue #32)."""
+        return super().tool(name, description=description, structured_output=False)
+
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         tool = self._tool_manager.get_tool(name)
         if tool is not None:
@@ -901,11 +909,21 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
         return await run(work)
 
     @server.tool(
-        description="Delete messages of completed episodes older than N days (summaries stay)."
+        description="Delete messages of completed episodes older than N days (summaries stay). "
+        "Needs confirm=true."
     )
     async def memory_cleanup_messages(
         older_than_days: Annotated[float, Field(ge=0, le=36500)] = 7.0,
+        confirm: Annotated[
+            Confirmation, Field(description="Must be JSON true: this cannot be undone.")
+        ] = False,
     ) -> str:
+        if not confirm:
+            # older_than_days=0 deleted every recorded message and observation unasked
+            return (
+                "Refused: memory_cleanup_messages deletes recorded messages and observations "
+                "for good. Call it again with confirm=true if the user really wants that."
+            )
         deleted = await run(lambda: res.episodes.cleanup_messages(older_than_days))
         return f"Deleted {deleted} messages older than {older_than_days:g} days."
 

@@ -178,7 +178,11 @@ async def test_clear_cache_is_refused_without_confirm(
         assert "Cleared 1" in await call(session, "memory_clear_cache", confirm=True)
         detail = await call(session, "memory_get_episode_detail", episode_id=current["id"])
         assert "something worth caching" not in detail
-        cleaned = await call(session, "memory_cleanup_messages")
+        # older_than_days=0 wiped every message and observation without a word
+        refused = await call(session, "memory_cleanup_messages", older_than_days=0)
+        assert refused.startswith("Refused")
+        assert "something worth caching" not in detail
+        cleaned = await call(session, "memory_cleanup_messages", confirm=True)
         assert "older than 7 days" in cleaned
 
 
@@ -360,3 +364,16 @@ async def test_the_server_searches_keywords_and_says_so_while_its_encoder_loads(
         await _until_embedded(session, seconds=60)
         found = await call(session, "memory_search", query="连接池")
         assert f"[{note_id}]" in found and "(search: hybrid" in found
+
+
+async def test_tools_answer_in_plain_text_without_an_output_schema(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    # with {"result": string} declared, Claude Code showed the model JSON instead of the text
+    project = make_project("app")
+    async with mcp_session(mem_home, project) as session:
+        tools = (await session.list_tools()).tools
+        assert tools and all(t.outputSchema is None for t in tools)
+        result = await session.call_tool("memory_stats", {})
+        assert result.structuredContent is None
+        assert not getattr(result.content[0], "text", "").startswith('{"result"')
