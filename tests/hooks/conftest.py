@@ -20,6 +20,7 @@ from memory.clients.hook_process import HookSettings, hook_direct
 from memory.config import MemoryConfig
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
+from tests.fakes.anthropic_api import FakeMessagesAPI
 
 CLAUDE_MEMORY = Path(sys.executable).parent / "claude-memory"
 
@@ -51,6 +52,24 @@ def mem_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CLAUDE_MEMORY_PORT", str(free_port()))
     monkeypatch.delenv("CODEX_HOME", raising=False)
     return home
+
+
+@pytest.fixture
+def claude_code(fake_model: FakeMessagesAPI, mem_home: Path) -> Callable[..., dict[str, str]]:
+    """`claude_code(without=(...), **env)`: the shared prelude of the Claude Code end-to-end
+    files (tests/hooks/claude_code.py): the environment of a Claude Code run against the fake
+    model with this test's memory home (`env` added to it, the variables named in `without`
+    left out), after `claude-memory install claude-code` ran in it."""
+    from tests.hooks.claude_code import claude_env, install_claude_code
+
+    def prepare(*, without: tuple[str, ...] = (), **extra: str) -> dict[str, str]:
+        env = claude_env(fake_model, mem_home, **extra)
+        for name in without:
+            env.pop(name, None)
+        install_claude_code(env)
+        return env
+
+    return prepare
 
 
 @pytest.fixture

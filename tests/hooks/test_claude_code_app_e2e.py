@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,27 +15,24 @@ import pytest
 
 from memory.clients.hook_process import read_run_file
 from tests.fakes.anthropic_api import FakeMessagesAPI, text
-from tests.hooks.conftest import CLAUDE_MEMORY, free_port
-from tests.hooks.test_claude_code_e2e import claude_env, first_request, run_claude, seed
+from tests.hooks.claude_code import claude_env, first_request, run_claude, seed
+from tests.hooks.conftest import free_port
 from tests.hooks.test_server_mode import IMPOSTOR_JSON, IMPOSTOR_TEXT, Impostor, _http, start_app
 
 pytestmark = pytest.mark.e2e
 
 
 def test_context_is_injected_with_the_app_up_and_with_it_down(
-    fake_model: FakeMessagesAPI, mem_home: Path, tmp_path: Path, make_project: Callable[..., Path]
+    fake_model: FakeMessagesAPI,
+    mem_home: Path,
+    tmp_path: Path,
+    make_project: Callable[..., Path],
+    claude_code: Callable[..., dict[str, str]],
 ) -> None:
     seed(mem_home)
     project = make_project("shop/app")
-    env = claude_env(fake_model, mem_home, CLAUDE_MEMORY_HOOK_SERVER="1")
-    env.pop("CLAUDE_MEMORY_PORT", None)  # nothing depends on a port: the run file says it
-    subprocess.run(
-        [str(CLAUDE_MEMORY), "install", "claude-code"],
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    # nothing depends on a port: the run file says it
+    env = claude_code(without=("CLAUDE_MEMORY_PORT",), CLAUDE_MEMORY_HOOK_SERVER="1")
     log = mem_home / "logs" / "hooks.log"
     app = start_app(mem_home, tmp_path / "server.log")
     try:

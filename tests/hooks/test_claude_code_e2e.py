@@ -1,8 +1,9 @@
 """End to end with the real Claude Code CLI (bundled with claude-agent-sdk), offline.
 
-`claude-memory install claude-code` writes the hooks into an isolated CLAUDE_CONFIG_DIR; each
-`claude -p` run is a new session against the fake Messages API. What the model receives is
-read from the fake's recorded requests.
+`claude-memory install claude-code` writes the hooks into an isolated CLAUDE_CONFIG_DIR (the
+`claude_code` fixture, tests/hooks/claude_code.py); each `claude -p` run is a new session
+against the fake Messages API. What the model receives is read from the fake's recorded
+requests.
 """
 
 from __future__ import annotations
@@ -15,94 +16,24 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import claude_agent_sdk
 import pytest
 
-from memory.config import MemoryConfig
-from memory.model import NoteDraft
 from memory.sqlite.state import StateDB
-from memory.sqlite.store import MemoryStore
-from tests.fakes.anthropic_api import FakeMessagesAPI, RecordedRequest, text, tool
-from tests.hooks.conftest import CLAUDE_MEMORY
+from tests.fakes.anthropic_api import FakeMessagesAPI, text, tool
+from tests.hooks.claude_code import CLAUDE, PLUGIN, claude_env, first_request, run_claude, seed
 
 pytestmark = pytest.mark.e2e
 
-CLAUDE = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
-PLUGIN = Path(__file__).resolve().parents[2] / "plugin"
-
-
-def claude_env(fake: FakeMessagesAPI, home: Path, **extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "ANTHROPIC_BASE_URL": fake.url,
-        "ANTHROPIC_API_KEY": "dummy",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "CLAUDE_CODE_MAX_RETRIES": "0",
-        "CLAUDE_MEMORY_HOME": str(home),
-        "CLAUDE_MEMORY_HOOK_SERVER": "0",
-        **extra,
-    }
-
-
-def run_claude(
-    prompt: str, *, cwd: Path, env: dict[str, str], args: tuple[str, ...] = ()
-) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [str(CLAUDE), "-p", prompt, "--allowedTools", "Bash", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
-
-
-def first_request(fake: FakeMessagesAPI, trigger: str) -> RecordedRequest:
-    requests = fake.requests_for(trigger)
-    assert requests, [r.prompt for r in fake.message_requests()]
-    return requests[0]
-
-
-def seed(home: Path) -> None:
-    with MemoryStore.open(MemoryConfig.for_home(home)) as store:
-        store.save(
-            NoteDraft(
-                content="The user's name is Lin; answer in Chinese, briefly.",
-                title="about Lin",
-                type="identity",
-                path="user/about-lin.md",  # the profile: in every brief (learned notes are not)
-            )
-        )
-        store.save(
-            NoteDraft(
-                content="Webhook signatures are checked with HMAC-SHA256 using the "
-                "WEBHOOK_SECRET setting.",
-                title="webhook signature check",
-                type="architecture",
-            )
-        )
-
 
 def test_installed_hooks_inject_memory_and_record_observations(
-    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+    fake_model: FakeMessagesAPI,
+    mem_home: Path,
+    make_project: Callable[..., Path],
+    claude_code: Callable[..., dict[str, str]],
 ) -> None:
     seed(mem_home)
     project = make_project("shop/app")
-    env = claude_env(fake_model, mem_home)
-    install = subprocess.run(
-        [str(CLAUDE_MEMORY), "install", "claude-code"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert install.returncode == 0, install.stderr
-    settings = json.loads((Path(env["CLAUDE_CONFIG_DIR"]) / "settings.json").read_text())
-    assert "PostToolUse" in settings["hooks"]
+    env = claude_code()  # installed: PostToolUse is among the hooks in settings.json
 
     fake_model.on(
         "check the webhook",
@@ -145,16 +76,9 @@ def test_installed_hooks_inject_memory_and_record_observations(
 
 
 def test_the_mcp_server_connects_after_install(
-    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+    mem_home: Path, make_project: Callable[..., Path], claude_code: Callable[..., dict[str, str]]
 ) -> None:
-    env = claude_env(fake_model, mem_home)
-    subprocess.run(
-        [str(CLAUDE_MEMORY), "install", "claude-code"],
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    env = claude_code()
     proc = subprocess.run(
         [str(CLAUDE), "mcp", "list"],
         cwd=make_project("app"),
@@ -262,18 +186,14 @@ class LiveSession:
 
 
 def test_two_sessions_in_one_project_keep_their_own_episode_window_and_summary(
-    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+    fake_model: FakeMessagesAPI,
+    mem_home: Path,
+    make_project: Callable[..., Path],
+    claude_code: Callable[..., dict[str, str]],
 ) -> None:
     seed(mem_home)
     project = make_project("shop/app")
-    env = claude_env(fake_model, mem_home)
-    subprocess.run(
-        [str(CLAUDE_MEMORY), "install", "claude-code"],
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    env = claude_code()
     for name in ("alpha", "beta"):
         fake_model.on(
             f"{name} one: the webhook",

@@ -14,22 +14,9 @@ import pytest
 
 from memory.sqlite.state import StateDB
 from tests.fakes.anthropic_api import FakeMessagesAPI, text, tool
-from tests.hooks.conftest import CLAUDE_MEMORY
-from tests.hooks.test_claude_code_e2e import claude_env, run_claude
+from tests.hooks.claude_code import run_claude
 
 pytestmark = pytest.mark.e2e
-
-
-def install(env: dict[str, str]) -> None:
-    done = subprocess.run(
-        [str(CLAUDE_MEMORY), "install", "claude-code"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
 
 
 def git_repo(folder: Path) -> None:
@@ -55,12 +42,14 @@ def session_id(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_a_commit_through_bash_writes_the_session_summary(
-    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+    fake_model: FakeMessagesAPI,
+    mem_home: Path,
+    make_project: Callable[..., Path],
+    claude_code: Callable[..., dict[str, str]],
 ) -> None:
     project = make_project("shop/app")
     git_repo(project)
-    env = claude_env(fake_model, mem_home)
-    install(env)
+    env = claude_code()
     fake_model.on(
         "commit the notes",
         tool("Bash", {"command": "git add notes.txt && git commit -qm 'add notes'"}),
@@ -83,11 +72,13 @@ def test_a_commit_through_bash_writes_the_session_summary(
 
 
 def test_compact_records_the_summary_and_reminds_the_next_turn(
-    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+    fake_model: FakeMessagesAPI,
+    mem_home: Path,
+    make_project: Callable[..., Path],
+    claude_code: Callable[..., dict[str, str]],
 ) -> None:
     project = make_project("app")
-    env = claude_env(fake_model, mem_home)
-    install(env)
+    env = claude_code()
     echo = fake_model.default
     # the CLI's compaction request asks the model for a summary of the conversation
     fake_model.default = lambda req: (

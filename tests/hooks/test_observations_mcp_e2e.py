@@ -8,7 +8,6 @@ same project and walks the three steps."""
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,25 +15,14 @@ import anyio
 import pytest
 
 from tests.fakes.anthropic_api import FakeMessagesAPI, text, tool
-from tests.hooks.conftest import CLAUDE_MEMORY
-from tests.hooks.test_claude_code_e2e import claude_env, run_claude
+from tests.hooks.claude_code import run_claude
 from tests.hooks.test_mcp_server import call, mcp_session
 
 pytestmark = pytest.mark.e2e
 
 
-def record_a_session(fake_model: FakeMessagesAPI, home: Path, project: Path) -> None:
+def record_a_session(fake_model: FakeMessagesAPI, env: dict[str, str], project: Path) -> None:
     """One `claude -p` session with our hooks installed: two Bash calls, then a reply."""
-    env = claude_env(fake_model, home)
-    install = subprocess.run(
-        [str(CLAUDE_MEMORY), "install", "claude-code"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert install.returncode == 0, install.stderr
     fake_model.on(
         "why does the pool time out",
         tool("Bash", {"command": "echo PoolTimeout after 30s in db/pool.py"}),
@@ -45,10 +33,14 @@ def record_a_session(fake_model: FakeMessagesAPI, home: Path, project: Path) -> 
 
 
 async def test_search_timeline_and_details_of_a_real_sessions_observations(
-    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+    fake_model: FakeMessagesAPI,
+    mem_home: Path,
+    make_project: Callable[..., Path],
+    claude_code: Callable[..., dict[str, str]],
 ) -> None:
     project = make_project("shop/api")
-    await anyio.to_thread.run_sync(record_a_session, fake_model, mem_home, project)
+    env = await anyio.to_thread.run_sync(claude_code)
+    await anyio.to_thread.run_sync(record_a_session, fake_model, env, project)
 
     async with mcp_session(mem_home, project) as session:
         found = await call(session, "search_observations", query="PoolTimeout pool.py")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.anthropic_api import FakeMessagesAPI, text
+from tests.hooks.claude_code import CLAUDE, claude_env, first_request, run_claude, seed
 from tests.hooks.conftest import CLAUDE_MEMORY
-from tests.hooks.test_claude_code_e2e import CLAUDE, claude_env, first_request, run_claude, seed
 from tests.hooks.test_codex_e2e import CODEX
 
 pytestmark = pytest.mark.e2e
