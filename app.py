@@ -15,9 +15,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.encoders import jsonable_encoder
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.conversations import ConversationBackend, ConversationStore
@@ -29,7 +26,7 @@ from agent.policy import PolicyConfig
 from agent.recorder import MemoryRecorder
 from agent.sessions import SessionManager, TurnLock
 from agent.summarizer import model_summary
-from errors import ClaudeMemoryError, ConfigurationError
+from errors import ConfigurationError
 from memory.api import (
     create_feedback_router,
     create_history_router,
@@ -54,11 +51,12 @@ from memory.vector_sync import VectorSync
 from settings import Settings, load_settings
 from storage.lanes import Lanes
 from storage.private import private_process, tighten_home
-from storage.text import printable
-from storage.urls import safe_url, safe_urls_in
+from storage.public_text import clean_error
+from storage.urls import safe_url
 from web.access import LoopbackOnly
 from web.auth import has_valid_token, require_token
 from web.chat_api import create_chat_router
+from web.errors import install_error_handling
 from web.health import cli_status, public_view
 from web.page import mount_page
 
@@ -251,7 +249,7 @@ def _database_status(container: Container) -> dict[str, Any]:
             container.database.fetch("SELECT 1")
     except Exception as exc:  # reported, not raised: /health must answer
         logger.warning("health: the memory index did not answer", exc_info=True)
-        return {"ok": False, "error": safe_urls_in(str(exc))}
+        return {"ok": False, "error": clean_error(str(exc))}
     status: dict[str, Any] = {"ok": True, "notes": stats["total"]}
     if container.database is not None:
         where = safe_url(container.database.where)
@@ -368,15 +366,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if settings.api_token is None:  # no token: loopback clients only (web/access.py)
         app.add_middleware(LoopbackOnly)
 
-    @app.exception_handler(ClaudeMemoryError)
-    async def _domain_error(request: Request, exc: ClaudeMemoryError) -> JSONResponse:
-        return JSONResponse({"detail": exc.message}, status_code=exc.status_code)
-
-    @app.exception_handler(RequestValidationError)
-    async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # FastAPI's own answer, but printable: the errors echo the input, and JSON can carry a
-        # lone surrogate (`"\ud800"`) that no UTF-8 response can (it raised, a 500).
-        return JSONResponse({"detail": printable(jsonable_encoder(exc.errors()))}, 422)
+    install_error_handling(app)  # the one mapping from errors to answers (web/errors.py)
 
     @app.get("/health", tags=["status"])
     async def health(request: Request) -> dict[str, Any]:
@@ -389,10 +379,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             else {"enabled": False, "connected": False}
         )
         encoder = container.encoder.status.to_dict()
-        for part in (feishu, encoder):  # error texts may quote an endpoint
+        for part in (feishu, encoder):  # error texts may quote an endpoint or a path
             error = part.get("error")
             if isinstance(error, str):
-                part["error"] = safe_urls_in(error)
+                part["error"] = clean_error(error)
         endpoint = container.sessions.endpoint.status()
         endpoint_ok = endpoint["state"] not in BLOCKING_STATES
         report = {

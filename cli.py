@@ -600,10 +600,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             _settings(args)  # a bad env value: one line and exit 2 here, as for every command
         return int(args.func(args) or 0)
     except ClaudeMemoryError as exc:
-        print(f"claude-memory: {exc.message}", file=sys.stderr)
+        from storage.public_text import clean_error
+
+        print(f"claude-memory: {clean_error(exc.message, local=True)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader left (`| head`): `run` ends quietly
+        raise
+    except Exception as exc:  # unplanned: one cleaned line and what to do, as at every door
+        from storage.public_text import exception_text, next_step
+
+        print(
+            f"claude-memory: unexpected error: {exception_text(exc, local=True)}", file=sys.stderr
+        )
+        print(f"  -> {next_step(exc)}", file=sys.stderr)
+        if os.environ.get("CLAUDE_MEMORY_TRACEBACK"):
+            import traceback
+
+            from storage.public_text import clean_error
+
+            print(clean_error(traceback.format_exc(), local=True), file=sys.stderr, end="")
+        else:
+            print("  (CLAUDE_MEMORY_TRACEBACK=1 prints the traceback)", file=sys.stderr)
+        return 1
 
 
 def run(argv: Sequence[str] | None = None) -> None:

@@ -12,9 +12,10 @@ No server path appears in the text: the log file travels in its own field.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Final, Literal
+
+from storage.public_text import without_paths
 
 NO_OUTPUT = "Done, no text output."
 STOPPED = "Stopped."
@@ -191,15 +192,6 @@ def _one_line(message: str, limit: int = 300) -> str:
     if line and line[-1] not in ".!?。…":
         line += "."
     return line
-
-
-# An absolute POSIX path (two pieces or more) not inside a URL: `/home/u/.x/logs/a.jsonl`.
-_ABSOLUTE_PATH = re.compile(r"(?<![\w:/.~-])/(?:[^\s/'\"`()<>]+/)+([^\s/'\"`()<>]*)")
-
-
-def without_paths(text: str) -> str:
-    """Text the app wrote (errors, exceptions) with server paths cut to their last piece."""
-    return _ABSOLUTE_PATH.sub(lambda m: f"…/{m.group(1)}" if m.group(1) else "…/", text)
 
 
 def _api_error_reply(o: TurnOutcome, base_url: str | None) -> Reply | None:

@@ -55,10 +55,11 @@ from agent.options import (
     permission_gates,
 )
 from agent.policy import Allowed, Approver, Denied, PolicyConfig
-from agent.replies import Reply, TurnOutcome, build_reply, without_paths
+from agent.replies import Reply, TurnOutcome, build_reply
 from errors import InvalidInputError
 from settings import Settings
 from storage.lanes import Lane
+from storage.public_text import clean_error
 from storage.text import require_text
 from storage.urls import safe_url
 
@@ -353,7 +354,7 @@ class _Actor:
                 logger.exception("turn of %s failed", self.conversation_id)
                 log.write("error", {"stage": "turn", "error": exc})
                 result = TurnResult(
-                    reply=f"Execution failed: {without_paths(str(exc))}",
+                    reply=f"Execution failed: {clean_error(str(exc))}",
                     conversation_id=self.conversation_id,
                     session_id=self.session_id,
                     is_error=True,

@@ -115,6 +115,7 @@ from memory.loop.entities import PendingEntity, PendingStore, confirm_pending
 from memory.model import NoteDraft, SaveResult
 from memory.notes.capture import RedactingFilter
 from settings import Settings
+from storage.public_text import clean_error, exception_text, next_step
 
 logger = logging.getLogger("bridge.feishu")
 _T = TypeVar("_T")
@@ -727,7 +728,7 @@ class FeishuBridge:
                 return
             except Exception as exc:
                 logger.exception("turn for %s failed", msg.message_id)
-                error = f"{type(exc).__name__}: {exc}"
+                error = f"{exception_text(exc)}; {next_step(exc)}"  # cleaned as at every door
                 await reply.finish(t("execution_crashed", msg.locale, error=error), is_error=True)
                 return
             if msg.message_id in self._recalled:
@@ -1510,7 +1511,7 @@ class FeishuBridge:
             results = await self._search(query, MEMORY_RESULTS)
         except Exception as exc:  # the memory store is another package: report, do not crash
             logger.exception("memory search failed")
-            return t("memory_failed", lang, error=f"{type(exc).__name__}: {exc}")
+            return t("memory_failed", lang, error=_unexpected(exc))
         shown = clip(query, 80)
         if not results:
             return t("recall_none", lang, query=shown)
@@ -1532,7 +1533,10 @@ class FeishuBridge:
         try:
             saved = await asyncio.to_thread(self.memory.save, draft)
         except ClaudeMemoryError as exc:
-            return t("memory_failed", lang, error=exc.message), None
+            return t("memory_failed", lang, error=clean_error(exc.message)), None
+        except Exception as exc:  # the store is another package: say so, never fall silent
+            logger.exception("remember failed in %s", msg.chat_id)
+            return t("memory_failed", lang, error=_unexpected(exc)), None
         logger.info("%s remembered %s in %s", msg.sender_open_id, saved.id, msg.chat_id)
         key = "remembered_known" if saved.deduplicated else "remembered"
         return t(key, lang, id=saved.id), saved
@@ -1597,7 +1601,7 @@ class FeishuBridge:
             hits = await self._search(target, FORGET_MATCHES)
         except Exception as exc:
             logger.exception("memory search failed")
-            await self._notify(msg, t("memory_failed", lang, error=f"{type(exc).__name__}"))
+            await self._notify(msg, t("memory_failed", lang, error=_unexpected(exc)))
             return
         notes = tuple(
             (str(h.get("id") or ""), str(h.get("title") or "")) for h in hits if h.get("id")
@@ -2183,6 +2187,12 @@ def _guess_extension(data: bytes) -> str:
     if data.startswith(b"%PDF"):
         return ".pdf"
     return ".bin"
+
+
+def _unexpected(exc: BaseException) -> str:
+    """An unexpected error for a card: its cleaned text (no URL credential, no server path:
+    `storage.public_text`, as at every door) and what to do; the traceback is in the log."""
+    return f"{exception_text(exc)}; {next_step(exc)}"
 
 
 def memory_search(store: Any) -> SearchFn:

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent.events import Retrying, TextDelta, ToolStep, TurnEvent
-from agent.replies import without_paths
 from bridge.render import (
     CARD_LIMITS,
     STEP_ICONS,
@@ -45,6 +44,7 @@ from bridge.render import (
 )
 from bridge.sender import QUICK_WINDOW, FeishuAPIError, Sender, send_uuid
 from bridge.strings import Locale, t
+from storage.public_text import clean_error, without_paths
 
 if TYPE_CHECKING:
     from agent.events import TurnResult
@@ -316,7 +316,7 @@ class TurnReply:
         self.finished = True
         status = status or ("failed" if is_error else "completed")
         if status != "completed":
-            markdown = without_paths(markdown)  # the bridge's own error texts: no server paths
+            markdown = clean_error(markdown)  # error texts: no server path, no URL credential
         tail = final_tail(self._steps.values(), steps, footer, self._locale)
         title, template = header_for(status, self._locale)
         self.final = [

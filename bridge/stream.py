@@ -32,7 +32,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agent.events import TextDelta, ToolStep, TurnEvent
-from agent.replies import without_paths
 from bridge.progress import Step, TurnReply, final_tail, header_for
 from bridge.render import (
     STEP_ICONS,
@@ -46,6 +45,7 @@ from bridge.render import (
 )
 from bridge.sender import FeishuAPIError, Sender, send_uuid
 from bridge.strings import Locale, t
+from storage.public_text import clean_error
 
 if TYPE_CHECKING:
     from agent.events import TurnResult
@@ -388,7 +388,7 @@ class StreamReply:
             return
         status = status or ("failed" if is_error else "completed")
         if status != "completed":
-            markdown = without_paths(markdown)
+            markdown = clean_error(markdown)  # as every door cleans error text
         tail = final_tail(self._steps.values(), steps, footer, self._locale)
         title, template = header_for(status, self._locale)
         cards = [

@@ -2,8 +2,9 @@
 docs/history.md); see docs/ARCHITECTURE contract.
 
 The app mounts `create_memory_router(get_store)` and adds auth around it. Store calls block
-(SQLite, files), so every endpoint runs them with `asyncio.to_thread`. Store errors become
-HTTP errors here (unknown id -> 404, bad input -> 422) so the router is usable on its own.
+(SQLite, files), so every endpoint runs them with `asyncio.to_thread`. Errors are raised,
+never mapped here: `ClaudeMemoryError` carries its status (unknown id -> 404, bad input -> 422)
+and the app's one handler (web/errors.py) answers it, as it answers anything unexpected.
 Changes made here are recorded in a note's history as made by the `web` door.
 """
 
@@ -14,10 +15,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from errors import ClaudeMemoryError, NotFoundError
+from errors import InvalidInputError, NotFoundError
 from memory.backend import MemoryBackend
 from memory.conflicts import ConflictStore, Supersession
 from memory.conflicts import status_filter as conflict_status
@@ -285,11 +286,8 @@ def _as_web(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 async def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a blocking store call off the event loop, as the `web` door (for the notes'
-    history); map store errors to HTTP errors."""
-    try:
-        return await asyncio.to_thread(_as_web, fn, *args, **kwargs)
-    except ClaudeMemoryError as exc:
-        raise HTTPException(status_code=exc.status_code, detail=exc.message) from exc
+    history). Its errors propagate: the app's one handler answers them (web/errors.py)."""
+    return await asyncio.to_thread(_as_web, fn, *args, **kwargs)
 
 
 def _on_lane(get_lane: Callable[[], Lane | None]) -> Callable[..., Awaitable[Any]]:
@@ -299,10 +297,7 @@ def _on_lane(get_lane: Callable[[], Lane | None]) -> Callable[..., Awaitable[Any
         lane = get_lane()
         if lane is None:
             return await _run(fn, *args, **kwargs)
-        try:
-            return await lane.run(_as_web, fn, *args, **kwargs)
-        except ClaudeMemoryError as exc:
-            raise HTTPException(status_code=exc.status_code, detail=exc.message) from exc
+        return await lane.run(_as_web, fn, *args, **kwargs)
 
     return run
 
@@ -424,7 +419,7 @@ def create_memory_router(
         "Replaces…"); `{"status": "active", "superseded_by": null}` makes it current again."""
         changes = body.model_dump(exclude_unset=True)
         if not changes:
-            raise HTTPException(status_code=422, detail="send at least one field to change")
+            raise InvalidInputError("send at least one field to change")
         store = get_store()
         return await on_lane(lambda: _full(store, store.update(note_id, **changes)))
 
@@ -450,10 +445,7 @@ def create_pending_router(
     async def list_pending(
         status: str = "pending", limit: int = Query(default=100, ge=1, le=500)
     ) -> dict[str, Any]:
-        try:
-            wanted = pending_filter(status)
-        except ClaudeMemoryError as exc:  # an unknown status: 422 saying which ones exist
-            raise HTTPException(status_code=exc.status_code, detail=exc.message) from exc
+        wanted = pending_filter(status)  # an unknown status: 422 saying which ones exist
         items = await _run(get_pending().list, wanted, limit)
         return {"pending": [p.to_dict() for p in items]}
 
@@ -570,11 +562,11 @@ def create_observations_router(get_episodes: Callable[[], EpisodeStore]) -> APIR
         try:
             wanted = [int(part) for part in ids.split(",") if part.strip()]
         except ValueError:
-            raise HTTPException(422, "ids must be numbers separated by commas") from None
+            raise InvalidInputError("ids must be numbers separated by commas") from None
         if not wanted or len(wanted) > 50:
-            raise HTTPException(422, "send between 1 and 50 ids")
+            raise InvalidInputError("send between 1 and 50 ids")
         if min(wanted) < 1 or max(wanted) > ID_MAX:
-            raise HTTPException(422, f"ids are positive numbers, at most {ID_MAX}")
+            raise InvalidInputError(f"ids are positive numbers, at most {ID_MAX}")
         found = await _run(get_episodes().observations, wanted)
         observations = [m.to_dict() for m in found if m.role == "observation"]
         if not observations:

@@ -179,3 +179,30 @@ def test_sigterm_to_the_process_group_stops_a_running_turn_cleanly(
     assert not re.search(r"(?:code|status)\W{0,3}143\b", log), log[-3000:]
     assert took < 15, took
     assert "Application shutdown complete" in log
+
+
+@pytest.mark.e2e
+def test_the_server_log_keeps_no_key_of_the_model_endpoints_url(
+    tmp_path: Path, fake_model: FakeMessagesAPI
+) -> None:
+    """httpx logs every request's URL at INFO: the endpoint probe's `?key=` value reaches neither
+    logs/server.log nor the console of `claude-memory serve` (the redaction filter on every
+    handler, memory/notes/capture.py)."""
+    home = tmp_path / "home"
+    keyed = f"{fake_model.url}/?key=gwKey77Qx9"
+    proc, base, _ = _serve(home, fake_model, ANTHROPIC_BASE_URL=keyed)
+    try:
+        deadline = time.monotonic() + 20
+        while httpx.get(f"{base}/health", timeout=5).json()["model_endpoint"]["state"] in (
+            "checking",
+        ):
+            assert time.monotonic() < deadline, "the endpoint was never probed"
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    console = out.decode(errors="replace")
+    server_log = (home / "logs" / "server.log").read_text(encoding="utf-8")
+    for logged in (console, server_log):
+        assert "HTTP Request: GET" in logged and "/v1/models?key=" in logged, logged[-2000:]
+        assert "gwKey77Qx9" not in logged

@@ -12,11 +12,13 @@ from fastapi import FastAPI
 from memory.api import create_memory_router
 from memory.search.relevance import DEFAULT_FLOOR, DEFAULT_INJECT_FLOOR
 from memory.sqlite.store import MemoryStore
+from web.errors import install_error_handling
 
 
 @pytest.fixture
 async def client(store: MemoryStore) -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
+    install_error_handling(app)  # the app's one error mapping (web/errors.py)
     app.include_router(create_memory_router(lambda: store))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:

@@ -14,6 +14,7 @@ from memory.api import create_memory_router, create_pending_router
 from memory.loop.entities import EntityCandidate, PendingStore
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
+from web.errors import install_error_handling
 
 
 @pytest.fixture
@@ -24,6 +25,7 @@ def pending(tmp_path: Path) -> PendingStore:
 @pytest.fixture
 async def client(store: MemoryStore, pending: PendingStore) -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
+    install_error_handling(app)  # the app's one error mapping (web/errors.py)
     app.include_router(create_pending_router(lambda: pending, lambda: store))
     app.include_router(create_memory_router(lambda: store))
     transport = httpx.ASGITransport(app=app)

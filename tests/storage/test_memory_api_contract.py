@@ -19,6 +19,7 @@ from memory.model import NoteDraft
 from memory.postgres.store import PostgresMemoryStore
 from memory.sqlite.store import MemoryStore
 from storage.postgres import PostgresDatabase
+from web.errors import install_error_handling
 
 
 class Clock:
@@ -58,6 +59,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Itera
 @pytest.fixture
 async def client(store: MemoryBackend) -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
+    install_error_handling(app)  # the app's one error mapping (web/errors.py)
     app.include_router(create_memory_router(lambda: store))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
