@@ -299,10 +299,14 @@ UNCHECKED_MOST: Final = 10_000
 forgotten past it: a process that saves without ever embedding)."""
 
 
+RECENT_UNCHECKED_SECONDS: Final = 86_400.0
+"""A note saved elsewhere (another process, before a restart) and embedded here is checked if
+it was created within this long."""
+
+
 class Unchecked:
     """Ids of notes this process saved whose vectors have not been checked yet, oldest first.
-    Kept in memory: a note saved just before the process stops is not checked (docs/retrieval.md,
-    "One fact, one note")."""
+    Notes saved elsewhere are checked by their age instead (`RECENT_UNCHECKED_SECONDS`)."""
 
     def __init__(self) -> None:
         self._ids: dict[str, None] = {}
@@ -850,14 +854,15 @@ class StoreCore:
         when history is attached). Called by background embedding and `sync_vectors` after
         each batch."""
         for pending, vectors in items:
-            if not self._unchecked.take(pending.id) or len(pending.chunks) != 1:
+            waiting = self._unchecked.take(pending.id)
+            if len(pending.chunks) != 1:
                 continue  # a long note is never folded into another by its first part
             try:
-                self._relate(pending.id, model, vectors[0])
+                self._relate(pending.id, model, vectors[0], saved_here=waiting)
             except Exception:  # the note is saved; a check that fails leaves it as it is
                 log.exception("note %s: checking what it repeats or updates failed", pending.id)
 
-    def _relate(self, note_id: str, model: str, vector: Any) -> None:
+    def _relate(self, note_id: str, model: str, vector: Any, *, saved_here: bool) -> None:
         from memory.notes.facts import judge  # only a process that embeds notes needs it
         from memory.search.plan import QueryVector
 
@@ -868,6 +873,11 @@ class StoreCore:
         if note.status != "active":
             return
         now_ts = self._now().timestamp()
+        # a note another process saved (a hook working directly, the CLI without an encoder)
+        # or one saved before a restart is checked when it gets its first vectors, if new; an
+        # older note re-embedded (another encoder, an edit) is not judged again
+        if not saved_here and now_ts - note.created.timestamp() > RECENT_UNCHECKED_SECONDS:
+            return
         filters = Filters.of(None, note.scope, None, None, active_at=now_ts)
         with self.search_queries(filters) as queries:
             nearest = [

@@ -244,3 +244,59 @@ def test_the_same_words_in_another_order_are_never_one_note(tmp_path: Path, a: s
     with MemoryStore.open(MemoryConfig.for_home(tmp_path, fsync=False)) as store:
         first, second = store.save(NoteDraft(content=a)), store.save(NoteDraft(content=b))
         assert not second.deduplicated and second.id != first.id
+
+
+def test_notes_another_process_saved_are_checked_when_they_get_their_vectors(
+    tmp_path: Path,
+) -> None:
+    # a hook working directly (no encoder) saves; the app embeds and checks later. Before, only
+    # notes the embedding process saved itself were checked: these stayed two unlinked notes
+    from memory.conflicts import ConflictStore
+    from memory.encoders.models import EncoderSpec, load_encoder
+    from memory.history_store import HistoryStore
+    from memory.sqlite.state import StateDB
+
+    home = tmp_path / "home"
+    with MemoryStore.open(MemoryConfig.for_home(home, fsync=False)) as hook:
+        old = hook.save(
+            NoteDraft(content="I write all my code in Vim with relative line numbers.")
+        ).id
+        new = hook.save(
+            NoteDraft(content="All my code is written in Vim, with relative line numbers.")
+        ).id
+    state = StateDB(home / "state.db")
+    try:
+        with MemoryStore.open(MemoryConfig.for_home(home, fsync=False)) as app:
+            app.attach_history(HistoryStore(state))
+            app.attach_encoder(load_encoder(EncoderSpec("hashing")))
+            app.sync_vectors()
+            pending = [(s.new_id, s.old_id) for s in ConflictStore(state).list()]
+            assert pending == [(new, old)]
+    finally:
+        state.close()
+
+
+def test_an_old_note_embedded_again_is_not_judged_again(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from memory.conflicts import ConflictStore
+    from memory.encoders.models import EncoderSpec, load_encoder
+    from memory.history_store import HistoryStore
+    from memory.sqlite.state import StateDB
+
+    home = tmp_path / "home"
+    then = datetime(2026, 1, 1, tzinfo=UTC)
+    with MemoryStore.open(MemoryConfig.for_home(home, fsync=False), clock=lambda: then) as hook:
+        hook.save(NoteDraft(content="I write all my code in Vim with relative line numbers."))
+        hook.save(NoteDraft(content="All my code is written in Vim, with relative line numbers."))
+    state = StateDB(home / "state.db")
+    later = then + timedelta(days=30)
+    try:
+        config = MemoryConfig.for_home(home, fsync=False)
+        with MemoryStore.open(config, clock=lambda: later) as app:
+            app.attach_history(HistoryStore(state))
+            app.attach_encoder(load_encoder(EncoderSpec("hashing")))
+            app.sync_vectors()
+            assert ConflictStore(state).list() == []
+    finally:
+        state.close()
