@@ -21,8 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agent.events import Retrying, TextDelta, ToolStep, TurnEvent
@@ -34,17 +33,15 @@ from bridge.render import (
     card_content,
     chunk_budget,
     escape_card_markdown,
-    footer_element,
     plain_text,
     post_contents,
     split_markdown,
     stop_button,
     text_content,
-    trace_panel,
 )
+from bridge.reply import Step, final_answer, header_for, turn_footer, unfinished_text
 from bridge.sender import QUICK_WINDOW, FeishuAPIError, Sender, send_uuid
 from bridge.strings import Locale, t
-from storage.public_text import clean_error, without_paths
 
 if TYPE_CHECKING:
     from agent.events import TurnResult
@@ -55,54 +52,14 @@ logger = logging.getLogger("bridge.feishu.progress")
 HEARTBEAT_SECONDS = 10.0
 MAX_STEPS_SHOWN = 8
 _ICONS = STEP_ICONS
-# The final card's header per turn status: a stopped turn is not an error.
-_HEADERS: dict[str, tuple[str | None, str]] = {
-    "completed": (None, "blue"),
-    "stopped": ("stopped_title", "grey"),
-    "timed_out": ("error_title", "red"),  # the time limit cut the answer short: a failure
-    "failed": ("error_title", "red"),
-}
-
-
-def header_for(status: str, locale: Locale = "zh") -> tuple[str | None, str]:
-    """The final card's header title and colour for a turn status."""
-    key, template = _HEADERS.get(status, _HEADERS["failed"])
-    return (t(key, locale) if key else None), template
-
-
 # Codes by which the platform refuses a card's content (documented in bridge/render.py): the
 # answer is packed again within stricter limits, then sent as a post, then as text.
 _REFUSED_CONTENT = frozenset({230099, 230025, 230001, 11310, 200570, 200621})
 
 
-@dataclass(slots=True)
-class Step:
-    """One tool step of a turn as a card shows it."""
-
-    name: str
-    summary: str
-    status: str
-
-
-def final_tail(
-    seen: Iterable[Step],
-    steps: tuple[dict[str, str], ...] | None,
-    footer: dict[str, Any] | None,
-    locale: Locale,
-) -> list[dict[str, Any]]:
-    """What ends a turn's final card: the tool trace (`steps`, default: the steps the reply
-    `seen`) and the footer. A step's detail is the policy's or the tool's text: no server
-    paths in a card."""
-    if steps is None:
-        steps = tuple({"name": s.name, "summary": s.summary, "status": s.status} for s in seen)
-    trace = trace_panel(
-        [{**s, "detail": without_paths(s.get("detail", ""))} for s in steps], locale
-    )
-    return [e for e in (trace, footer) if e is not None]
-
-
 class TurnReply:
-    """The reply side of one turn; `on_event` is the run_agent event sink."""
+    """The reply side of one turn (a `bridge.reply.LiveReply`); `on_event` is the run_agent
+    event sink."""
 
     def __init__(
         self,
@@ -162,11 +119,10 @@ class TurnReply:
         await self._stop_painter()
         if not self.finished:
             # The turn raised or was cancelled before finish(): never leave "working" behind.
-            stopped = exc_type is asyncio.CancelledError
-            text = t("shutting_down" if stopped else "internal_error", self._locale)
+            text, status = unfinished_text(exc_type, self._locale)
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(5):
-                    await self.finish(text, is_error=True, status="stopped" if stopped else None)
+                    await self.finish(text, is_error=True, status=status)
 
     async def on_event(self, event: TurnEvent) -> None:
         match event:
@@ -296,7 +252,7 @@ class TurnReply:
             is_error=result.is_error,
             status=result.status,
             steps=result.steps,
-            footer=footer_element(time.monotonic() - self._started, result.cost_usd),
+            footer=turn_footer(self._started, result),
         )
 
     async def finish(
@@ -314,18 +270,17 @@ class TurnReply:
         tool steps this reply saw."""
         await self._stop_painter()
         self.finished = True
-        status = status or ("failed" if is_error else "completed")
-        if status != "completed":
-            markdown = clean_error(markdown)  # error texts: no server path, no URL credential
-        tail = final_tail(self._steps.values(), steps, footer, self._locale)
-        title, template = header_for(status, self._locale)
-        self.final = [
-            c.card
-            for c in answer_cards(
-                markdown, title=title, template=template, tail=tail, locale=self._locale
-            )
-        ]
-        await self._deliver(markdown, status, tail)
+        answer = final_answer(
+            markdown,
+            is_error=is_error,
+            status=status,
+            seen=self._steps.values(),
+            steps=steps,
+            footer=footer,
+            locale=self._locale,
+        )
+        self.final = answer.cards
+        await self._deliver(answer.markdown, answer.status, answer.tail)
 
     async def _deliver(self, markdown: str, status: str, tail: list[dict[str, Any]]) -> None:
         """Cards within the documented limits; after a refusal, the rest within stricter ones,

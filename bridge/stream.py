@@ -32,20 +32,18 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from agent.events import TextDelta, ToolStep, TurnEvent
-from bridge.progress import Step, TurnReply, final_tail, header_for
+from bridge.progress import TurnReply
 from bridge.render import (
     STEP_ICONS,
-    answer_cards,
     body_cost,
     escape_card_markdown,
-    footer_element,
     images_as_links,
     step_label,
     stop_button,
 )
+from bridge.reply import Step, final_answer, turn_footer, unfinished_text
 from bridge.sender import FeishuAPIError, Sender, send_uuid
 from bridge.strings import Locale, t
-from storage.public_text import clean_error
 
 if TYPE_CHECKING:
     from agent.events import TurnResult
@@ -62,7 +60,7 @@ _STREAM_CLOSED = frozenset({200850, 200510, 300309})  # "Card streaming timeout"
 
 
 class StreamReply:
-    """The reply side of one turn when streaming; same surface as `TurnReply`."""
+    """The reply side of one turn when streaming: a `bridge.reply.LiveReply`, as `TurnReply`."""
 
     def __init__(
         self,
@@ -158,11 +156,10 @@ class StreamReply:
             await self._fb.__aexit__(exc_type, exc, tb)
             return
         if not self.finished:
-            stopped = exc_type is asyncio.CancelledError
-            text = t("shutting_down" if stopped else "internal_error", self._locale)
+            text, status = unfinished_text(exc_type, self._locale)
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(5):
-                    await self.finish(text, is_error=True, status="stopped" if stopped else None)
+                    await self.finish(text, is_error=True, status=status)
 
     async def on_event(self, event: TurnEvent) -> None:
         await self._fb.on_event(event)  # the fallback always knows the steps
@@ -366,7 +363,7 @@ class StreamReply:
             is_error=result.is_error,
             status=result.status,
             steps=result.steps,
-            footer=footer_element(self._clock() - self._started, result.cost_usd),
+            footer=turn_footer(self._started, result, now=self._clock()),
         )
 
     async def finish(
@@ -386,17 +383,16 @@ class StreamReply:
                 markdown, is_error=is_error, status=status, steps=steps, footer=footer
             )
             return
-        status = status or ("failed" if is_error else "completed")
-        if status != "completed":
-            markdown = clean_error(markdown)  # as every door cleans error text
-        tail = final_tail(self._steps.values(), steps, footer, self._locale)
-        title, template = header_for(status, self._locale)
-        cards = [
-            c.card
-            for c in answer_cards(
-                markdown, title=title, template=template, tail=tail, locale=self._locale
-            )
-        ]
+        answer = final_answer(
+            markdown,
+            is_error=is_error,
+            status=status,
+            seen=self._steps.values(),
+            steps=steps,
+            footer=footer,
+            locale=self._locale,
+        )
+        markdown, status, cards = answer.markdown, answer.status, answer.cards
         first = {**cards[0], "config": {**cards[0].get("config", {}), "streaming_mode": False}}
         try:
             await self._sender.card_update(self._card, first, self._next())
