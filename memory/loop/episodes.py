@@ -259,8 +259,12 @@ class EpisodeStore:
         self, key: str, *, title: str, project: str = "", scope: str = "user", source: str = ""
     ) -> tuple[str, bool]:
         """The active episode of this session key, started now if there is none:
-        (id, created). One write transaction, so two processes never start two; a session
-        that has one (every prompt but its first) only reads, and waits for no writer."""
+        (id, created). A session that ended and goes on (Claude Code `--resume`, `codex exec
+        resume`: the same session id) reopens its episode: one episode per client session, its
+        turns counted together for the summary rule (three resumed one-prompt runs were three
+        episodes, none worth a summary, and a brief listed the session twice). One write
+        transaction, so two processes never start two; a session that has one (every prompt but
+        its first) only reads, and waits for no writer."""
         rows = self.db.read(
             "SELECT id FROM mem_episodes WHERE key = ? AND status = 'active'"
             " ORDER BY started DESC LIMIT 1",
@@ -276,6 +280,17 @@ class EpisodeStore:
             ).fetchone()
             if row is not None:
                 return str(row["id"]), False
+            ended = db.execute(
+                "SELECT id FROM mem_episodes WHERE key = ? AND status = 'completed'"
+                " ORDER BY started DESC LIMIT 1",
+                (key,),
+            ).fetchone()
+            if ended is not None:
+                db.execute(
+                    "UPDATE mem_episodes SET status = 'active', ended = NULL WHERE id = ?",
+                    (ended["id"],),
+                )
+                return str(ended["id"]), False
             now = self.clock()
             episode_id = _new_id(now)
             db.execute(
@@ -324,15 +339,16 @@ class EpisodeStore:
     def summaries(
         self, *, project: str | None = None, key: str | None = None, limit: int = 2
     ) -> builtins.list[Episode]:
-        """Completed episodes with a summary, newest end first: of one project (chat
-        conversations have project ""), or of one session key."""
+        """Episodes with a summary, newest end first: the completed ones of one project (chat
+        conversations have project ""), or those of one session key, the one a resumed session
+        has reopened included."""
         if key is not None:
             where, value = "key = ?", key
         else:
-            where, value = "project = ?", project or ""
+            where, value = "project = ? AND status = 'completed'", project or ""
         rows = self.db.read(
-            f"SELECT * FROM mem_episodes WHERE {where} AND status = 'completed'"
-            " AND summary != '' ORDER BY ended DESC LIMIT ?",
+            f"SELECT * FROM mem_episodes WHERE {where}"
+            " AND summary != '' ORDER BY COALESCE(ended, started) DESC LIMIT ?",
             (value, limit),
         )
         return [_episode(r) for r in rows]

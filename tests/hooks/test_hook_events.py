@@ -660,3 +660,26 @@ def test_a_prompt_counts_its_injected_notes_without_rewriting_their_files(
     assert store.get(saved.id).access_count == 1  # counted, in the index
     hook("session-start", cwd=project, session_id="next", source="startup")
     assert b"access_count: 1" in path.read_bytes()
+
+
+def test_a_resumed_session_is_one_episode_and_gets_its_summary(
+    hook: Hook, make_project: Callable[..., Path], state: StateDB, store: MemoryStore
+) -> None:
+    # three `claude -p --resume` runs of one prompt each were three one-prompt episodes, none
+    # worth a summary (the rule counted per episode), and a brief listed the session twice
+    project = make_project("app")
+    for n, source in enumerate(("startup", "resume", "resume")):
+        hook("session-start", cwd=project, session_id="s-r", source=source)
+        hook(
+            "user-prompt-submit",
+            cwd=project,
+            session_id="s-r",
+            prompt=f"step {n} of the gamma migration",
+        )
+        hook("session-end", cwd=project, session_id="s-r", reason="other")
+    (episode,) = _episodes(state, store).list()
+    assert episode.turns == 3 and episode.status == "completed"
+    assert "gamma migration" in (episode.summary or "")
+    brief = context_of(hook("session-start", cwd=project, session_id="s-new", source="startup"))
+    listed = [line for line in brief.splitlines() if "gamma migration" in line]
+    assert len(listed) == 1  # the session, listed once

@@ -14,6 +14,7 @@ from memory.api import create_observations_router
 from memory.loop.episodes import EpisodeStore, observation_terms
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
+from web.errors import install_error_handling
 
 
 @pytest.mark.parametrize(
@@ -40,6 +41,7 @@ def episodes(tmp_path: Path, store: MemoryStore) -> EpisodeStore:
 @pytest.fixture
 async def client(episodes: EpisodeStore) -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
+    install_error_handling(app)  # the app's one error mapping (web/errors.py)
     app.include_router(create_observations_router(lambda: episodes))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
