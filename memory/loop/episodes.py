@@ -531,7 +531,7 @@ class EpisodeStore:
         """Create or overwrite the session's summary note, `sessions/<session id>.md` (seed
         001's L2 summary: one file per client session, rewritten at each trigger point: the
         user asks to remember, a commit, a new conversation, compaction, the session's end).
-        A resumed session (a new episode with the same key) rewrites the same file. Returns
+        A resumed session (its episode reopened, `ensure`) rewrites the same file. Returns
         the stored text (secrets redacted, at most 300 characters) and the note id."""
         episode = self.get(episode_id)
         # a model-written summary may quote a secret: the episode row is stored text too
