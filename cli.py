@@ -391,6 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--home", help="data root (default: CLAUDE_MEMORY_HOME or ~/.claude-memory)"
     )
+    parser.add_argument(
+        "--traceback", action="store_true", help="on an unexpected error, print its traceback"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser(
@@ -615,14 +618,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"claude-memory: unexpected error: {exception_text(exc, local=True)}", file=sys.stderr
         )
         print(f"  -> {next_step(exc)}", file=sys.stderr)
-        if os.environ.get("CLAUDE_MEMORY_TRACEBACK"):
+        if getattr(args, "traceback", False):
             import traceback
 
             from storage.public_text import clean_error
 
             print(clean_error(traceback.format_exc(), local=True), file=sys.stderr, end="")
         else:
-            print("  (CLAUDE_MEMORY_TRACEBACK=1 prints the traceback)", file=sys.stderr)
+            print("  (claude-memory --traceback ... prints the traceback)", file=sys.stderr)
         return 1
 
 
