@@ -176,6 +176,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             line(ok, what, hint)
     for ok, what, hint in _feishu_checks(settings):
         line(ok, what, hint)
+    from memory.clients.installer import client_checks
+
+    for ok, what, hint in client_checks(os.environ):  # the clients' own config folders
+        line(ok, what, hint)
     print("all good" if problems == 0 else f"{problems} problem(s) found")
     return 0 if problems == 0 else 1
 

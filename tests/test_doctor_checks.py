@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -121,3 +122,53 @@ def test_serve_with_a_bogus_encoder_is_one_line_and_exit_2(tmp_path: Path) -> No
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
     assert line.startswith("claude-memory: unknown encoder 'bogus': use none, auto")
+
+
+def _enable_plugin() -> None:
+    # what `claude plugin install long-term-memory@claude-memory-system` writes (Claude Code
+    # 2.1.327, tried by hand): the plugin enabled in settings.json
+    settings = Path(os.environ["CLAUDE_CONFIG_DIR"]) / "settings.json"
+    data = json.loads(settings.read_text()) if settings.exists() else {}
+    data.setdefault("enabledPlugins", {})["long-term-memory@claude-memory-system"] = True
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps(data))
+
+
+def test_doctor_says_when_the_plugin_and_the_installed_hooks_both_run(tmp_path: Path) -> None:
+    # both: every hook ran twice, and doctor said "all good"
+    assert claude_memory(tmp_path, "install", "claude-code").returncode == 0
+    before = claude_memory(tmp_path, "doctor").stdout
+    assert "[ok] Claude Code: hooks installed for" in before
+    _enable_plugin()
+    after = claude_memory(tmp_path, "doctor")
+    assert after.returncode == 1
+    assert "and the hooks installed too: every hook runs twice" in after.stdout
+    assert "claude-memory uninstall claude-code" in after.stdout
+
+
+def test_doctor_says_when_the_plugin_cannot_find_the_command(tmp_path: Path) -> None:
+    _enable_plugin()
+    folders = os.environ.get("PATH", "").split(os.pathsep)
+    path = os.pathsep.join(f for f in folders if not (Path(f) / "claude-memory").exists())
+    done = claude_memory(tmp_path, "doctor", PATH=path)
+    assert "[!!] Claude Code plugin: claude-memory not on PATH: the plugin has no memory" in (
+        done.stdout
+    )
+
+
+def _ours(event: str) -> dict[str, object]:
+    return {"hooks": [{"type": "command", "command": f"claude-memory hook {event}"}]}
+
+
+@pytest.mark.parametrize(
+    ("hooks", "config", "fine"),
+    [
+        ({}, None, [True]),  # Codex not set up: nothing to say
+        ({"hooks": {"Stop": [_ours("stop")]}}, "[mcp_servers.claude-memory]\n", [True, True]),
+        ({"hooks": {"Stop": [_ours("stop"), _ours("stop")]}}, None, [False, False]),
+    ],
+)
+def test_codex_lines(hooks: dict[str, object], config: str | None, fine: list[bool]) -> None:
+    from memory.clients.installer import codex_checks
+
+    assert [ok for ok, _, _ in codex_checks(hooks, config)] == fine

@@ -727,3 +727,105 @@ def run(
         )
         print("  start a new Codex session; `codex mcp list` should show claude-memory", file=out)
     return 0
+
+
+# --- what `doctor` says about the clients (docs/claude-code.md, "Checking the setup") -----------
+
+PLUGIN_ID: Final = "long-term-memory@claude-memory-system"
+"""The plugin as Claude Code records it in `enabledPlugins` once installed from this
+repository's marketplace."""
+
+ClientCheck = tuple[bool, str, str]
+"""One `doctor` line: fine?, what was checked, what to do when it is not."""
+
+
+def hooks_installed(settings: Mapping[str, Any]) -> dict[str, int]:
+    """Our hook commands per event in a settings object (Claude Code's settings.json, Codex's
+    hooks.json)."""
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return {}
+    counts = {
+        name: sum(_count_ours(g) for g in groups)
+        for name, groups in hooks.items()
+        if isinstance(groups, list)
+    }
+    return {name: n for name, n in counts.items() if n}
+
+
+def claude_code_checks(settings: Mapping[str, Any], *, command_found: bool) -> list[ClientCheck]:
+    """Claude Code's setup (pure): our hooks, each once; the plugin; not both (every hook
+    would run twice, silently); and the plugin's launcher finding `claude-memory`."""
+    counts = hooks_installed(settings)
+    plugins = settings.get("enabledPlugins")
+    plugin = isinstance(plugins, dict) and plugins.get(PLUGIN_ID) is True
+    twice = sorted(name for name, n in counts.items() if n > 1)
+    checks: list[ClientCheck] = []
+    if not counts and not plugin:
+        none = "Claude Code: no memory hooks (claude-memory install claude-code adds them)"
+        return [(True, none, "")]
+    if counts:
+        checks.append(
+            (
+                not twice,
+                f"Claude Code: hooks installed for {len(counts)} events"
+                + (f", twice for {', '.join(twice)}" if twice else ""),
+                "claude-memory uninstall claude-code, then claude-memory install claude-code",
+            )
+        )
+    if plugin:
+        checks.append(
+            (
+                not counts,
+                f"Claude Code: plugin {PLUGIN_ID} enabled"
+                + (" and the hooks installed too: every hook runs twice" if counts else ""),
+                "keep one: claude-memory uninstall claude-code, or claude plugin uninstall "
+                + PLUGIN_ID,
+            )
+        )
+        checks.append(
+            (
+                command_found,
+                "Claude Code plugin: claude-memory "
+                + ("found on PATH" if command_found else "not on PATH: the plugin has no memory"),
+                "install it (uv tool install <checkout>) or set CLAUDE_MEMORY_BIN for the plugin",
+            )
+        )
+    return checks
+
+
+def codex_checks(hooks: Mapping[str, Any], config_text: str | None) -> list[ClientCheck]:
+    """Codex's setup (pure): our hooks in hooks.json, each once, and the MCP server in
+    config.toml."""
+    counts = hooks_installed(hooks)
+    server = config_text is not None and f"[mcp_servers.{SERVER_NAME}]" in config_text
+    if not counts and not server:
+        return [(True, "Codex: no memory hooks (claude-memory install codex adds them)", "")]
+    twice = sorted(name for name, n in counts.items() if n > 1)
+    return [
+        (
+            bool(counts) and not twice,
+            f"Codex: hooks installed for {len(counts)} events"
+            + (f", twice for {', '.join(twice)}" if twice else ""),
+            "claude-memory uninstall codex, then claude-memory install codex",
+        ),
+        (
+            server,
+            f"Codex: MCP server {SERVER_NAME} " + ("configured" if server else "not configured"),
+            "claude-memory install codex",
+        ),
+    ]
+
+
+def client_checks(environ: Mapping[str, str]) -> list[ClientCheck]:
+    """The `doctor` lines for Claude Code and Codex, from their files under `environ`'s
+    config folders."""
+    claude = _load_json(claude_settings_path(environ), _read(claude_settings_path(environ)))
+    # where the plugin's launcher looks (plugin/bin/claude-memory), its own variable aside
+    local = Path(environ.get("HOME", "~")).expanduser() / ".local" / "bin" / "claude-memory"
+    found = shutil.which("claude-memory", path=environ.get("PATH")) is not None or local.exists()
+    codex_hooks = _load_json(codex_hooks_path(environ), _read(codex_hooks_path(environ)))
+    return [
+        *claude_code_checks(claude, command_found=found),
+        *codex_checks(codex_hooks, _read(codex_config_path(environ))),
+    ]
