@@ -30,7 +30,6 @@ from memory.model import Note, NoteDraft
 from memory.reach import (
     ChangeBudget,
     Waits,
-    over_limit,
     person_made,
     propose_change,
     propose_save,
@@ -239,8 +238,7 @@ def build_memory_tools(
         answer that it waits."""
         note, persons = await asyncio.to_thread(read_target, note_id)
         waits = review_change(note, change if action == "update" else None, persons=persons)
-        if waits is None and not budget.take(turn()):
-            waits = over_limit(budget.limit)
+        waits = budget.review(waits, turn())
         if waits is not None:
             held = waits
             return await wait(
@@ -324,8 +322,7 @@ def build_memory_tools(
             target, persons = await asyncio.to_thread(read_target, about)
             old = target
             waits = review_change(target, persons=persons)
-            if waits is None and not budget.take(turn()):
-                waits = over_limit(budget.limit)
+            waits = budget.review(waits, turn())
         if waits is not None:
             held = waits
             return await wait(lambda p: propose_save(p, draft, held, source=proposer), held)

@@ -101,6 +101,13 @@ class ChangeBudget:
         self._turn: object = None
         self._spent: list[float] = []
 
+    def review(self, waits: Waits | None, turn: object = None) -> Waits | None:
+        """What a change that `review_change` or `review_save` let through needs now: nothing
+        while the window has room (one change spent), else the person (`over_limit`)."""
+        if waits is None and not self.take(turn):
+            return over_limit(self.limit, per="turn" if self.window_seconds is None else "hour")
+        return waits
+
     def take(self, turn: object = None) -> bool:
         """Spend one change if the window has room (False: it is full). Synchronous, so two
         concurrent tool calls on one event loop cannot both take the last one."""

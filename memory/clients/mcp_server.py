@@ -65,7 +65,6 @@ from memory.reach import (
     MCP_WINDOW_SECONDS,
     ChangeBudget,
     Waits,
-    over_limit,
     person_made,
     propose_change,
     propose_save,
@@ -511,8 +510,7 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
         waits: Waits | None = review_change(
             note, change if action == "update" else None, persons=persons
         )
-        if waits is None and not budget.take():
-            waits = over_limit(budget.limit, per="hour")
+        waits = budget.review(waits)
         if waits is not None:
             held = waits
             return await run(
@@ -560,8 +558,7 @@ def build_server(config: McpConfig, *, cwd: str | None = None) -> tuple[FastMCP,
             # replacing a note changes it: the same reach as an edit
             old, persons = await run(lambda: read_target(supersedes))
             waits = review_change(old, persons=persons)
-            if waits is None and not budget.take():
-                waits = over_limit(budget.limit, per="hour")
+            waits = budget.review(waits)
             if waits is not None:
                 held = waits
                 return await run(
