@@ -17,6 +17,23 @@ from tests.fakes.anthropic_api import FakeMessagesAPI
 if TYPE_CHECKING:  # lark-oapi takes 2-5 s to import: only the tests that use the fake pay it
     from tests.fakes.feishu_platform import FakeFeishu
 
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tiers follow from the fixtures a test uses: `postgres` (the embedded PostgreSQL,
+    tests/storage/conftest.py) and `encoder` (the packaged default encoder,
+    tests/embeddings/conftest.py), so `-m "not postgres"` needs no list of files."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        callspec = getattr(item, "callspec", None)
+        backends = callspec.params.values() if callspec is not None else ()
+        # the contract suites take the backend as a parameter and the database with
+        # request.getfixturevalue: "postgresql" among the parameters says it
+        if "postgres_server" in names or any(p == "postgresql" for p in backends):
+            item.add_marker(pytest.mark.postgres)
+        if "default_encoder" in names:
+            item.add_marker(pytest.mark.encoder)
+
+
 _LEAKY_PREFIXES = ("CLAUDE_MEMORY_", "ANTHROPIC_", "FEISHU_", "CLAUDE_CODE_", "CLAUDECODE")
 
 

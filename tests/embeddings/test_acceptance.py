@@ -27,16 +27,14 @@ from bench.retrieval_eval import (
     run_bilingual,
     run_unrelated,
 )
-from memory.encoders.models import Encoder, load_encoder, parse_encoder_setting
+from memory.encoders.models import Encoder
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def encoder() -> Encoder:
-    spec = parse_encoder_setting("auto")  # the packaged default
-    assert spec is not None
-    return load_encoder(spec)
+def encoder(default_encoder: Encoder) -> Encoder:
+    return default_encoder  # the packaged default, loaded once per session
 
 
 @pytest.fixture(scope="module")

