@@ -255,6 +255,15 @@ async def test_compact_compacts_the_running_session(
         first = fake_feishu.push_text("remember the blue door")
         await wait_answer(fake_feishu, message_id(first))
         compact = fake_feishu.push_text("/compact")
+        # Its card reads "正在压缩…" until compacted (a slow compaction shows it before the
+        # answer): wait for the final state, not for the first reply.
+        working = (t("compacting", "zh"), t("compacting", "en"))
+
+        def compacted() -> bool:
+            shown = replies(fake_feishu, message_id(compact))
+            return bool(shown) and not any(m.text.startswith(working) for m in shown)
+
+        await wait_until(compacted, timeout=60)
         answer = await wait_answer(fake_feishu, message_id(compact), timeout=60)
     assert "Compacted" in answer
 

@@ -1,0 +1,169 @@
+"""A turn: one message through `SessionManager.run_agent` under conversation
+`feishu:<scope>:v<N>`, its live reply (a streaming card, or the progress card) with a Stop
+button, approvals asked on the way, and what is settled after: what did not arrive goes to the
+outbox, a card left "working" is closed, a slow answer that came by PATCH (which notifies
+nobody) is followed by a short reply so the user's phone rings, the turn is forgotten in the
+state, and its low-confidence captures are offered."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from bridge.events import IncomingMessage
+from bridge.feishu.context import BridgeContext
+from bridge.feishu.controls import Control, Controls
+from bridge.feishu.delivery import Delivery
+from bridge.feishu.memory_chat import MemoryCommands
+from bridge.feishu.prompt import PromptBuilder
+from bridge.progress import TurnReply
+from bridge.render import card_content, escape_card_markdown, text_content
+from bridge.reply import LiveReply
+from bridge.sender import send_uuid
+from bridge.stream import StreamReply
+from bridge.strings import t
+from errors import ClaudeMemoryError
+from storage.public_text import exception_text, next_step
+
+logger = logging.getLogger("bridge.feishu")
+
+
+class Turns:
+    """Runs the turns the lanes hand it."""
+
+    def __init__(
+        self,
+        ctx: BridgeContext,
+        controls: Controls,
+        delivery: Delivery,
+        prompts: PromptBuilder,
+        memory: MemoryCommands,
+    ) -> None:
+        self._ctx = ctx
+        self._controls = controls
+        self._delivery = delivery
+        self._prompts = prompts
+        self._memory = memory
+
+    async def run(self, msg: IncomingMessage) -> None:
+        ctx = self._ctx
+        conversation_id = await ctx.conversation_id(ctx.scope(msg).key)
+
+        async def on_card(card_id: str) -> None:
+            await self._controls.show(nonce, stop, card_id)
+            await ctx.db(ctx.state.turn_card, msg.message_id, card_id)
+
+        # Stop sits on the turn's card, streaming or progress, until the answer replaces it.
+        stop = Control("stop", msg, conversation_id)
+        nonce = self._controls.add(stop)
+        reply = self._reply(msg, {"cm": "stop", "n": nonce}, on_card)
+        started = time.monotonic()
+        since = time.time()
+        try:
+            await self._answer(msg, conversation_id, reply)
+        finally:
+            self._controls.drop(nonce)
+            await self._settle(msg, reply, time.monotonic() - started)
+        await self._memory.offer_captures(msg, conversation_id, since)
+
+    def _reply(
+        self,
+        msg: IncomingMessage,
+        stop_value: dict[str, str],
+        on_card: Callable[[str], Awaitable[object]],
+    ) -> LiveReply:
+        """The turn's live reply: streamed into a CardKit card when FEISHU_STREAMING is on,
+        the progress card otherwise (and as the stream's fallback)."""
+        settings = self._ctx.settings
+        progress = TurnReply(
+            self._ctx.api,
+            reply_to=msg.message_id,
+            key=msg.message_id,
+            interval=settings.feishu_card_update_interval_seconds,
+            open_delay=settings.feishu_progress_delay_seconds,
+            on_card=on_card,
+            locale=msg.locale,
+            stop_value=stop_value,
+        )
+        if not settings.feishu_streaming:
+            return progress
+        return StreamReply(
+            self._ctx.api,
+            progress,
+            reply_to=msg.message_id,
+            key=msg.message_id,
+            locale=msg.locale,
+            interval=settings.feishu_stream_interval_seconds,
+            open_delay=settings.feishu_progress_delay_seconds,
+            stop_value=stop_value,
+            on_card=on_card,
+        )
+
+    async def _answer(self, msg: IncomingMessage, conversation_id: str, reply: LiveReply) -> None:
+        ctx = self._ctx
+        async with reply:
+            prompt = await self._prompts.prompt(msg)
+            if ctx.recalled(msg.message_id):
+                await reply.withdraw(t("recalled_card", msg.locale))
+                return
+            # From here a crash cannot simply re-run it.
+            await ctx.db(ctx.state.turn_started, msg.message_id)
+            try:
+                result = await ctx.sessions.run_agent(
+                    prompt,
+                    conversation_id=conversation_id,
+                    on_event=reply.on_event,
+                    source="feishu",
+                    approver=self._controls.approver(msg, conversation_id),
+                    model=await ctx.db(ctx.state.model, ctx.scope(msg).key),
+                )
+            except ClaudeMemoryError as exc:
+                await reply.finish(
+                    t("execution_failed", msg.locale, error=exc.message), is_error=True
+                )
+                return
+            except Exception as exc:
+                logger.exception("turn for %s failed", msg.message_id)
+                error = f"{exception_text(exc)}; {next_step(exc)}"  # cleaned as at every door
+                await reply.finish(t("execution_crashed", msg.locale, error=error), is_error=True)
+                return
+            if ctx.recalled(msg.message_id):
+                await reply.withdraw(t("recalled_card", msg.locale))
+                return
+            await reply.finish_turn(result)
+
+    async def _settle(self, msg: IncomingMessage, reply: LiveReply, elapsed: float) -> None:
+        """After a turn: hand what did not arrive to the outbox, close a card left "working",
+        push a slow answer that came by PATCH, and forget the turn."""
+        if not reply.finished:
+            return  # cancelled before any final state: the next start recovers it
+        ctx, delivery = self._ctx, self._delivery
+        try:
+            key = msg.message_id
+            if ctx.recalled(key):
+                pass
+            elif not reply.delivered and reply.final is not None:
+                logger.warning("answer to %s goes to the outbox", key)
+                await delivery.defer_answer(msg, reply.final, card_id=reply.card_id)
+            elif reply.pending_from is not None and reply.final is not None:
+                logger.warning("the rest of the answer to %s goes to the outbox", key)
+                await delivery.defer_answer(
+                    msg, reply.final, card_id=None, start=reply.pending_from
+                )
+            elif reply.card_left_open is not None:
+                card = card_content(escape_card_markdown(t("answer_below", msg.locale)))
+                await delivery.outbox_put(
+                    "patch", reply.card_left_open, card, key=send_uuid(key, "close")
+                )
+            elif (
+                reply.card_id is not None
+                and reply.delivered
+                and elapsed >= ctx.settings.feishu_push_after_seconds
+            ):
+                push = text_content(t("ready_push", msg.locale))
+                await delivery.send(msg, "text", push, part="ready")
+            await ctx.db(ctx.state.turn_finished, key)
+            await delivery.react_done(msg, delivered=reply.delivered or reply.final is not None)
+        except Exception:  # bookkeeping must not take the chat's worker down
+            logger.exception("settling the turn of %s failed", msg.message_id)
