@@ -29,9 +29,12 @@ if TYPE_CHECKING:
 class LiveReply(Protocol):
     """One turn's answer as the bridge sees it, whatever shows it."""
 
-    finished: bool
-    """A final state was written (or attempted): False after a cancel before any."""
     sent_ids: list[str]
+
+    @property
+    def finished(self) -> bool:
+        """A final state was written (or attempted): False after a cancel before any."""
+        ...
 
     async def __aenter__(self) -> LiveReply: ...
 
