@@ -788,7 +788,8 @@ def claude_code_checks(settings: Mapping[str, Any], *, command_found: bool) -> l
                 command_found,
                 "Claude Code plugin: claude-memory "
                 + ("found on PATH" if command_found else "not on PATH: the plugin has no memory"),
-                "install it (uv tool install <checkout>) or set CLAUDE_MEMORY_BIN for the plugin",
+                "install it (uv tool install <checkout>), or tell the plugin where it is"
+                ' (docs/claude-code.md, "Plugin install")',
             )
         )
     return checks
