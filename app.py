@@ -285,8 +285,9 @@ def _rescans(
     if not isinstance(container.memory, NoteFiles):
         return contextlib.nullcontext()
     policy = RescanPolicy(interval=settings.memory_config().rescan_interval)
-    app.state.rescans = Rescans(container.memory, policy)
-    return app.state.rescans
+    rescans = Rescans(container.memory, policy)
+    app.state.rescans = rescans
+    return rescans
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

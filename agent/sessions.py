@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar
 
 from claude_agent_sdk import ClaudeSDKClient, SessionKey, SessionStore
 
@@ -64,6 +64,8 @@ from storage.text import require_text
 from storage.urls import safe_url
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+P = ParamSpec("P")
 
 DEFAULT_CONVERSATION = "main"
 _DRAIN_SECONDS = 15.0
@@ -626,7 +628,7 @@ class SessionManager:
     def on_turn(self, listener: TurnListener) -> None:
         self._turn_listeners.append(listener)
 
-    async def run_state(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    async def run_state(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """A blocking conversation-state call, off the loop: on the state lane (its own threads:
         a locked database never holds up other kinds of calls), else the default pool."""
         if self.state_lane is None:

@@ -877,7 +877,7 @@ def _project_of(gold: Sequence[str], data: dict[str, Any], default: str) -> str:
     scopes = {n["id"]: n["scope"] for n in data["notes"]}
     for note_id in gold:
         if scopes[note_id].startswith("project:"):
-            return scopes[note_id].split(":", 1)[1]
+            return str(scopes[note_id].split(":", 1)[1])
     return default
 
 
@@ -1015,7 +1015,7 @@ def _direct_turns(
 
     segment_without_dictionary()
     moment = datetime.fromisoformat(now)
-    memory.core.utcnow = lambda: moment
+    vars(memory.core)["utcnow"] = lambda: moment  # the clock, patched as a test would
 
     def copy(source: str, target: str) -> None:
         # note files are only ever replaced (temp file + rename), never written in place: a

@@ -91,7 +91,7 @@ def raw_event_handler(
     processors = registered.build()._callback_processor_map
 
     # lark is imported lazily (a module object here): mypy cannot see its classes.
-    class RawEventHandler(lark.EventDispatcherHandler):  # type: ignore[name-defined]
+    class RawEventHandler(lark.EventDispatcherHandler):  # type: ignore[name-defined,misc]
         def _do_without_validation(self, payload: bytes) -> Any:
             if on_card_action is not None and _event_type(payload) == CARD_ACTION:
                 return super()._do_without_validation(payload)

@@ -337,12 +337,13 @@ class StreamReply:
             "config": {"update_multi": True, "streaming_mode": False},
             "body": {"elements": [{"tag": "markdown", "content": line}]},
         }
-        for attempt in (
+        attempts: tuple[Callable[[], Awaitable[Any]], ...] = (
             lambda: self._sender.card_update(self._card or "", card, self._next()),
             lambda: self._sender.card_settings(
                 self._card or "", {"streaming_mode": False}, self._next()
             ),
-        ):
+        )
+        for attempt in attempts:
             try:
                 await attempt()
             except FeishuAPIError as exc:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 if TYPE_CHECKING:  # `frozen_default` is typed from Python 3.12 on; 3.11 accepts it at run time
     from typing_extensions import dataclass_transform
@@ -43,8 +43,9 @@ def _key(instance: object) -> tuple[object, ...]:
 
 def _eq(self: object, other: object) -> bool:
     if other.__class__ is not self.__class__:
-        return NotImplemented
-    return _key(self) == _key(other)
+        return cast(bool, NotImplemented)  # what `==` expects of `__eq__`, typed as a bool
+    same: bool = _key(self) == _key(other)
+    return same
 
 
 def _hash(self: object) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
@@ -290,10 +290,14 @@ async def _run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await asyncio.to_thread(_as_web, fn, *args, **kwargs)
 
 
-def _on_lane(get_lane: Callable[[], Lane | None]) -> Callable[..., Awaitable[Any]]:
+class _OnLane(Protocol):
+    def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Awaitable[T]: ...
+
+
+def _on_lane(get_lane: Callable[[], Lane | None]) -> _OnLane:
     """`_run` on the lane `get_lane()` gives (the loop's default pool when None)."""
 
-    async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def run(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         lane = get_lane()
         if lane is None:
             return await _run(fn, *args, **kwargs)

@@ -60,10 +60,10 @@ class ProgressBar:
 
 
 def register(
-    subparsers: argparse._SubParsersAction,
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     get_config: GetConfig,
     get_encoder: GetEncoder | None = None,
-) -> argparse._SubParsersAction:
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
     """Add the `memory` command and its subcommands (returned, for commands that live
     elsewhere: `memory migrate` is the root cli's). `get_encoder` names the text encoder
     for semantic search (loaded only by `reindex --vectors`, and by search/add/import once

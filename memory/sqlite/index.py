@@ -252,7 +252,7 @@ class Index:
     def conn(self) -> sqlite3.Connection:
         if self._closed:
             raise ClaudeMemoryError("the memory store is closed; open it again")
-        existing = getattr(self._local, "conn", None)
+        existing: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if existing is not None:
             return existing
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -556,18 +556,20 @@ class Index:
         return {row["path"]: row for row in rows}
 
     def row_by_id(self, note_id: str) -> sqlite3.Row | None:
-        return (
+        row: sqlite3.Row | None = (
             self.conn()
             .execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE id = ?", (note_id,))
             .fetchone()
         )
+        return row
 
     def row_by_path(self, relpath: str) -> sqlite3.Row | None:
-        return (
+        row: sqlite3.Row | None = (
             self.conn()
             .execute(f"SELECT {NOTE_COLUMNS} FROM notes WHERE path = ?", (relpath,))
             .fetchone()
         )
+        return row
 
     def count(self) -> int:
         return int(self.conn().execute("SELECT count(*) FROM notes").fetchone()[0])

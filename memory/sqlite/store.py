@@ -1339,7 +1339,8 @@ class _SaveQueries:
     def row_to_supersede(self, note_id: str) -> sqlite3.Row | None:
         # the writer lock is held until the save ends
         sql = "SELECT nid, id, path, type, body FROM notes WHERE id = ?"
-        return self._tx.execute(sql, (note_id,)).fetchone()
+        row: sqlite3.Row | None = self._tx.execute(sql, (note_id,)).fetchone()
+        return row
 
     def refresh(self, row: sqlite3.Row, now: datetime) -> SaveResult:
         note = self._store._rewrite(self._tx, row, {"updated": now}, extra_access=1, lenient=True)
@@ -1407,4 +1408,4 @@ def _same_file(root: Path, row: sqlite3.Row) -> bool:
         stat = (root / row["path"]).stat()
     except OSError:
         return False
-    return stat.st_mtime_ns == row["mtime_ns"] and stat.st_size == row["size"]
+    return bool(stat.st_mtime_ns == row["mtime_ns"] and stat.st_size == row["size"])
