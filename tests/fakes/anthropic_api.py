@@ -56,6 +56,14 @@ class Reply:
     delay: float = 0.0  # seconds before the response starts
     chunk_delay: float = 0.0  # seconds between text chunks
     chunks: int = 3  # how many deltas the text is split into
+    stream_error: str | None = None
+    """After the text's first delta, an `event: error` of this type ("overloaded_error") and
+    the stream ends: "We may occasionally send errors in the event stream ... an
+    overloaded_error, which would normally correspond to an HTTP 529 in a non-streaming
+    context" (docs.anthropic.com/en/api/messages-streaming, "Error events")."""
+    drop_stream: bool = False
+    """After the text's first delta the connection is closed with no message_stop (a proxy or
+    network dropping a long response)."""
 
 
 def text(value: str, *, delay: float = 0.0, chunk_delay: float = 0.0, chunks: int = 3) -> Reply:
@@ -68,6 +76,12 @@ def tool(name: str, tool_input: dict[str, Any], *, say: str | None = None) -> Re
 
 def error(status: int, error_type: str = "api_error", message: str = "fake error") -> Reply:
     return Reply(status=status, error_type=error_type, error_message=message)
+
+
+def broken_stream(value: str, *, error_type: str | None = "overloaded_error") -> Reply:
+    """A streamed answer that breaks after its first words: an error event (`error_type`) or,
+    with None, a dropped connection."""
+    return Reply(text=value, chunks=4, stream_error=error_type, drop_stream=error_type is None)
 
 
 @dataclass
@@ -358,6 +372,16 @@ class FakeMessagesAPI:
             )
         model = req.body.get("model") or "claude-fake"
         if not req.body.get("stream"):
+            if reply.stream_error is not None or reply.drop_stream:
+                # the same failure asked again without streaming: overloaded is a 529 there
+                # ("Error events", docs.anthropic.com/en/api/messages-streaming)
+                return JSONResponse(
+                    {
+                        "type": "error",
+                        "error": {"type": "overloaded_error", "message": "Overloaded"},
+                    },
+                    status_code=529,
+                )
             return JSONResponse(_message_json(reply, model))
         return StreamingResponse(_sse(reply, model), media_type="text/event-stream")
 
@@ -425,7 +449,7 @@ async def _sse(reply: Reply, model: str) -> AsyncIterator[bytes]:
                 "content_block": {"type": "text", "text": ""},
             },
         )
-        for piece in _split(reply.text, reply.chunks):
+        for n, piece in enumerate(_split(reply.text, reply.chunks)):
             if reply.chunk_delay:
                 await asyncio.sleep(reply.chunk_delay)
             yield _event(
@@ -436,6 +460,15 @@ async def _sse(reply: Reply, model: str) -> AsyncIterator[bytes]:
                     "delta": {"type": "text_delta", "text": piece},
                 },
             )
+            if n == 0 and reply.stream_error is not None:
+                message = "Overloaded" if reply.stream_error == "overloaded_error" else "error"
+                yield _event(
+                    "error",
+                    {"type": "error", "error": {"type": reply.stream_error, "message": message}},
+                )
+                return
+            if n == 0 and reply.drop_stream:
+                raise ConnectionResetError("the fake drops the stream")
         yield _event("content_block_stop", {"type": "content_block_stop", "index": index})
         index += 1
     for call in reply.tool_calls:
