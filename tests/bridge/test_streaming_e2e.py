@@ -9,8 +9,14 @@ from typing import Any
 import pytest
 
 from settings import Settings
-from tests.bridge.conftest import answer_only, feishu_app, message_id, wait_answer
-from tests.fakes.anthropic_api import FakeMessagesAPI, text, tool
+from tests.bridge.conftest import (
+    answer_only,
+    feishu_app,
+    message_id,
+    wait_answer,
+    wait_reply_text,
+)
+from tests.fakes.anthropic_api import FakeMessagesAPI, broken_stream, text, tool
 from tests.fakes.feishu_platform import CARD_OPS_PER_SECOND, FakeFeishu
 from tests.helpers import wait_until
 
@@ -96,3 +102,24 @@ async def test_a_quick_answer_is_one_plain_card(
         answer = await wait_answer(fake_feishu, message_id(event))
     assert answer == "echo: hello"
     assert fake_feishu.cards == {}
+
+
+@pytest.mark.parametrize("error_type", ["overloaded_error", None])
+async def test_a_model_stream_that_breaks_ends_on_the_error_card_not_done(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+    error_type: str | None,
+) -> None:
+    # issue #33: a dropped stream or an error inside it showed "Done, no text output." on a
+    # normal card
+    fake_model.on(
+        "tell a story",
+        *([broken_stream(STORY, error_type=error_type)] * 8),
+    )
+    async with feishu_app(streaming(feishu_settings)):
+        event = fake_feishu.push_text("tell a story please")
+        text_seen = await wait_reply_text(fake_feishu, message_id(event))
+    assert "Done, no text output." not in text_seen and "完成" not in answer_only(text_seen)
+    assert "529" in text_seen
+    assert "出错了" in text_seen
