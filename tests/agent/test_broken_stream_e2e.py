@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from settings import Settings
-from tests.agent.test_pipeline_e2e import running_app
+from tests.conftest import running_app
 from tests.fakes.anthropic_api import FakeMessagesAPI, broken_stream
 
 pytestmark = pytest.mark.e2e

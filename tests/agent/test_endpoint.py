@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from agent.endpoint import (
     DEFAULT_API,
@@ -64,7 +65,7 @@ def test_the_models_url_keeps_the_base_path_and_query() -> None:
 
 def test_the_default_api_is_probed_only_with_credentials() -> None:
     assert EndpointTarget.from_settings(Settings()) is None
-    target = EndpointTarget.from_settings(Settings(anthropic_api_key="k"))
+    target = EndpointTarget.from_settings(Settings(anthropic_api_key=SecretStr("k")))
     assert target is not None and target.url == DEFAULT_API
     checker = EndpointChecker.for_settings(Settings())
     assert checker.status()["state"] == "unverified"

@@ -66,7 +66,7 @@ async def test_every_tool_refuses_bad_input_and_changes_nothing(store: MemorySto
     assert not wrong, "\n".join(wrong)
     assert files(store) == before
     # the limits are in the schema the model sees
-    assert tools["memory_search"].input_schema["properties"]["limit"]["maximum"] == 30  # type: ignore[index]
+    assert tools["memory_search"].input_schema["properties"]["limit"]["maximum"] == 30
     found = await tools["memory_search"].handler({"query": "pool", "limit": 3})
     assert f"[{note}]" in found["content"][0]["text"]
     read = await tools["memory_get"].handler({"ids": [note]})

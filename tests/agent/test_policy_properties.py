@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.policy import Allowed, Denied, PolicyConfig, evaluate_tool_call
+from agent.policy import Allowed, Decision, Denied, PolicyConfig, evaluate_tool_call
 from settings import DEFAULT_BASH_ALLOWLIST
 
 # Modest, so the suite stays fast; the workspace fixture is module-scoped and shared by examples.
@@ -102,7 +102,7 @@ def quoted(text: str, config: PolicyConfig) -> str:
     return shlex.quote(text.replace("@WS@", str(config.workspace)))
 
 
-def bash(command: str, config: PolicyConfig) -> Allowed | Denied:
+def bash(command: str, config: PolicyConfig) -> Decision:
     return evaluate_tool_call("Bash", {"command": command}, config)
 
 

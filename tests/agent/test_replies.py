@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from agent.replies import NO_OUTPUT, STOPPED, ToolFailure, TurnOutcome, build_reply, without_paths
+from agent.replies import (
+    NO_OUTPUT,
+    SHUTDOWN_STOP,
+    STOPPED,
+    ToolFailure,
+    TurnOutcome,
+    build_reply,
+)
+from storage.public_text import without_paths
 
 LOG = "/logs/x.jsonl"
 OK = {"result_subtype": "success", "terminal_reason": "completed"}
@@ -141,7 +149,7 @@ def test_no_reply_names_a_server_path() -> None:
         {"api_error_status": 401},
         {"timed_out": True},
     ):
-        assert "/" not in build_reply(outcome(**fields)).text.replace("…/", "")  # type: ignore[arg-type]
+        assert "/" not in build_reply(outcome(**fields)).text.replace("…/", "")
 
 
 def test_a_claim_of_success_after_a_refusal_still_names_the_refused_command() -> None:
@@ -196,3 +204,36 @@ def test_server_paths_are_cut_from_app_text(text: str, expected: str) -> None:
 def test_notices_come_before_the_reply() -> None:
     reply = build_reply(outcome(texts=("hi",), notices=("(fresh session)",), **OK))
     assert reply.text == "(fresh session)\n\nhi"
+
+
+@pytest.mark.parametrize(
+    ("fields", "english", "chinese"),
+    [
+        ({"interrupted": True, **OK}, "Stopped.", "已停止。"),
+        ({**OK}, "Done, no text output.", "完成，没有文字输出。"),
+        (
+            {"tool_failures": (ToolFailure("Bash", "outside the workspace", True, "rm /x"),), **OK},
+            "Refused (not run):",
+            "已拒绝（未执行）：",
+        ),
+        ({"timed_out": True, "timeout_seconds": 5.0}, "timed out after 5 s", "本轮超时（5 秒）"),
+        (
+            {"api_error_status": 529, "terminal_reason": "api_error"},
+            "overloaded (529)",
+            "过载（529）",
+        ),
+        (
+            {"interrupted": True, "stop_reason": SHUTDOWN_STOP, **OK},
+            "the app is shutting down",
+            "应用正在关闭",
+        ),
+        ({"unreachable": "connection refused"}, "Could not reach", "无法连接模型 API"),
+    ],
+)
+def test_the_replys_own_sentences_speak_the_chats_language(
+    fields: dict[str, object], english: str, chinese: str
+) -> None:
+    # a Chinese Feishu chat got "Stopped.", "Refused (not run): …" and the 529 text in English
+    assert english in build_reply(outcome(**fields)).text
+    zh = build_reply(outcome(**fields), locale="zh").text
+    assert chinese in zh and english not in zh

@@ -114,7 +114,7 @@ async def test_clear_starts_a_fresh_session_and_stop_interrupts_a_slow_turn(
     assert "当前：运行中" in status_text
     assert "feishu:oc_p2pchat:v2" in status_text
     assert "never delivered" not in slow_text
-    assert "stopped" in slow_text.lower() or "interrupted" in slow_text.lower()
+    assert "已停止。" in slow_text  # in the chat's language (issue #33)
     assert {c["id"] for c in listing} == {"feishu:oc_p2pchat:v1", "feishu:oc_p2pchat:v2"}
 
 
@@ -175,8 +175,9 @@ async def test_dropped_websocket_reconnects_and_the_next_message_is_answered(
 @pytest.mark.parametrize(
     ("overrides", "script", "expected"),
     [
-        ({}, [error(529, "overloaded_error", "Overloaded")] * 8, "overloaded (529)"),
-        ({"turn_timeout_seconds": 3}, [text("late", delay=30)], "timed out after 3 s"),
+        # the reply's own sentences in the chat's language (issue #33: English in a Chinese chat)
+        ({}, [error(529, "overloaded_error", "Overloaded")] * 8, "模型服务过载（529）"),
+        ({"turn_timeout_seconds": 3}, [text("late", delay=30)], "本轮超时（3 秒）"),
     ],
     ids=["model-error", "timeout"],
 )
@@ -304,7 +305,7 @@ async def test_shutdown_leaves_no_card_working_and_no_message_unanswered(
     assert time.monotonic() - t0 < 15
     [card] = replies(fake_feishu, message_id(running))
     assert t("progress_title") not in card.text
-    assert "shutting down" in card.text
+    assert "正在关闭" in card.text and "shutting down" not in card.text  # the chat's language
     [notice] = replies(fake_feishu, message_id(queued))
     assert notice.text == t("restart_queued")
     assert fake_model.requests_for("and then this") == []

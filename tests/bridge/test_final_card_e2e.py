@@ -34,7 +34,7 @@ async def test_a_refused_step_then_a_claim_of_success_shows_the_refusal_in_the_f
         full = await wait_reply_text(fake_feishu, message_id(event))
     [card] = fake_feishu.replies_to(message_id(event))
     assert answer.startswith("Installed the tool successfully.")
-    assert "Refused (not run):\n- Bash `curl http://example.com`" in answer
+    assert "已拒绝（未执行）：\n- Bash `curl http://example.com`" in answer  # the chat's language
     panels = [e for e in card.content["body"]["elements"] if e["tag"] == "collapsible_panel"]
     assert [p["header"]["title"]["content"] for p in panels] == ["工具步骤：1 · 1 个被拒绝"]
     assert panels[0]["expanded"] is True

@@ -20,10 +20,16 @@ from tests.helpers import wait_until
 USER_MESSAGE = "om_user_message"
 
 
-def turn_reply(sender: Sender, **kwargs: float) -> TurnReply:
-    options = {"interval": 0.2, "open_delay": 0.3} | kwargs
+def turn_reply(sender: Sender, *, interval: float = 0.2, open_delay: float = 0.3) -> TurnReply:
     # English, so these pin the English side of the strings table (the e2e tests read Chinese)
-    return TurnReply(sender, reply_to=USER_MESSAGE, key=USER_MESSAGE, locale="en", **options)
+    return TurnReply(
+        sender,
+        reply_to=USER_MESSAGE,
+        key=USER_MESSAGE,
+        locale="en",
+        interval=interval,
+        open_delay=open_delay,
+    )
 
 
 def step(tid: str, status: str = "started") -> ToolStep:
@@ -124,14 +130,20 @@ async def test_failed_final_patch_sends_the_answer_as_a_new_reply(
     assert answer.text == "the answer"
 
 
-REFUSED = {"status": 400, "code": 230099, "msg": "Failed to create card content", "reset": None}
+def refuse(fake_feishu: FakeFeishu, kind: str, times: int) -> None:
+    """Feishu refuses the next `times` calls of `kind` as it refuses a card it cannot show."""
+    fake_feishu.fail_next(
+        kind, times=times, status=400, code=230099, msg="Failed to create card content", reset=None
+    )
+
+
 TABLED = "# Title\n\nplain **answer**\n\n| fruit | qty |\n|---|---|\n| apple | 3 |\n\n![chart](https://x.y/c.png)"
 
 
 async def test_a_refused_card_is_sent_again_within_stricter_limits(
     sender: Sender, fake_feishu: FakeFeishu
 ) -> None:
-    fake_feishu.fail_next("reply", times=1, **REFUSED)
+    refuse(fake_feishu, "reply", times=1)
     async with turn_reply(sender) as reply:
         await reply.finish(TABLED)
     [message] = fake_feishu.replies_to(USER_MESSAGE)
@@ -142,7 +154,7 @@ async def test_a_refused_card_is_sent_again_within_stricter_limits(
 async def test_when_cards_are_refused_the_answer_arrives_as_a_post_with_readable_tables(
     sender: Sender, fake_feishu: FakeFeishu
 ) -> None:
-    fake_feishu.fail_next("reply", times=2, **REFUSED)
+    refuse(fake_feishu, "reply", times=2)
     async with turn_reply(sender) as reply:
         await reply.finish(TABLED)
     [message] = fake_feishu.replies_to(USER_MESSAGE)
@@ -162,7 +174,7 @@ async def test_when_cards_are_refused_the_answer_arrives_as_a_post_with_readable
 async def test_when_cards_and_posts_are_refused_the_answer_arrives_as_readable_text(
     sender: Sender, fake_feishu: FakeFeishu
 ) -> None:
-    fake_feishu.fail_next("reply", times=3, **REFUSED)
+    refuse(fake_feishu, "reply", times=3)
     async with turn_reply(sender) as reply:
         await reply.finish(TABLED)
     [message] = fake_feishu.replies_to(USER_MESSAGE)
@@ -177,8 +189,8 @@ async def test_a_progress_card_whose_answer_went_as_text_does_not_stay_working(
 ) -> None:
     async with turn_reply(sender, open_delay=0) as reply:
         await wait_until(lambda: len(fake_feishu.replies_to(USER_MESSAGE)) == 1, timeout=5)
-        fake_feishu.fail_next("patch", times=2, **REFUSED)
-        fake_feishu.fail_next("reply", times=1, **REFUSED)
+        refuse(fake_feishu, "patch", times=2)
+        refuse(fake_feishu, "reply", times=1)
         await reply.finish(TABLED)
     card, message = fake_feishu.replies_to(USER_MESSAGE)
     assert "Working" not in card.text

@@ -142,7 +142,7 @@ def test_sixty_kb_answer_fits_cards_with_fences_intact() -> None:
 @given(
     st.lists(
         st.one_of(
-            st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300),
+            st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=300),
             st.builds(lambda body: f"```js\n{body}\n```", st.text(max_size=400)),
         ),
         max_size=8,
@@ -340,10 +340,9 @@ ANSWER_CASES = {
 def test_answer_cards_stay_within_every_limit_and_keep_every_table(
     markdown: str, limits: CardLimits
 ) -> None:
-    tail = [
-        trace_panel([{"name": "Bash", "summary": "ls", "status": "ok"}] * 30),
-        footer_element(12.3, 0.5),
-    ]
+    panel = trace_panel([{"name": "Bash", "summary": "ls", "status": "ok"}] * 30)
+    assert panel is not None
+    tail = [panel, footer_element(12.3, 0.5)]
     cards = answer_cards(markdown, title="Stopped", template="grey", tail=tail, limits=limits)
     for item in cards:
         assert card_breaches(item.card, limits) == ()
@@ -385,6 +384,7 @@ def test_a_split_answer_says_which_part_in_the_chat_language(
 
 def test_a_short_answer_is_one_card_with_trace_and_footer_last() -> None:
     panel = trace_panel([{"name": "Read", "summary": "a.md", "status": "ok"}])
+    assert panel is not None
     [item] = answer_cards("Hi **there**", tail=[panel, footer_element(1.25, None)])
     assert item.card["body"]["elements"] == [
         {"tag": "markdown", "content": "Hi **there**"},

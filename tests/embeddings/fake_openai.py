@@ -61,8 +61,7 @@ class FakeEmbeddingsAPI:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://127.0.0.1:{self._server.server_port}/v1"
 
     def fail_next(self, status: int) -> None:
         self._fail.append(status)

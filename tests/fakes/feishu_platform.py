@@ -1408,7 +1408,11 @@ class FakeFeishu:
         key = body.get("uuid")
         with self._lock:
             known = self._uuids.get(key) if key else None
-            if known is not None and self.clock() - self._uuid_at[key] > UUID_WINDOW_SECONDS:
+            if (
+                key
+                and known is not None
+                and self.clock() - self._uuid_at[key] > UUID_WINDOW_SECONDS
+            ):
                 known = None  # the uuid's hour is over: a new message
             entity_refusal = None
             entity = None

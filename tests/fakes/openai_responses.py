@@ -85,6 +85,7 @@ def _events(step: Step, model: str) -> Iterator[dict[str, Any]]:
     base = {"id": response_id, "object": "response", "model": model, "output": []}
     yield {"type": "response.created", "response": {**base, "status": "in_progress"}}
     yield {"type": "response.in_progress", "response": {**base, "status": "in_progress"}}
+    done: dict[str, Any]
     if step.kind == "call":
         item_id, call_id = f"fc_{uuid.uuid4().hex[:16]}", f"call_{uuid.uuid4().hex[:16]}"
         arguments = json.dumps(step.arguments)

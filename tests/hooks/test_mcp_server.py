@@ -235,9 +235,9 @@ async def test_two_sessions_in_one_project_each_get_their_own_current_episode(
     tool call (`_meta.threadId`): the current episode is that session's, not the newest."""
     project = make_project("app")
     codex_id = "01a209e2-da94-7d73-9ebc-78f106b88a71"
-    for session in ("older", "newer", codex_id):
-        client = "codex" if session == codex_id else "claude-code"
-        await anyio.to_thread.run_sync(prompt_hook, project, session, client)
+    for name in ("older", "newer", codex_id):
+        client = "codex" if name == codex_id else "claude-code"
+        await anyio.to_thread.run_sync(prompt_hook, project, name, client)
     env = {"CLAUDE_CODE_SESSION_ID": "older"}
     async with mcp_session(mem_home, project, env) as session:
         current = json.loads(await call(session, "memory_get_current_episode"))

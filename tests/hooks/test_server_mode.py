@@ -208,7 +208,7 @@ def _filler_notes(home: Path, count: int) -> None:
         note = Note(
             id=new_note_id(now.timestamp() - n),
             title=f"filler {n}",
-            type="fact",
+            type="general",
             scope="user",
             tags=(),
             created=now,

@@ -376,9 +376,12 @@ def test_a_note_holding_a_credential_is_refused_and_nothing_is_written(
     assert "Zebra-4471" not in refused.value.message  # the error never repeats the value
     assert refused.value.status_code == 422
     assert sorted(p.name for p in store.root.rglob("*.md")) == before
-    for field in ("title", "summary"):
+    for field, draft in (
+        ("title", NoteDraft(content="NAS login", title="密码 Zebra-4471")),
+        ("summary", NoteDraft(content="NAS login", summary="密码 Zebra-4471")),
+    ):
         with pytest.raises(CredentialError, match=field):
-            store.save(NoteDraft(content="NAS login", **{field: "密码 Zebra-4471"}))
+            store.save(draft)
     with pytest.raises(CredentialError, match="tags"):
         store.save(NoteDraft(content="NAS login", tags=["pw Hunter2!x"]))
 

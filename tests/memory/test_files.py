@@ -165,7 +165,7 @@ def test_path_ids_are_stable_per_path() -> None:
     assert path_note_id("inbox/a.md") != path_note_id("inbox/b.md")
 
 
-TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=60)
+TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"]), min_size=0, max_size=60)
 
 
 @settings(max_examples=300, deadline=None)

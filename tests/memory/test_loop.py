@@ -384,7 +384,9 @@ def test_a_prompt_about_none_of_the_past_sessions_recalls_none(
 ) -> None:
     episodes = EpisodeStore(state, store)
     for key, summary in PAST:
-        done = episodes.start(f"claude-code:{key}", title=key, project=APP.key, scope=APP.scope)
+        done = episodes.start(
+            f"claude-code:{key}", title=key, project=APP.key, scope=APP.scope or ""
+        )
         episodes.close(done.id, summary)
     context = make_loop(store, state, windows).prompt("claude-code:new", APP, prompt)
     assert context.injected == ()
@@ -405,7 +407,9 @@ def test_a_prompt_about_a_past_session_recalls_it_once(
     episodes = EpisodeStore(state, store)
     ids = {}
     for name, summary in PAST:
-        done = episodes.start(f"claude-code:{name}", title=name, project=APP.key, scope=APP.scope)
+        done = episodes.start(
+            f"claude-code:{name}", title=name, project=APP.key, scope=APP.scope or ""
+        )
         episodes.close(done.id, summary)
         ids[name] = episodes.get(done.id)
     context = make_loop(store, state, windows).prompt("claude-code:new", APP, prompt)

@@ -78,9 +78,16 @@ def stores(tmp_path: Path, database_url: str) -> Iterator[tuple[MemoryStore, Pos
 
 
 def _hits(
-    store: MemoryStore | PostgresMemoryStore, query: str, **filters: str
+    store: MemoryStore | PostgresMemoryStore,
+    query: str,
+    *,
+    type: str | None = None,
+    scope: str | None = None,
+    tag: str | None = None,
 ) -> list[tuple[str, float]]:
-    found = store.search_detailed(query, limit=20, record_access=False, mode="keyword", **filters)
+    found = store.search_detailed(
+        query, limit=20, type=type, scope=scope, tag=tag, record_access=False, mode="keyword"
+    )
     return [(hit.id, hit.score) for hit in found.hits]
 
 

@@ -71,7 +71,7 @@ def save(store: MemoryBackend, clock: Clock, content: str) -> str:
     return store.save(NoteDraft(content=content, title=content)).id
 
 
-async def listed(client: httpx.AsyncClient, **params: object) -> list[str]:
+async def listed(client: httpx.AsyncClient, **params: str | int) -> list[str]:
     response = await client.get("/api/memories", params=params)
     assert response.status_code == 200, response.text
     return [n["id"] for n in response.json()["items"]]

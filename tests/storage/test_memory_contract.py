@@ -25,6 +25,7 @@ from memory.model import NoteDraft
 from memory.postgres.store import PostgresMemoryStore
 from memory.search.engine import SearchQueries
 from memory.search.filters import Filters
+from memory.search.fusion import SearchMode
 from memory.search.keyword import parse_query
 from memory.search.plan import QueryVector
 from memory.sqlite.store import MemoryStore
@@ -674,7 +675,7 @@ def test_a_query_about_nothing_in_the_memory_returns_nothing(
         encoder = HashingEncoder()
         store.attach_encoder(encoder)
         embed_pending(store, encoder)
-    mode = "hybrid" if with_vectors else "keyword"
+    mode: SearchMode = "hybrid" if with_vectors else "keyword"
     inject = store.config.injection_floor
     for query in UNRELATED:
         # nothing is strong enough to be injected into a prompt unasked

@@ -68,7 +68,7 @@ def _fill_memory(settings: Settings) -> dict[str, str]:
             episodes.record(episode.id, "assistant", "好的，先导出再导入。")
             PendingStore(state).add(
                 EntityCandidate(
-                    type="person", title="Zhang Wei", content="张伟负责支付服务", confidence=0.6
+                    type="decision", title="Zhang Wei", content="张伟负责支付服务", confidence=0.6
                 )
             )
         finally:

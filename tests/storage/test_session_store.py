@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any, cast
 
-from claude_agent_sdk import SessionKey
+from claude_agent_sdk import SessionKey, SessionStoreEntry
 from claude_agent_sdk.testing import run_session_store_conformance
 
 from agent.pg_session_store import PostgresSessionStore
 from storage.postgres import PostgresDatabase
+
+
+def lines(*entries: dict[str, Any]) -> list[SessionStoreEntry]:
+    """Transcript lines as the store takes them. `SessionStoreEntry` names only `type`, `uuid`
+    and `timestamp`; every other field is opaque JSON the store passes through, which a TypedDict
+    cannot say."""
+    return [cast("SessionStoreEntry", entry) for entry in entries]
+
+
+def fields(entry: SessionStoreEntry) -> dict[str, Any]:
+    """A loaded line with its opaque fields readable."""
+    return cast("dict[str, Any]", entry)
 
 
 async def test_postgres_session_store_passes_the_sdk_conformance_suite(
@@ -28,9 +41,9 @@ async def test_a_retried_batch_lands_once_and_entries_without_uuid_always_land(
 ) -> None:
     store = PostgresSessionStore(pg_db)
     key: SessionKey = {"project_key": "p", "session_id": "s"}
-    batch = [{"type": "user", "uuid": "u1", "n": 1}, {"type": "title", "title": "t"}]
-    await store.append(key, batch)  # type: ignore[list-item]
-    await store.append(key, batch)  # type: ignore[list-item]
+    batch = lines({"type": "user", "uuid": "u1", "n": 1}, {"type": "title", "title": "t"})
+    await store.append(key, batch)
+    await store.append(key, batch)
     loaded = await store.load(key)
     assert loaded == [batch[0], batch[1], batch[1]]
 
@@ -42,7 +55,7 @@ async def test_entries_round_trip_exactly_including_key_order_and_unicode(
     key: SessionKey = {"project_key": "p", "session_id": "s"}
     entry = {"uuid": "u", "type": "assistant", "z": 1, "a": {"y": "中文 ✓", "b": [1, 2.5, None]}}
     entry["nul"] = "tool output with \x00 inside"
-    await store.append(key, [entry])  # type: ignore[list-item]
+    await store.append(key, lines(entry))
     loaded = await store.load(key)
     assert loaded == [entry]
     assert list(loaded[0]) == list(entry)  # the CLI reads what it wrote, in its order
@@ -52,8 +65,8 @@ async def test_a_shared_project_key_lets_different_workspaces_find_one_transcrip
     pg_db: PostgresDatabase,
 ) -> None:
     store = PostgresSessionStore(pg_db, project_key="shared")
-    entries = [{"type": "user", "uuid": "u1"}]
-    await store.append({"project_key": "-home-a-workspace", "session_id": "s"}, entries)  # type: ignore[list-item]
+    entries = lines({"type": "user", "uuid": "u1"})
+    await store.append({"project_key": "-home-a-workspace", "session_id": "s"}, entries)
     loaded = await store.load({"project_key": "-srv-b-workspace", "session_id": "s"})
     assert loaded == entries
     assert [s["session_id"] for s in await store.list_sessions("anything")] == ["s"]
@@ -69,14 +82,19 @@ async def test_concurrent_appends_to_one_session_lose_nothing_and_keep_each_batc
         for b in range(5):
             await store.append(
                 key,
-                [{"type": "x", "uuid": f"{w}-{b}-{i}", "w": w, "b": b, "i": i} for i in range(3)],  # type: ignore[misc]
+                lines(
+                    *(
+                        {"type": "x", "uuid": f"{w}-{b}-{i}", "w": w, "b": b, "i": i}
+                        for i in range(3)
+                    )
+                ),
             )
 
     await asyncio.gather(*(writer(w) for w in range(3)))
     loaded = await store.load(key)
     assert loaded is not None and len(loaded) == 3 * 5 * 3
     for w in range(3):
-        mine = [(e["b"], e["i"]) for e in loaded if e["w"] == w]
+        mine = [(e["b"], e["i"]) for e in map(fields, loaded) if e["w"] == w]
         assert mine == sorted(mine)
     summaries = await store.list_session_summaries("p")
     assert [s["session_id"] for s in summaries] == ["s"]

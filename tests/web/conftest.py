@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,7 +92,7 @@ class Served:
         return httpx.Client(base_url=self.url, headers=headers, timeout=60)
 
 
-def serve(settings: Settings, fake: FakeMessagesAPI) -> Iterator[Served]:
+def serve(settings: Settings, fake: FakeMessagesAPI) -> Generator[Served, None, None]:
     """Run `create_app(settings)` under uvicorn in a thread until the generator is closed."""
     app = create_app(settings)
     config = uvicorn.Config(
@@ -119,7 +119,7 @@ def start_app(
     make_settings: Callable[..., Settings], fake_model: FakeMessagesAPI
 ) -> Iterator[Callable[..., Served]]:
     """`start_app(**settings_overrides)` serves the app; it is stopped after the test."""
-    running: list[Iterator[Served]] = []
+    running: list[Generator[Served, None, None]] = []
 
     def start(**overrides: Any) -> Served:
         gen = serve(make_settings(**overrides), fake_model)

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from starlette.types import Message
 
 from settings import Settings
 from tests.fakes.anthropic_api import FakeMessagesAPI
@@ -167,12 +168,12 @@ async def test_a_remote_websocket_is_closed_before_it_is_accepted() -> None:
     async def app(scope: Any, receive: Any, send: Any) -> None:
         reached.append(scope["type"])
 
-    sent: list[dict[str, Any]] = []
+    sent: list[Message] = []
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> Message:
         return {"type": "websocket.connect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
 
     scope = {"type": "websocket", "client": STRANGER, "headers": [], "path": "/ws"}
