@@ -55,7 +55,7 @@ from agent.options import (
     permission_gates,
 )
 from agent.policy import Allowed, Approver, Denied, PolicyConfig
-from agent.replies import Reply, TurnOutcome, build_reply
+from agent.replies import SHUTDOWN_STOP, Locale, Reply, TurnOutcome, build_reply
 from errors import InvalidInputError
 from settings import Settings
 from storage.lanes import Lane
@@ -108,6 +108,8 @@ class _TurnRequest:
     enqueued: float = field(default_factory=time.monotonic)
     approver: Approver | None = None
     model: str | None = None  # None: the configured model (ANTHROPIC_MODEL, else the CLI's)
+    locale: Locale = "en"
+    """The language of the reply's own sentences (a Chinese Feishu chat: "zh")."""
 
 
 class _Stop:
@@ -129,9 +131,6 @@ class LiveStatus:
     queued: int
     connected: bool
     last_used: float
-
-
-SHUTDOWN_STOP = "Stopped: the app is shutting down. Send the message again in a moment."
 
 
 class _Actor:
@@ -494,7 +493,9 @@ class _Actor:
             reply = self._compact_reply(state, outcome)
         else:
             base_url = settings.anthropic_base_url
-            reply = build_reply(outcome, base_url=safe_url(base_url) if base_url else None)
+            reply = build_reply(
+                outcome, base_url=safe_url(base_url) if base_url else None, locale=turn.locale
+            )
         r = state.result
         return TurnResult(
             reply=reply.text,
@@ -708,17 +709,21 @@ class SessionManager:
         source: str = "web",
         approver: Approver | None = None,
         model: str | None = None,
+        locale: Locale = "en",
     ) -> TurnResult:
         """Run one turn and return its honest result. The single entry for every front door.
 
         `approver`: asks a person about the policy's "ask" calls (else they are refused);
-        `model`: this turn's model (None: the configured one)."""
+        `model`: this turn's model (None: the configured one); `locale`: the language of the
+        reply's own sentences (stops, refusals, errors; never the model's text)."""
         self.validate_message(message)
         conversation_id = await self.resolve_conversation(conversation_id, new_conversation)
         await self.run_state(
             self.store.ensure, conversation_id, title=_title(message), source=source
         )
-        return await self._submit(conversation_id, message, "chat", on_event, approver, model)
+        return await self._submit(
+            conversation_id, message, "chat", on_event, approver, model, locale
+        )
 
     def validate_message(self, message: str) -> None:
         if not message or not message.strip():
@@ -825,11 +830,14 @@ class SessionManager:
         sink: EventSink | None,
         approver: Approver | None = None,
         model: str | None = None,
+        locale: Locale = "en",
     ) -> TurnResult:
         if self._closed:
             raise InvalidInputError("the app is shutting down; send the message again shortly")
         future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
-        turn = _TurnRequest(message, kind, sink, future, approver=approver, model=model)
+        turn = _TurnRequest(
+            message, kind, sink, future, approver=approver, model=model, locale=locale
+        )
         self._requeue(conversation_id, turn)
         return await future
 

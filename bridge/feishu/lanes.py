@@ -11,7 +11,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
-from agent.sessions import SHUTDOWN_STOP
+from agent.replies import SHUTDOWN_STOP
 from bridge.commands import Command
 from bridge.events import IncomingMessage
 from bridge.feishu.context import BridgeContext

@@ -117,6 +117,7 @@ class Turns:
                     source="feishu",
                     approver=self._controls.approver(msg, conversation_id),
                     model=await ctx.db(ctx.state.model, ctx.scope(msg).key),
+                    locale=msg.locale,  # stops, refusals and errors in the chat's language
                 )
             except ClaudeMemoryError as exc:
                 await reply.finish(
