@@ -3,6 +3,8 @@ only the pure tests (fusion, chunking) run."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -59,9 +61,13 @@ def fake_embeddings() -> Iterator[FakeEmbeddingsAPI]:
 @pytest.fixture(scope="session")
 def default_encoder() -> Encoder:
     """The packaged default encoder (E5 + USE, `CLAUDE_MEMORY_ENCODER=auto`), loaded once per
-    session and remembering what it encoded (`MemoEncoder`)."""
+    session (per xdist worker) and remembering what it encoded (`MemoEncoder`)."""
     from memory.encoders.models import load_encoder, parse_encoder_setting
 
     spec = parse_encoder_setting("auto")
     assert spec is not None
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # beside other workers on the same cores: one thread, not one per core (a thread
+        # waiting for a core another worker holds only spins)
+        spec = dataclasses.replace(spec, threads=1)
     return MemoEncoder(load_encoder(spec))
