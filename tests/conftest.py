@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +58,20 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(proxy, raising=False)
     monkeypatch.chdir(tmp_path)  # Settings reads ./.env: make sure it is ours (none)
     return home
+
+
+@pytest.fixture(autouse=True)
+def _dictionary_segmentation() -> Iterator[None]:
+    """A hook run in this process (tests/hooks' `hook` fixture) switches the whole process to
+    CJK segmentation without rjieba's dictionary (`segment_without_dictionary`: what a hook
+    process wants, for the rest of its short life). Tests share a process, and under xdist
+    each worker runs its own mix of files, so every test starts with the dictionary again:
+    otherwise a Chinese search test that follows a hook test on the same worker finds "连接"
+    in "连接池"."""
+    yield
+    keyword = sys.modules.get("memory.search.keyword")
+    if keyword is not None:
+        keyword._without_dictionary = False  # type: ignore[attr-defined]
 
 
 @pytest.fixture
