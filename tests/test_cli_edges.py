@@ -13,15 +13,25 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
     # traceback; now it ends quietly with 141, as a shell tool killed by SIGPIPE would.
     command = [str(Path(sys.executable).parent / "claude-memory"), "--home", str(tmp_path)]
     env = {**os.environ, "HOME": str(tmp_path / "user")}
-    with subprocess.Popen(
-        [*command, "install", "claude-code", "--dry-run"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    ) as process:
-        assert process.stdout is not None and process.stderr is not None
-        process.stdout.close()  # before the command has written anything
-        err = process.stderr.read().decode("utf-8", "replace")
-        code = process.wait(timeout=60)
+    # the reader is gone before the command has written anything: its read end is closed
+    # before it starts (closing it after the start lost the race on a loaded machine, where
+    # the whole answer fitted in the pipe and the command ended with 0)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        with subprocess.Popen(
+            [*command, "install", "claude-code", "--dry-run"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=env,
+        ) as process:
+            os.close(write_end)
+            write_end = -1
+            assert process.stderr is not None
+            err = process.stderr.read().decode("utf-8", "replace")
+            code = process.wait(timeout=60)
+    finally:
+        if write_end >= 0:
+            os.close(write_end)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert code == 141
