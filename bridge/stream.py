@@ -380,6 +380,11 @@ class StreamReply:
         long answer as replies. Without a streamed card, or on a CardKit failure, `TurnReply`."""
         await self._stop_painter()
         if self._fell_back or self._card is None:
+            # a quick answer (no streamed card yet) is the progress reply's: what the turn's
+            # settling reads (finished, delivered, final) is the fallback's then too; it read
+            # this reply's own and saw nothing finished, so a queued message's Typing reaction
+            # never gave way to DONE and the turn was never marked done (issue #33)
+            self._fell_back = True
             await self._fb.finish(
                 markdown, is_error=is_error, status=status, steps=steps, footer=footer
             )

@@ -285,3 +285,25 @@ async def test_stop_is_on_the_progress_card_too_when_streaming_is_off(
     assert answer["toast"]["content"] == t("stopping")
     assert t("stopped_title") in final and "never delivered" not in final
     assert fake_feishu.card_buttons(card.message_id) == []  # the answer replaced the button
+
+
+async def test_a_queued_message_s_reaction_is_replaced_when_its_own_answer_is_delivered(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    # issue #33: the first message's Typing became DONE, the queued one's never did
+    fake_model.on("first question", text("First answer.", delay=2))
+    fake_model.on("second question", text("Second answer."))
+    async with feishu_app(streaming(feishu_settings)):
+        first = fake_feishu.push_text("first question")
+        await wait_until(lambda: fake_feishu.reactions_on(message_id(first)) == ["Typing"])
+        second = fake_feishu.push_text("second question")
+        await wait_until(lambda: fake_feishu.reactions_on(message_id(second)) == ["Typing"])
+        await wait_answer(fake_feishu, message_id(first))
+        await wait_answer(fake_feishu, message_id(second))
+        for event in (first, second):
+            await wait_until(
+                lambda event=event: fake_feishu.reactions_on(message_id(event)) == ["DONE"],
+                timeout=10,
+            )
