@@ -355,6 +355,11 @@ STRINGS: dict[str, dict[Locale, str]] = {
         "zh": "已收到，前面还有 {ahead} 条消息，排在第 {position} 位。",
         "en": "Got it: {ahead} message(s) ahead of this one, it is number {position} in line.",
     },
+    "slots_full": {
+        "zh": "已收到。现在同时在进行的对话已满（{limit} 个），有一个结束就轮到你。",
+        "en": "Got it. {limit} conversations are running at once, the most there can be; yours "
+        "starts as soon as one ends.",
+    },
     "queue_full": {
         "zh": "排队的消息已满（最多 {limit} 条），这条没有处理。请等当前回答结束后再发送。",
         "en": "The queue is full ({limit} messages at most), so this one was not taken. "

@@ -217,6 +217,11 @@ class Intake:
         if ahead:
             text = t("queued", msg.locale, ahead=ahead, position=lane.waiting)
             self._lanes.notice(msg, text, part="queued")
+        elif ctx.sessions.turn_slots.locked():
+            # nothing ahead in this conversation, but every turn slot of the app is taken (the
+            # 5th member of a busy group waited with only a Typing reaction, issue #33)
+            limit = ctx.settings.max_concurrent_turns
+            self._lanes.notice(msg, t("slots_full", msg.locale, limit=limit), part="queued")
 
     # --- what each piece of work does -------------------------------------------------------------
     async def handle(self, work: Work) -> None:

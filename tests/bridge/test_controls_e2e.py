@@ -307,3 +307,28 @@ async def test_a_queued_message_s_reaction_is_replaced_when_its_own_answer_is_de
                 lambda event=event: fake_feishu.reactions_on(message_id(event)) == ["DONE"],
                 timeout=10,
             )
+
+
+async def test_a_turn_waiting_for_a_free_slot_is_told_so(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    # issue #33: past the app's concurrent-turn limit a message waited with only a Typing
+    # reaction, the limit said nowhere
+    fake_model.on("slow job", text("done slowly", delay=4))
+    settings = streaming(feishu_settings, max_concurrent_turns=1)
+    async with feishu_app(settings):
+        fake_feishu.push_text("slow job")
+        await wait_until(lambda: bool(fake_model.requests_for("slow job")), timeout=30)
+        other = fake_feishu.push_text("another chat's question", chat_id="oc_otherchat")
+        await wait_until(lambda: bool(fake_feishu.replies_to(message_id(other))), timeout=10)
+        told = fake_feishu.replies_to(message_id(other))[0].text
+        await wait_until(
+            lambda: any(
+                "echo: another chat's question" in m.text
+                for m in fake_feishu.replies_to(message_id(other))
+            ),
+            timeout=60,
+        )
+    assert told.startswith("已收到") and "（1 个）" in told
