@@ -302,11 +302,11 @@ async def test_a_queued_message_s_reaction_is_replaced_when_its_own_answer_is_de
         await wait_until(lambda: fake_feishu.reactions_on(message_id(second)) == ["Typing"])
         await wait_answer(fake_feishu, message_id(first))
         await wait_answer(fake_feishu, message_id(second))
-        for event in (first, second):
-            await wait_until(
-                lambda event=event: fake_feishu.reactions_on(message_id(event)) == ["DONE"],
-                timeout=10,
-            )
+        done = [message_id(first), message_id(second)]
+        await wait_until(
+            lambda: [fake_feishu.reactions_on(m) for m in done] == [["DONE"], ["DONE"]],
+            timeout=10,
+        )
 
 
 async def test_a_turn_waiting_for_a_free_slot_is_told_so(
