@@ -75,6 +75,19 @@ def test_without_the_command_the_plugin_s_hooks_fail_open_and_say_why(tmp_path: 
     )
     assert proc.returncode == 0 and proc.stdout == b""
     assert b"CLAUDE_MEMORY_BIN" in proc.stderr
+    # once per session, visibly: the session start says there is no memory (a systemMessage,
+    # in a shape Codex's strict SessionStart output accepts too)
+    start = subprocess.run(
+        ["sh", launcher, "hook", "session-start"],
+        input=b"{}",
+        env=env,
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    said = json.loads(start.stdout)
+    assert start.returncode == 0 and "no long-term memory" in said["systemMessage"]
+    assert said["hookSpecificOutput"] == {"hookEventName": "SessionStart", "additionalContext": ""}
     mcp = subprocess.run(["sh", launcher, "mcp"], env=env, capture_output=True, timeout=30)
     assert mcp.returncode == 1
 
