@@ -102,3 +102,18 @@ def test_codex_adds_the_same_marketplace_and_its_plugin(tmp_path: Path) -> None:
     cli(str(CODEX), "plugin", "add", "long-term-memory@claude-memory-system", env=env)
     listed = cli(str(CODEX), "mcp", "list", env=env)
     assert "claude-memory" in listed
+
+
+def test_claude_code_takes_the_plugin_s_word_that_there_is_no_memory(
+    fake_model: FakeMessagesAPI, mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    # the session start's systemMessage (no claude-memory anywhere) is accepted by the real
+    # Claude Code: the session goes on and answers, with no memory context
+    env = claude_env(fake_model, mem_home, PATH=path_without_claude_memory())
+    env.pop("CLAUDE_MEMORY_BIN", None)
+    cli(str(CLAUDE), "plugin", "marketplace", "add", str(ROOT), env=env)
+    cli(str(CLAUDE), "plugin", "install", "long-term-memory@claude-memory-system", env=env)
+    fake_model.on("hello there", text("hi"))
+    done = run_claude("hello there", cwd=make_project("shop/app"), env=env)
+    assert "hi" in done.stdout
+    assert "<memory-context>" not in first_request(fake_model, "hello there").all_text()
