@@ -403,6 +403,10 @@ STRINGS: dict[str, dict[Locale, str]] = {
     "timed_out_title": {"zh": "已超时，自动拒绝", "en": "Timed out: denied"},
     "approved_by": {"zh": "**{tool}** 已由 {who} 批准。", "en": "**{tool}** approved by {who}."},
     "denied_by": {"zh": "**{tool}** 已被 {who} 拒绝。", "en": "**{tool}** denied by {who}."},
+    "approval_turn_ended": {
+        "zh": "这一轮已结束，**{tool}** 的批准请求已关闭，未执行。",
+        "en": "The turn ended, so the approval request for **{tool}** is closed; it did not run.",
+    },
     "approval_timed_out": {
         "zh": "**{tool}** 在 {minutes} 分钟内无人批准，已拒绝。",
         "en": "Nobody approved **{tool}** within {minutes} min, so it was denied.",

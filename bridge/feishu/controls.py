@@ -312,6 +312,43 @@ class Controls:
             chat_admins=admins,
         )
 
+    async def close_approvals(self, msg: IncomingMessage) -> None:
+        """The turn of `msg` ended (answered, stopped, failed) with an approval card still
+        asking: the card says so and loses its buttons, the tool call is denied. A stopped turn
+        left live 批准/拒绝 buttons and "2 分钟内无人批准则自动拒绝" (issue #33)."""
+        waiting = [
+            (nonce, c)
+            for nonce, c in list(self._controls.items())
+            if c.kind == "approval"
+            and c.msg.message_id == msg.message_id
+            and c.decision is not None
+            and not c.decision.done()
+        ]
+        for nonce, control in waiting:
+            await self._close_asked(nonce, control)
+
+    async def _close_asked(self, nonce: str, control: Control) -> None:
+        """An approval whose turn ended: denied, and its card closed (no buttons)."""
+        ctx = self._ctx
+        if control.decision is not None and not control.decision.done():
+            control.decision.set_result(
+                ToolDenied(t("approval_turn_ended", "en", tool=control.tool))
+            )
+        with contextlib.suppress(Exception):  # bookkeeping: never in the way of the stop
+            await asyncio.wait_for(ctx.db(ctx.state.control_done, nonce), 5)
+        if control.message_id is None or ctx.sender is None:
+            return
+        locale = control.msg.locale
+        closed = decided_card(
+            t("cancelled_title", locale),
+            "grey",
+            t("approval_turn_ended", locale, tool=escape_card_markdown(control.tool)),
+        )
+        try:
+            await asyncio.wait_for(ctx.sender.patch(control.message_id, closed), 10)
+        except (FeishuAPIError, TimeoutError) as exc:
+            logger.warning("approval card %s not closed: %s", control.message_id, exc)
+
     # --- approvals -------------------------------------------------------------------------------
     def approver(self, msg: IncomingMessage, conversation_id: str) -> Approver:
         """Asks the chat about a tool call the policy marks "ask": an approval card with
@@ -345,6 +382,12 @@ class Controls:
             await self.show(nonce, control, card_id)
             try:
                 return await asyncio.wait_for(asyncio.shield(control.decision), timeout)
+            except asyncio.CancelledError:
+                # the turn was stopped while asking (the SDK cancels the pending permission
+                # request): the card must not keep asking
+                logger.info("approval for %s cancelled with its turn", tool_name)
+                await self._close_asked(nonce, control)
+                raise
             except TimeoutError:
                 if control.decision.done():  # a tap just in time
                     return control.decision.result()

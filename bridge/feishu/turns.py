@@ -64,6 +64,7 @@ class Turns:
             await self._answer(msg, conversation_id, reply)
         finally:
             self._controls.drop(nonce)
+            await self._controls.close_approvals(msg)
             await self._settle(msg, reply, time.monotonic() - started)
         await self._memory.offer_captures(msg, conversation_id, since)
 

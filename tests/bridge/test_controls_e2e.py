@@ -332,3 +332,21 @@ async def test_a_turn_waiting_for_a_free_slot_is_told_so(
             timeout=60,
         )
     assert told.startswith("已收到") and "（1 个）" in told
+
+
+async def test_a_stop_while_an_approval_is_asked_closes_the_approval_card(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    # issue #33: after a stop the approval card kept live 批准/拒绝 buttons and "2 分钟内无人批准
+    # 则自动拒绝"
+    fake_model.on("list files", tool("Bash", {"command": "ls"}), text("Could not list them."))
+    settings = streaming(feishu_settings, ask_tools=["Bash"], feishu_approval_timeout_seconds=120)
+    async with feishu_app(settings):
+        asked = fake_feishu.push_text("list files please")
+        approval = await _approval_card(fake_feishu, message_id(asked))
+        fake_feishu.push_text("/stop")
+        await wait_until(lambda: fake_feishu.card_buttons(approval.message_id) == [], timeout=30)
+    assert approval.content["header"]["template"] == "grey"
+    assert "已关闭" in approval.text and "2 分钟" not in approval.text
