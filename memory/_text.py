@@ -417,15 +417,21 @@ def meaning_differs(a: str, b: str) -> bool:
     return _polarity(a) != _polarity(b)
 
 
-def how_meaning_differs(old: str, new: str) -> str:
-    """Why two texts say different things, for a person: the negation or the numbers."""
+def how_meaning_differs(old: str, new: str, *, loose: bool = False) -> str:
+    """Why two texts say different things, for a person: the negation or the numbers.
+
+    `loose`: for two notes that may be written in two languages or worded apart
+    (`memory.notes.facts`): a negation differs only when one side has none ("不喝" /
+    "别给我推荐…我不喝" are one refusal), and a number only when one stands where another stood
+    ("3pm" / "three in the afternoon", "周五" / "Fridays": one side spells it in words; numbers
+    only dropped are less detail)."""
     (neg_old, num_old), (neg_new, num_new) = _polarity(old), _polarity(new)
     reasons = []
-    if neg_old != neg_new:
+    if (neg_old == 0) != (neg_new == 0) if loose else neg_old != neg_new:
         reasons.append("one says the opposite (a negation differs)")
-    if num_old != num_new:
-        # only the numbers that changed: "周一上午 10 点" -> "周一上午 11 点" is "10 -> 11"
-        was, now = _only_in(num_old, num_new), _only_in(num_new, num_old)
+    # only the numbers that changed: "周一上午 10 点" -> "周一上午 11 点" is "10 -> 11"
+    was, now = _only_in(num_old, num_new), _only_in(num_new, num_old)
+    if (was and now) if loose else num_old != num_new:
         reasons.append(
             f"a number changed ({', '.join(was) or 'none'} -> {', '.join(now) or 'none'})"
         )
@@ -554,24 +560,6 @@ def renamed(a: str, b: str) -> bool:
 def _one_name(x: str, y: str) -> bool:
     short, long = sorted((x, y), key=len)
     return len(short) >= 4 and long.startswith(short)
-
-
-def value_changed(old: str, new: str) -> str:
-    """`how_meaning_differs` for two notes that may be written in two languages or worded
-    apart: a negation differs only when one side has none ("不喝" / "别给我推荐…我不喝" are
-    one refusal), and a number only when one stands where another stood ("3pm" / "three in
-    the afternoon", "周五" / "Fridays": one side spells it in words; numbers only dropped are
-    less detail)."""
-    (neg_old, num_old), (neg_new, num_new) = _polarity(old), _polarity(new)
-    reasons = []
-    if (neg_old == 0) != (neg_new == 0):
-        reasons.append("one says the opposite (a negation differs)")
-    was, now = _only_in(num_old, num_new), _only_in(num_new, num_old)
-    if was and now:  # numbers only dropped or only added: less or more detail, not a change
-        reasons.append(
-            f"a number changed ({', '.join(was) or 'none'} -> {', '.join(now) or 'none'})"
-        )
-    return "; ".join(reasons)
 
 
 def reordered(a: str, b: str) -> bool:

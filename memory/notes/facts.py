@@ -71,7 +71,7 @@ def changed_value(old: str, new: str) -> str:
     """What differs in value between two texts on one subject ("" for nothing): a number or
     time, a negation, a name standing where another stood, the same words in another order.
     Ordinary words swapped ("prefers" / "likes") are a rewording, not a change."""
-    reason = _text.value_changed(old, new)
+    reason = _text.how_meaning_differs(old, new, loose=True)
     if reason:
         return reason
     if _text.renamed(old, new):
