@@ -853,16 +853,37 @@ class StoreCore:
         by the newer, its history kept); unsure ones become pending choices (`memory.conflicts`,
         when history is attached). Called by background embedding and `sync_vectors` after
         each batch."""
-        for pending, vectors in items:
-            waiting = self._unchecked.take(pending.id)
-            if len(pending.chunks) != 1:
-                continue  # a long note is never folded into another by its first part
+        # a long note is never folded into another by its first part
+        taken = [(p, v, self._unchecked.take(p.id)) for p, v in items]
+        single = [(p, v, saved_here) for p, v, saved_here in taken if len(p.chunks) == 1]
+        # a note another process saved (a hook working directly, the CLI without an encoder)
+        # or one saved before a restart is checked when it gets its first vectors, if new; an
+        # older note re-embedded (another encoder, an edit) is not judged again. Their ages
+        # come from the index in one read: a reindex re-embeds every note
+        recent = self._recent([p.id for p, _, saved_here in single if not saved_here])
+        for pending, vectors, saved_here in single:
+            if not saved_here and pending.id not in recent:
+                continue
             try:
-                self._relate(pending.id, model, vectors[0], saved_here=waiting)
+                self._relate(pending.id, model, vectors[0])
             except Exception:  # the note is saved; a check that fails leaves it as it is
                 log.exception("note %s: checking what it repeats or updates failed", pending.id)
 
-    def _relate(self, note_id: str, model: str, vector: Any, *, saved_here: bool) -> None:
+    def _recent(self, note_ids: Sequence[str]) -> set[str]:
+        """Of `note_ids`, those created within `RECENT_UNCHECKED_SECONDS`."""
+        if not note_ids:
+            return set()
+        since = self._now().timestamp() - RECENT_UNCHECKED_SECONDS
+        with self.search_queries(Filters.of(None, None, None, None)) as queries:
+            rows = queries.rows_by_id(list(note_ids))
+        return {
+            note_id
+            for note_id, row in rows.items()
+            if (created := parse_datetime(row["created"])) is not None
+            and created.timestamp() >= since
+        }
+
+    def _relate(self, note_id: str, model: str, vector: Any) -> None:
         from memory.notes.facts import judge  # only a process that embeds notes needs it
         from memory.search.plan import QueryVector
 
@@ -873,11 +894,6 @@ class StoreCore:
         if note.status != "active":
             return
         now_ts = self._now().timestamp()
-        # a note another process saved (a hook working directly, the CLI without an encoder)
-        # or one saved before a restart is checked when it gets its first vectors, if new; an
-        # older note re-embedded (another encoder, an edit) is not judged again
-        if not saved_here and now_ts - note.created.timestamp() > RECENT_UNCHECKED_SECONDS:
-            return
         filters = Filters.of(None, note.scope, None, None, active_at=now_ts)
         with self.search_queries(filters) as queries:
             nearest = [
