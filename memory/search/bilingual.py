@@ -18,6 +18,7 @@ search with vectors), searches without it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -81,10 +82,16 @@ _lock = threading.Lock()
 
 def available() -> bool:
     """Whether the dictionary's package is installed (it is a dependency; a process may still
-    run without it)."""
+    run without it) and could be read."""
+    return not _failed and (_lexicon is not None or _installed())
+
+
+@functools.cache
+def _installed() -> bool:
+    """Looked up once: every Chinese search asks (`find_spec` walks `sys.path`)."""
     import importlib.util  # here: the hooks' fast path imports this module, never calls it
 
-    return not _failed and importlib.util.find_spec(PACKAGE) is not None
+    return importlib.util.find_spec(PACKAGE) is not None
 
 
 def lexicon() -> Lexicon | None:
