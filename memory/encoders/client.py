@@ -11,8 +11,10 @@ worker that is alive but gives no answer to a request for `hang_timeout` seconds
 native library, stopped, swapped out) is killed and restarted the same way: otherwise every
 search would wait out its timeout and fall back to keywords until the app restarts.
 
-Requests are sent one at a time, queries before bulk passage work, so a re-index in progress
-delays a search by at most one batch.
+Two lanes to the worker: queries (and pings) and background passage work, each sending one
+request at a time, so a query is never queued behind bulk work in the client; the worker
+answers a query between two pieces of a passage request (`memory.encoders.worker`), so a
+re-index in progress delays a search by one piece, not one batch.
 
 `ThreadEncoder` adapts the client to the synchronous `Encoder` protocol for `MemoryStore`,
 whose calls run in worker threads (`asyncio.to_thread`). `VectorSync` embeds notes whose
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, Self
 
 from memory._record import record
+from memory.encoders import worker
 from memory.encoders.models import (
     WORKER_THREAD_ENV,
     EncoderSpec,
@@ -53,8 +56,8 @@ log = logging.getLogger(__name__)
 _LINE_LIMIT: Final = 256 * 1024 * 1024
 """Largest protocol line (a batch of vectors in base64)."""
 _PROJECT_ROOT: Final = str(Path(__file__).resolve().parents[2])
-QUERY_PRIORITY: Final = 0
-BULK_PRIORITY: Final = 10
+QUERY_PRIORITY: Final = worker.QUERY_PRIORITY
+BULK_PRIORITY: Final = worker.BULK_PRIORITY
 
 
 # --- status ----------------------------------------------------------------------------------
@@ -190,7 +193,8 @@ class EncoderClient:
         )
         self._restarts = 0
         self._seq = itertools.count()
-        self._queue: asyncio.PriorityQueue[_Request] | None = None
+        self._lanes: tuple[asyncio.PriorityQueue[_Request], ...] = ()
+        """(queries and pings, background passages): each sends one request at a time."""
         self._supervisor: asyncio.Task[None] | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._closing = False
@@ -216,7 +220,7 @@ class EncoderClient:
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - shared with the workers
-        self._queue = asyncio.PriorityQueue()
+        self._lanes = (asyncio.PriorityQueue(), asyncio.PriorityQueue())
         self._changed = asyncio.Event()
         self._supervisor = asyncio.create_task(self._supervise(), name="encoder-supervisor")
 
@@ -310,9 +314,11 @@ class EncoderClient:
     async def _request(
         self, payload: dict[str, Any], priority: int, time_limit: float | None
     ) -> dict[str, Any]:
-        assert self._queue is not None
+        assert self._lanes
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Request(priority, next(self._seq), payload, future))
+        lane = self._lanes[0 if priority < BULK_PRIORITY else 1]
+        payload = {**payload, "priority": priority}
+        lane.put_nowait(_Request(priority, next(self._seq), payload, future))
         limit = time_limit if time_limit is not None else self.request_timeout
         try:
             return await asyncio.wait_for(asyncio.shield(future), limit)
@@ -321,12 +327,11 @@ class EncoderClient:
             raise EncoderUnavailableError("busy", f"no answer within {limit:g}s") from None
 
     def _fail_queued(self, error: Exception) -> None:
-        if self._queue is None:
-            return
-        while not self._queue.empty():
-            request = self._queue.get_nowait()
-            if not request.future.done():
-                request.future.set_exception(error)
+        for lane in self._lanes:
+            while not lane.empty():
+                request = lane.get_nowait()
+                if not request.future.done():
+                    request.future.set_exception(error)
 
     # --- the worker ----------------------------------------------------------------------------
 
@@ -384,15 +389,20 @@ class EncoderClient:
             return f"worker exited at start: {exc}"
         pending: dict[int, _InFlight] = {}
         self._killed_because = None
-        sender = asyncio.create_task(self._send_loop(process, pending), name="encoder-sender")
+        senders = [
+            asyncio.create_task(self._send_loop(process, pending, lane), name=f"encoder-{name}")
+            for lane, name in zip(self._lanes, ("queries", "passages"), strict=True)
+        ]
         reason = "worker exited"
         try:
             reason = await self._read_loop(process, pending)
             reason = self._killed_because or reason
         finally:
-            sender.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sender
+            for sender in senders:
+                sender.cancel()
+            for sender in senders:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sender
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
@@ -438,11 +448,14 @@ class EncoderClient:
                         item.future.set_result(message)
 
     async def _send_loop(
-        self, process: asyncio.subprocess.Process, pending: dict[int, _InFlight]
+        self,
+        process: asyncio.subprocess.Process,
+        pending: dict[int, _InFlight],
+        lane: asyncio.PriorityQueue[_Request],
     ) -> None:
-        assert self._queue is not None and process.stdin is not None
+        assert process.stdin is not None
         while True:
-            request = await self._queue.get()
+            request = await lane.get()
             if request.future.done():
                 continue  # the caller gave up
             item = pending[request.seq] = _InFlight(request.future, asyncio.Event())
@@ -452,9 +465,9 @@ class EncoderClient:
                 await process.stdin.drain()
             except (ConnectionError, RuntimeError):
                 return  # the reader sees the exit
-            # one request at a time, so a query never waits behind a queue of bulk work; the
-            # worker's answer is awaited even when the caller gave up, so a worker that never
-            # answers is seen
+            # one request at a time per lane, so nothing the caller gave up on is sent and a
+            # query never waits behind a queue of bulk work; the worker's answer is awaited
+            # even when the caller gave up, so a worker that never answers is seen
             allowed = self.hang_timeout + self.hang_per_text * len(request.payload.get("texts", ()))
             try:
                 await asyncio.wait_for(item.answered.wait(), allowed)

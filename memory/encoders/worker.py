@@ -11,20 +11,45 @@ Protocol: JSON lines. The first line on stdin is the `EncoderSpec`; the worker a
 `{"id": 7, "op": "encode", "texts": [...], "kind": "query"|"passage"}` gets
 `{"id": 7, "shape": [n, dim], "data": "<base64 float32 little-endian>"}` or
 `{"id": 7, "error": "..."}`; `{"id": 8, "op": "ping"}` gets `{"id": 8, "ok": true}`.
+A request may carry `"priority"` (lower first; queries 0, background passages 10).
 The worker exits when stdin closes, so it never outlives the app.
+
+Queries go first (issue #32): a thread reads requests as they come, and a long passage request
+is encoded a few texts at a time, with any query that arrived meanwhile answered between two
+pieces. A prompt's vector then waits for one piece (a few hundred ms at worst on two cores),
+not for a background batch of a dozen notes (seconds). Before it says ready the worker encodes
+a query of each length bucket (`WARM_QUERIES`), so no prompt pays a first-time cost.
 """
 
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
+import queue
 import sys
+import threading
 import time
-from typing import IO, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any, Final
 
 from errors import ClaudeMemoryError
-from memory.encoders.models import EncoderSpec, TextKind, load_encoder
+from memory.encoders.models import Encoder, EncoderSpec, TextKind, load_encoder
+
+PIECE_CHARS: Final = 1200
+"""A passage request is encoded in pieces of about this many characters (at least one text):
+the longest a query waits behind background work (~300 tokens, 0.1-0.4 s on two cores)."""
+QUERY_PRIORITY: Final = 0
+BULK_PRIORITY: Final = 10
+WARM_QUERIES: Final = (
+    "warm up",
+    "how did we fix the login timeout in the payment service last week",
+    "上周支付服务的登录超时问题最后是怎么解决的？当时谁负责，改了哪些配置，现在还需要做什么后续检查吗",
+)
+"""Encoded once before ready: a short, a long English and a long Chinese query, so the
+model's buffers and code paths are warm before the first prompt."""
+_STOP: Final = (-1, -1, None)
 
 
 def _sender(out: IO[str]) -> Any:
@@ -42,7 +67,8 @@ def serve(spec: EncoderSpec, stdin: IO[str], send: Any, load_delay: float = 0.0)
         time.sleep(load_delay)
     try:
         encoder = load_encoder(spec)
-        encoder.encode(["warm up"], "query")  # the first call pays one-off setup costs
+        for text in WARM_QUERIES:  # the first calls pay one-off setup costs
+            encoder.encode([text], "query")
     except ClaudeMemoryError as exc:
         send({"event": "failed", "error": exc.message})
         return 2
@@ -57,35 +83,129 @@ def serve(spec: EncoderSpec, stdin: IO[str], send: Any, load_delay: float = 0.0)
             "seconds": round(time.perf_counter() - started, 3),
         }
     )
-    for line in stdin:
-        if not line.strip():
-            continue
-        try:
-            request = json.loads(line)
-            request_id = request.get("id")
-        except ValueError:
-            continue  # not ours: the client only writes JSON
-        op = request.get("op")
-        try:
-            if op == "ping":
-                send({"id": request_id, "ok": True})
-            elif op == "encode":
-                texts = [str(t) for t in request.get("texts", [])]
-                kind: TextKind = "query" if request.get("kind") == "query" else "passage"
-                vectors = encoder.encode(texts, kind)
-                data = vectors.astype("<f4").tobytes()
-                send(
-                    {
-                        "id": request_id,
-                        "shape": [len(texts), encoder.dim],
-                        "data": base64.b64encode(data).decode("ascii"),
-                    }
-                )
-            else:
-                send({"id": request_id, "error": f"unknown op {op!r}"})
-        except Exception as exc:  # one bad request must not kill the worker
-            send({"id": request_id, "error": f"{exc.__class__.__name__}: {exc}"})
+    waiting = _Waiting(stdin)
+    for request in waiting:
+        _answer(encoder, request, send, waiting)
     return 0
+
+
+class _Waiting:
+    """The requests read so far, lowest priority first, in arrival order within one; a thread
+    reads stdin meanwhile, so a query is seen while a passage request is being encoded.
+    Iterating ends when stdin closes."""
+
+    def __init__(self, stdin: IO[str]) -> None:
+        self._queue: queue.PriorityQueue[tuple[int, int, dict[str, Any] | None]] = (
+            queue.PriorityQueue()
+        )
+        self._seq = itertools.count()
+        threading.Thread(target=self._read, args=(stdin,), name="requests", daemon=True).start()
+
+    def _read(self, stdin: IO[str]) -> None:
+        try:
+            for line in stdin:
+                if not line.strip():
+                    continue
+                try:
+                    request = json.loads(line)
+                except ValueError:
+                    continue  # not ours: the client only writes JSON
+                if isinstance(request, dict):
+                    self._queue.put((_priority(request), next(self._seq), request))
+        finally:
+            self._queue.put(_STOP)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while True:
+            _, _, request = self._queue.get()
+            if request is None:
+                return
+            yield request
+
+    def ahead_of(self, priority: int) -> list[dict[str, Any]]:
+        """The requests waiting that go before `priority` (taken from the queue)."""
+        taken: list[dict[str, Any]] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return taken
+            if item[2] is not None and item[0] < priority:
+                taken.append(item[2])
+                continue
+            self._queue.put(item)  # not ahead (or the end): back where it was
+            return taken
+
+
+def _priority(request: dict[str, Any]) -> int:
+    value = request.get("priority")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if request.get("op") == "encode" and request.get("kind") != "query":
+        return BULK_PRIORITY
+    return QUERY_PRIORITY
+
+
+def _answer(
+    encoder: Encoder,
+    request: dict[str, Any],
+    send: Callable[[dict[str, Any]], None],
+    waiting: _Waiting,
+) -> None:
+    request_id = request.get("id")
+    op = request.get("op")
+    try:
+        if op == "ping":
+            send({"id": request_id, "ok": True})
+        elif op == "encode":
+            texts = [str(t) for t in request.get("texts", [])]
+            kind: TextKind = "query" if request.get("kind") == "query" else "passage"
+            priority = _priority(request)
+
+            def between() -> None:
+                # what came in meanwhile and goes first (queries) is answered now
+                for other in waiting.ahead_of(priority):
+                    _answer(encoder, other, send, waiting)
+
+            vectors = _encode_in_pieces(encoder, texts, kind, between)
+            send(
+                {
+                    "id": request_id,
+                    "shape": [len(texts), encoder.dim],
+                    "data": base64.b64encode(vectors).decode("ascii"),
+                }
+            )
+        else:
+            send({"id": request_id, "error": f"unknown op {op!r}"})
+    except Exception as exc:  # one bad request must not kill the worker
+        send({"id": request_id, "error": f"{exc.__class__.__name__}: {exc}"})
+
+
+def _encode_in_pieces(
+    encoder: Encoder, texts: Sequence[str], kind: TextKind, between: Callable[[], None]
+) -> bytes:
+    """The vectors of `texts` as little-endian float32 bytes, encoded `pieces()` at a time
+    with `between()` run after each piece but the last."""
+    parts: list[bytes] = []
+    groups = pieces(texts, PIECE_CHARS)
+    for n, group in enumerate(groups):
+        parts.append(encoder.encode(group, kind).astype("<f4").tobytes())
+        if n + 1 < len(groups):
+            between()
+    return b"".join(parts)
+
+
+def pieces(texts: Sequence[str], chars: int) -> list[list[str]]:
+    """`texts` in order, cut into groups of at most `chars` characters (a longer text alone)."""
+    groups: list[list[str]] = []
+    size = chars + 1
+    for text in texts:
+        if size + len(text) > chars:
+            groups.append([])
+            size = 0
+        groups[-1].append(text)
+        size += len(text)
+    return groups
 
 
 def main() -> int:

@@ -195,3 +195,40 @@ async def test_a_search_with_a_vector_budget_answers_on_keywords_when_the_worker
             # without a budget (a search the person asked for) the vector is waited for
             outcome = await asyncio.to_thread(store.search_detailed, "billing port", floor=0.0)
             assert outcome.mode == "hybrid"
+
+
+async def test_a_query_is_answered_while_the_worker_embeds_a_long_batch_of_notes() -> None:
+    # Real work, no delay knob: 120 long Chinese notes take the hashing encoder seconds. Before,
+    # the worker took one request at a time and a prompt's vector waited for the whole batch
+    # (a served hook then fell back to keywords, or waited seconds without a budget).
+    from memory.encoders.models import HashingEncoder
+
+    notes = [f"第{n}条笔记：" + "记忆系统的检索速度和向量索引" * 400 for n in range(120)]
+    async with EncoderClient(HASHING) as client:
+        await client.wait_ready(30)
+        started = time.monotonic()
+        batch = asyncio.create_task(client.encode(notes, "passage"))
+        await asyncio.sleep(0.3)  # the batch is in the worker
+        query = await client.encode(["向量索引怎么建"], "query", time_limit=30)
+        query_took = time.monotonic() - started - 0.3
+        assert not batch.done()  # the query did not wait for it
+        vectors = await batch
+        batch_took = time.monotonic() - started
+    assert query_took < 1.0 and batch_took > 2 * query_took, (query_took, batch_took)
+    encoder = HashingEncoder()
+    assert np.allclose(query, encoder.encode(["向量索引怎么建"], "query"))
+    # the pieces come back whole and in order
+    assert vectors.shape == (120, 256)
+    assert np.allclose(vectors, encoder.encode(notes, "passage"))
+
+
+def test_long_requests_are_cut_into_pieces_in_order() -> None:
+    from memory.encoders.worker import pieces
+
+    assert pieces(["a" * 500, "b" * 500, "c" * 500, "d" * 3000, "e"], 1200) == [
+        ["a" * 500, "b" * 500],
+        ["c" * 500],
+        ["d" * 3000],
+        ["e"],
+    ]
+    assert pieces([], 1200) == []
