@@ -122,7 +122,7 @@ def _open_shared_state(settings: Settings) -> _SharedState:
     """Blocking: connects and applies migrations."""
     from agent.conversations_pg import PostgresConversationStore, PostgresTurnLock
     from agent.pg_session_store import SHARED_PROJECT_KEY, PostgresSessionStore
-    from bridge.state_pg import PostgresBridgeState
+    from bridge.state import BridgeState
     from storage.postgres import PostgresDatabase
 
     if settings.database_url is None:
@@ -143,7 +143,7 @@ def _open_shared_state(settings: Settings) -> _SharedState:
             conversations=PostgresConversationStore(database),
             session_store=PostgresSessionStore(database, project_key=SHARED_PROJECT_KEY),
             turn_lock=PostgresTurnLock(database),
-            feishu_state=PostgresBridgeState(database) if settings.feishu_enabled else None,
+            feishu_state=BridgeState(database) if settings.feishu_enabled else None,
         )
     except BaseException:
         database.close()

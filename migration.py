@@ -198,9 +198,9 @@ def _json(value: str) -> Any:
 
 
 def _copy_feishu(db: PostgresDatabase, feishu: sqlite3.Connection | None) -> list[Count]:
-    from bridge.state_pg import PostgresBridgeState
+    from bridge.state import BridgeState
 
-    PostgresBridgeState(db)
+    BridgeState(db)
     chats = _rows(feishu, "SELECT * FROM chats") if _has_table(feishu, "chats") else []
     owner = _rows(feishu, "SELECT * FROM owner") if _has_table(feishu, "owner") else []
     # Generations decide which conversation a chat continues: keep them. Dedup keys are

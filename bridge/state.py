@@ -1,5 +1,7 @@
-"""The bridge's own SQLite file (`<home>/feishu.db`): dedup, chat generations, owner, the turns
-in flight and the outbox.
+"""The Feishu bridge's state: dedup, chat generations, owner, the turns in flight, the outbox
+and the cards' buttons. In its own SQLite file (`<home>/feishu.db`) on one instance, or in the
+shared PostgreSQL database (tables `feishu_*`) when several instances answer one bot, so the
+same event delivered to two instances is answered once.
 
 * Dedup keys on the event id **and** the message id: Feishu re-pushes with the same event id,
   and a reconnect backfill can deliver the same message under a new event id. Rows are kept
@@ -18,92 +20,104 @@ in flight and the outbox.
   restart: a `/forget` or "记住这个吗？" card tapped tomorrow still does what it says, and a Stop
   or approval button whose turn a restart ended says so instead of "not yours". Kept 7 days.
 
-The websocket thread claims events while the app loop reads generations: one `SQLiteDB`
-connection (WAL, busy timeout, a writer lock). Every call is a single short statement.
+One class, `BridgeState`, for both databases: its SQL is written once (`storage.sql`: the
+dialect fills in table names and column types). The websocket thread claims events while the
+app loop reads generations: on SQLite one `SQLiteDB` connection (WAL, busy timeout, a writer
+lock), on PostgreSQL the shared synchronous pool. Every call is a single short statement.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from storage.sqlite import SQLiteDB
+from storage.sql import Dialect, Row, open_tables
+
+if TYPE_CHECKING:
+    from storage.postgres import PostgresDatabase
 
 DEDUP_KEEP_SECONDS = 48 * 3600
 CONTROL_KEEP_SECONDS = 7 * 24 * 3600
 _PRUNE_EVERY_SECONDS = 3600.0
 
+COMPONENT = "feishu"
+
+# Written once for both databases (storage.sql): `{seen}` is `seen` in feishu.db and
+# `feishu_seen` in the shared PostgreSQL database; `{REAL}` and the others are column types.
 MIGRATIONS: tuple[str, ...] = (
     """
-    CREATE TABLE seen (
+    CREATE TABLE {seen} (
         key TEXT PRIMARY KEY,
-        seen_at REAL NOT NULL
+        seen_at {REAL} NOT NULL
     );
-    CREATE INDEX seen_by_time ON seen(seen_at);
-    CREATE TABLE chats (
+    CREATE INDEX {seen}_by_time ON {seen}(seen_at);
+    CREATE TABLE {chats} (
         chat_id TEXT PRIMARY KEY,
         generation INTEGER NOT NULL,
-        updated REAL NOT NULL
+        updated {REAL} NOT NULL
     );
-    CREATE TABLE owner (
+    CREATE TABLE {owner} (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         open_id TEXT NOT NULL,
-        paired_at REAL NOT NULL
+        paired_at {REAL} NOT NULL
     );
     """,
     """
-    CREATE TABLE turns (
+    CREATE TABLE {turns} (
         message_id TEXT PRIMARY KEY,
         chat_id TEXT NOT NULL,
         message TEXT NOT NULL,
         stage TEXT NOT NULL,
         card_id TEXT,
-        accepted_at REAL NOT NULL
+        accepted_at {REAL} NOT NULL{SEQ}
     );
-    CREATE TABLE outbox (
+    CREATE TABLE {outbox} (
         key TEXT PRIMARY KEY,
         op TEXT NOT NULL,
         target TEXT NOT NULL,
         msg_type TEXT NOT NULL,
         content TEXT NOT NULL,
-        created_at REAL NOT NULL,
+        created_at {REAL} NOT NULL,
         attempts INTEGER NOT NULL,
-        next_at REAL NOT NULL
+        next_at {REAL} NOT NULL{SEQ}
     );
-    CREATE INDEX outbox_by_due ON outbox(next_at);
+    CREATE INDEX {outbox}_by_due ON {outbox}(next_at);
     """,
     # Several instances may share the state (PostgreSQL): each turn names the instance that
     # runs it, and instances say they are alive, so a start recovers only what a dead one left.
     """
-    ALTER TABLE turns ADD COLUMN owner TEXT NOT NULL DEFAULT '';
-    CREATE TABLE instances (
+    ALTER TABLE {turns} ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    CREATE TABLE {instances} (
         id TEXT PRIMARY KEY,
-        seen_at REAL NOT NULL
+        seen_at {REAL} NOT NULL
     );
     """,
     # /resume and /model: the highest generation a chat ever had, and its chosen model.
     """
-    ALTER TABLE chats ADD COLUMN latest INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE chats ADD COLUMN model TEXT;
+    ALTER TABLE {chats} ADD COLUMN latest INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE {chats} ADD COLUMN model TEXT;
     """,
     # card buttons that outlive a restart
     """
-    CREATE TABLE controls (
+    CREATE TABLE {controls} (
         nonce TEXT PRIMARY KEY,
         kind TEXT NOT NULL,
         message_id TEXT NOT NULL,
         conversation_id TEXT NOT NULL,
         message TEXT NOT NULL,
         data TEXT NOT NULL,
-        done INTEGER NOT NULL DEFAULT 0,
-        created_at REAL NOT NULL
+        done {BOOL} NOT NULL DEFAULT {FALSE},
+        created_at {REAL} NOT NULL
     );
-    CREATE INDEX controls_by_time ON controls(created_at);
+    CREATE INDEX {controls}_by_time ON {controls}(created_at);
     """,
 )
+
+TABLES = ("seen", "chats", "owner", "turns", "outbox", "instances", "controls")
+SQLITE = Dialect.sqlite(*TABLES)
+POSTGRESQL = Dialect.postgresql(*TABLES, prefix="feishu_")
 
 TurnStage = Literal["accepted", "started"]
 OutboxOp = Literal["reply", "patch"]
@@ -153,10 +167,10 @@ class OutboxItem:
 
 
 class BridgeStateBackend(Protocol):
-    """What the Feishu bridge needs from its state. Two implementations: `BridgeState` (SQLite,
-    one instance) and `bridge.state_pg.PostgresBridgeState` (shared, so an event re-delivered to
-    another instance is still answered once); `tests/storage` runs one contract suite against
-    both. Every call is short and synchronous and may come from the websocket thread."""
+    """What the Feishu bridge needs from its state: `BridgeState`, on SQLite (one instance) or
+    PostgreSQL (shared, so an event re-delivered to another instance is still answered once);
+    `tests/storage` runs one contract suite against both. Every call is short and synchronous
+    and may come from the websocket thread."""
 
     def close(self) -> None: ...
 
@@ -267,120 +281,135 @@ class BridgeStateBackend(Protocol):
         ...
 
 
-class BridgeState:
-    """Persistent state of the Feishu bridge; safe to call from several threads."""
+# The chat's highest generation ever, as an expression over its row; in an upsert the old
+# row's columns need the table's name.
+_LATEST = "CASE WHEN generation > latest THEN generation ELSE latest END"
+_OLD_LATEST = (
+    "CASE WHEN {chats}.generation > {chats}.latest THEN {chats}.generation ELSE {chats}.latest END"
+)
+_TURN = "message_id, chat_id, message, stage, card_id, accepted_at"
+_OUTBOX = "key, op, target, msg_type, content, created_at, attempts, next_at"
+_CONTROL = "nonce, kind, message_id, conversation_id, message, data, done, created_at"
 
-    def __init__(self, path: Path, *, keep_seconds: float = DEDUP_KEEP_SECONDS) -> None:
-        self.path = path
+
+class BridgeState:
+    """`BridgeStateBackend` in the SQLite file `where` (one instance) or in the shared
+    PostgreSQL database `where` (several); safe to call from several threads.
+
+    Every call is one statement, atomic on its own in both databases: `claim` inserts both dedup
+    keys with `ON CONFLICT DO NOTHING ... RETURNING`, fresh only if both rows are new (two
+    instances claiming at once serialize on the unique index, so exactly one wins);
+    `bump_generation` is one upsert that increments in place."""
+
+    def __init__(
+        self, where: Path | PostgresDatabase, *, keep_seconds: float = DEDUP_KEEP_SECONDS
+    ) -> None:
         self.keep_seconds = keep_seconds
-        self._db = SQLiteDB(path)
-        self._db.migrate("feishu", MIGRATIONS)
+        self._sql = open_tables(where, sqlite=SQLITE, postgresql=POSTGRESQL)
+        self._sql.migrate(COMPONENT, MIGRATIONS)
         self._pruned_at = 0.0
         self.prune()
 
     def close(self) -> None:
-        self._db.close()
+        self._sql.close()
 
     # --- dedup -----------------------------------------------------------------------------------
     def claim(self, event_id: str, message_id: str, *, now: float | None = None) -> bool:
         """Record an event; True if neither its event id nor its message id was seen before."""
         now = time.time() if now is None else now
-        keys = [f"event:{event_id}", f"message:{message_id}"]
-        with self._db.write() as conn:
-            fresh = all(
-                conn.execute("SELECT 1 FROM seen WHERE key = ?", (key,)).fetchone() is None
-                for key in keys
-            )
-            conn.executemany(
-                "INSERT OR IGNORE INTO seen(key, seen_at) VALUES (?, ?)",
-                [(key, now) for key in keys],
-            )
+        with self._sql.write() as db:
+            inserted = db.execute(
+                "INSERT INTO {seen}(key, seen_at) VALUES (?, ?), (?, ?)"
+                " ON CONFLICT (key) DO NOTHING RETURNING key",
+                (f"event:{event_id}", now, f"message:{message_id}", now),
+            ).fetchall()
         if now - self._pruned_at > _PRUNE_EVERY_SECONDS:
             self.prune(now=now)
-        return fresh
+        return len(inserted) == 2
 
     def release(self, event_id: str, message_id: str) -> None:
         """Forget a claim (the event could not be handed over; Feishu will push it again)."""
-        with self._db.write() as conn:
-            conn.executemany(
-                "DELETE FROM seen WHERE key = ?",
-                [(f"event:{event_id}",), (f"message:{message_id}",)],
+        with self._sql.write() as db:
+            db.execute(
+                "DELETE FROM {seen} WHERE key IN (?, ?)",
+                (f"event:{event_id}", f"message:{message_id}"),
             )
 
     def prune(self, *, now: float | None = None) -> int:
         now = time.time() if now is None else now
         self._pruned_at = now
-        with self._db.write() as conn:
-            cursor = conn.execute("DELETE FROM seen WHERE seen_at < ?", (now - self.keep_seconds,))
-            conn.execute("DELETE FROM controls WHERE created_at < ?", (now - CONTROL_KEEP_SECONDS,))
+        with self._sql.write() as db:
+            cursor = db.execute("DELETE FROM {seen} WHERE seen_at < ?", (now - self.keep_seconds,))
+            db.execute("DELETE FROM {controls} WHERE created_at < ?", (now - CONTROL_KEEP_SECONDS,))
             return cursor.rowcount
 
     # --- chat generations ------------------------------------------------------------------------
     def generation(self, chat_id: str) -> int:
-        rows = self._db.read("SELECT generation FROM chats WHERE chat_id = ?", (chat_id,))
-        return int(rows[0][0]) if rows else 1
+        rows = self._sql.read("SELECT generation FROM {chats} WHERE chat_id = ?", (chat_id,))
+        return int(rows[0]["generation"]) if rows else 1
 
     def bump_generation(self, chat_id: str) -> int:
         """Start the chat's next conversation; returns the new generation."""
-        with self._db.write() as conn:
-            row = conn.execute(
-                "SELECT MAX(generation, latest) FROM chats WHERE chat_id = ?", (chat_id,)
+        with self._sql.write() as db:
+            row = db.execute(
+                "INSERT INTO {chats}(chat_id, generation, latest, updated) VALUES (?, 2, 2, ?)"
+                f" ON CONFLICT (chat_id) DO UPDATE SET generation = {_OLD_LATEST} + 1,"
+                f" latest = {_OLD_LATEST} + 1, updated = excluded.updated RETURNING generation",
+                (chat_id, time.time()),
             ).fetchone()
-            new = (int(row[0]) if row else 1) + 1
-            conn.execute(
-                "INSERT INTO chats(chat_id, generation, latest, updated) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(chat_id) DO UPDATE SET generation = excluded.generation, "
-                "latest = excluded.latest, updated = excluded.updated",
-                (chat_id, new, new, time.time()),
-            )
-        return new
+        return int(row["generation"])
 
     def latest_generation(self, chat_id: str) -> int:
-        rows = self._db.read(
-            "SELECT MAX(generation, latest) FROM chats WHERE chat_id = ?", (chat_id,)
+        rows = self._sql.read(
+            f"SELECT {_LATEST} AS latest FROM {{chats}} WHERE chat_id = ?", (chat_id,)
         )
-        return int(rows[0][0]) if rows else 1
+        return int(rows[0]["latest"]) if rows else 1
 
     def set_generation(self, chat_id: str, generation: int) -> bool:
-        with self._db.write() as conn:
-            row = conn.execute(
-                "SELECT MAX(generation, latest) FROM chats WHERE chat_id = ?", (chat_id,)
-            ).fetchone()
-            latest = int(row[0]) if row else 1
-            if not 1 <= generation <= latest:
-                return False
-            conn.execute(
-                "INSERT INTO chats(chat_id, generation, latest, updated) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(chat_id) DO UPDATE SET generation = excluded.generation, "
-                "latest = excluded.latest, updated = excluded.updated",
-                (chat_id, generation, latest, time.time()),
+        if generation < 1:
+            return False
+        with self._sql.write() as db:
+            # One statement: only a generation within the chat's known ones is taken (a chat
+            # never cleared has only generation 1, which needs no row).
+            if generation == 1:
+                db.execute(
+                    "INSERT INTO {chats}(chat_id, generation, latest, updated) VALUES (?, 1, 1, ?)"
+                    f" ON CONFLICT (chat_id) DO UPDATE SET generation = 1, latest = {_OLD_LATEST},"
+                    " updated = excluded.updated",
+                    (chat_id, time.time()),
+                )
+                return True
+            cursor = db.execute(
+                f"UPDATE {{chats}} SET latest = {_LATEST}, generation = ?, updated = ?"
+                f" WHERE chat_id = ? AND {_LATEST} >= ?",
+                (generation, time.time(), chat_id, generation),
             )
-        return True
+            return cursor.rowcount == 1
 
     def model(self, chat_id: str) -> str | None:
-        rows = self._db.read("SELECT model FROM chats WHERE chat_id = ?", (chat_id,))
-        return str(rows[0][0]) if rows and rows[0][0] else None
+        rows = self._sql.read("SELECT model FROM {chats} WHERE chat_id = ?", (chat_id,))
+        return str(rows[0]["model"]) if rows and rows[0]["model"] else None
 
     def set_model(self, chat_id: str, model: str | None) -> None:
-        with self._db.write() as conn:
-            conn.execute(
-                "INSERT INTO chats(chat_id, generation, latest, updated, model) "
-                "VALUES (?, 1, 1, ?, ?) "
-                "ON CONFLICT(chat_id) DO UPDATE SET model = excluded.model, "
-                "updated = excluded.updated",
+        with self._sql.write() as db:
+            db.execute(
+                "INSERT INTO {chats}(chat_id, generation, latest, updated, model)"
+                " VALUES (?, 1, 1, ?, ?) ON CONFLICT (chat_id) DO UPDATE SET"
+                " model = excluded.model, updated = excluded.updated",
                 (chat_id, time.time(), model),
             )
 
     # --- owner -----------------------------------------------------------------------------------
     def owner(self) -> str | None:
-        rows = self._db.read("SELECT open_id FROM owner WHERE id = 1")
-        return str(rows[0][0]) if rows else None
+        rows = self._sql.read("SELECT open_id FROM {owner} WHERE id = 1")
+        return str(rows[0]["open_id"]) if rows else None
 
     def set_owner(self, open_id: str) -> bool:
         """Make `open_id` the owner unless there already is one; True if it became the owner."""
-        with self._db.write() as conn:
-            cursor = conn.execute(
-                "INSERT OR IGNORE INTO owner(id, open_id, paired_at) VALUES (1, ?, ?)",
+        with self._sql.write() as db:
+            cursor = db.execute(
+                "INSERT INTO {owner}(id, open_id, paired_at) VALUES (1, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING",
                 (open_id, time.time()),
             )
             return cursor.rowcount == 1
@@ -395,51 +424,61 @@ class BridgeState:
         now: float | None = None,
         owner: str = "",
     ) -> None:
-        with self._db.write() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO turns(message_id, chat_id, message, stage, accepted_at, "
-                "owner) VALUES (?, ?, ?, 'accepted', ?, ?)",
+        with self._sql.write() as db:
+            db.execute(
+                "INSERT INTO {turns}(message_id, chat_id, message, stage, accepted_at, owner)"
+                " VALUES (?, ?, ?, 'accepted', ?, ?) ON CONFLICT (message_id) DO NOTHING",
                 (message_id, chat_id, message, time.time() if now is None else now, owner),
             )
 
     def alive(self, instance: str, *, now: float | None = None) -> None:
-        with self._db.write() as conn:
-            conn.execute(
-                "INSERT INTO instances(id, seen_at) VALUES (?, ?) "
-                "ON CONFLICT(id) DO UPDATE SET seen_at = excluded.seen_at",
+        with self._sql.write() as db:
+            db.execute(
+                "INSERT INTO {instances}(id, seen_at) VALUES (?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
                 (instance, time.time() if now is None else now),
             )
 
     def turn_started(self, message_id: str) -> None:
-        with self._db.write() as conn:
-            conn.execute("UPDATE turns SET stage = 'started' WHERE message_id = ?", (message_id,))
+        with self._sql.write() as db:
+            db.execute("UPDATE {turns} SET stage = 'started' WHERE message_id = ?", (message_id,))
 
     def turn_card(self, message_id: str, card_id: str) -> None:
-        with self._db.write() as conn:
-            conn.execute("UPDATE turns SET card_id = ? WHERE message_id = ?", (card_id, message_id))
+        with self._sql.write() as db:
+            db.execute("UPDATE {turns} SET card_id = ? WHERE message_id = ?", (card_id, message_id))
 
     def turn_finished(self, message_id: str) -> None:
-        with self._db.write() as conn:
-            conn.execute("DELETE FROM turns WHERE message_id = ?", (message_id,))
+        with self._sql.write() as db:
+            db.execute("DELETE FROM {turns} WHERE message_id = ?", (message_id,))
 
     def unfinished_turns(
         self, *, owner: str | None = None, dead_before: float | None = None
     ) -> list[PendingTurn]:
-        rows = self._db.read(
-            "SELECT t.message_id, t.chat_id, t.message, t.stage, t.card_id, t.accepted_at "
-            "FROM turns t LEFT JOIN instances i ON i.id = t.owner "
-            "WHERE ? IS NULL OR t.owner IN ('', ?) OR i.seen_at IS NULL OR i.seen_at < ? "
-            "ORDER BY t.accepted_at, t.rowid",
+        rows = self._sql.read(
+            "SELECT t.message_id, t.chat_id, t.message, t.stage, t.card_id, t.accepted_at"
+            " FROM {turns} t LEFT JOIN {instances} i ON i.id = t.owner"
+            " WHERE CAST(? AS TEXT) IS NULL OR t.owner IN ('', ?) OR i.seen_at IS NULL"
+            " OR i.seen_at < ? ORDER BY t.accepted_at, t.{ORDER}",
             (owner, owner, dead_before if dead_before is not None else float("inf")),
         )
-        return [PendingTurn(str(r[0]), str(r[1]), str(r[2]), r[3], r[4], float(r[5])) for r in rows]
+        return [
+            PendingTurn(
+                str(r["message_id"]),
+                str(r["chat_id"]),
+                str(r["message"]),
+                r["stage"],
+                r["card_id"],
+                float(r["accepted_at"]),
+            )
+            for r in rows
+        ]
 
     # --- outbox ----------------------------------------------------------------------------------
     def outbox_put(self, item: OutboxItem) -> None:
-        with self._db.write() as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO outbox(key, op, target, msg_type, content, created_at, "
-                "attempts, next_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        with self._sql.write() as db:
+            db.execute(
+                f"INSERT INTO {{outbox}}({_OUTBOX}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (key) DO NOTHING",
                 (
                     item.key,
                     item.op,
@@ -454,42 +493,45 @@ class BridgeState:
 
     def outbox_due(self, *, now: float | None = None, limit: int = 20) -> list[OutboxItem]:
         now = time.time() if now is None else now
-        rows = self._db.read(
-            "SELECT key, op, target, msg_type, content, created_at, attempts, next_at FROM outbox "
-            "WHERE next_at <= ? ORDER BY created_at, rowid LIMIT ?",
+        rows = self._sql.read(
+            f"SELECT {_OUTBOX} FROM {{outbox}} WHERE next_at <= ?"
+            " ORDER BY created_at, {ORDER} LIMIT ?",
             (now, limit),
         )
         return [
             OutboxItem(
-                str(r[0]),
-                r[1],
-                str(r[2]),
-                str(r[3]),
-                str(r[4]),
-                float(r[5]),
-                int(r[6]),
-                float(r[7]),
+                str(r["key"]),
+                r["op"],
+                str(r["target"]),
+                str(r["msg_type"]),
+                str(r["content"]),
+                float(r["created_at"]),
+                int(r["attempts"]),
+                float(r["next_at"]),
             )
             for r in rows
         ]
 
     def outbox_retry(self, key: str, next_at: float) -> None:
-        with self._db.write() as conn:
-            conn.execute(
-                "UPDATE outbox SET attempts = attempts + 1, next_at = ? WHERE key = ?",
+        with self._sql.write() as db:
+            db.execute(
+                "UPDATE {outbox} SET attempts = attempts + 1, next_at = ? WHERE key = ?",
                 (next_at, key),
             )
 
     def outbox_done(self, key: str) -> None:
-        with self._db.write() as conn:
-            conn.execute("DELETE FROM outbox WHERE key = ?", (key,))
+        with self._sql.write() as db:
+            db.execute("DELETE FROM {outbox} WHERE key = ?", (key,))
 
     # --- card buttons ----------------------------------------------------------------------------
     def control_put(self, control: SavedControl) -> None:
-        with self._db.write() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO controls(nonce, kind, message_id, conversation_id, "
-                "message, data, done, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        with self._sql.write() as db:
+            db.execute(
+                f"INSERT INTO {{controls}}({_CONTROL}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (nonce) DO UPDATE SET kind = excluded.kind,"
+                " message_id = excluded.message_id, conversation_id = excluded.conversation_id,"
+                " message = excluded.message, data = excluded.data, done = excluded.done,"
+                " created_at = excluded.created_at",
                 (
                     control.nonce,
                     control.kind,
@@ -497,36 +539,28 @@ class BridgeState:
                     control.conversation_id,
                     control.message,
                     control.data,
-                    int(control.done),
+                    control.done,
                     control.created_at,
                 ),
             )
 
     def control_get(self, nonce: str) -> SavedControl | None:
-        rows = self._db.read(
-            f"SELECT {', '.join(CONTROL_COLUMNS)} FROM controls WHERE nonce = ?",
-            (nonce,),
-        )
-        return control_from_row(rows[0]) if rows else None
+        rows = self._sql.read(f"SELECT {_CONTROL} FROM {{controls}} WHERE nonce = ?", (nonce,))
+        return _control(rows[0]) if rows else None
 
     def control_done(self, nonce: str) -> None:
-        with self._db.write() as conn:
-            conn.execute("UPDATE controls SET done = 1 WHERE nonce = ?", (nonce,))
+        with self._sql.write() as db:
+            db.execute("UPDATE {controls} SET done = TRUE WHERE nonce = ?", (nonce,))
 
 
-CONTROL_COLUMNS = (
-    "nonce", "kind", "message_id", "conversation_id", "message", "data", "done", "created_at",
-)  # fmt: skip
-
-
-def control_from_row(row: Sequence[Any]) -> SavedControl:
+def _control(row: Row) -> SavedControl:
     return SavedControl(
-        str(row[0]),
-        str(row[1]),
-        str(row[2]),
-        str(row[3]),
-        str(row[4]),
-        str(row[5]),
-        bool(row[6]),
-        float(row[7]),
+        str(row["nonce"]),
+        str(row["kind"]),
+        str(row["message_id"]),
+        str(row["conversation_id"]),
+        str(row["message"]),
+        str(row["data"]),
+        bool(row["done"]),
+        float(row["created_at"]),
     )

@@ -17,15 +17,17 @@ Importing this module needs the `postgres` extra (psycopg and psycopg-pool).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from errors import ConfigurationError
+from storage.sql import Dialect
 
 try:
     import psycopg
+    from psycopg import Cursor
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.rows import DictRow, dict_row
     from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
@@ -217,3 +219,67 @@ class PostgresDatabase:
     async def aconnection(self) -> AsyncIterator[AsyncConnection]:
         async with self.apool.connection() as conn:
             yield conn
+
+
+class PostgresTables:
+    """`storage.sql.Tables` on the shared database's synchronous pool (thread-safe).
+
+    Text parameters lose their NUL characters (U+FFFD instead): PostgreSQL text cannot hold one.
+    With `lock_class`, every `write()` first takes that transaction-level advisory lock, so the
+    store's writers run one at a time across instances, as SQLite's `BEGIN IMMEDIATE` makes
+    them in one file: a read then an insert in one transaction ("start an episode unless one
+    is active") cannot race, which READ COMMITTED alone would let two instances do.
+    """
+
+    def __init__(
+        self, db: PostgresDatabase, dialect: Dialect, *, lock_class: int | None = None
+    ) -> None:
+        self.db = db
+        self.dialect = dialect
+        self._lock_class = lock_class
+        self._on_close: list[Callable[[], None]] = []
+
+    def close_with(self, release: Callable[[], None]) -> None:
+        """Call `release` on close (a pool opened for this object alone)."""
+        self._on_close.append(release)
+
+    def close(self) -> None:
+        """The pool belongs to the database owner, unless one was handed to `close_with`."""
+        while self._on_close:
+            self._on_close.pop()()
+
+    def read(self, sql: str, params: Sequence[object] = ()) -> list[DictRow]:
+        return self.db.fetch(self.dialect.sql(sql), _clean(params))
+
+    @contextmanager
+    def write(self) -> Iterator[_Writer]:
+        with self.db.transaction() as conn:
+            if self._lock_class is not None:
+                # Under READ COMMITTED each later statement sees what the last holder committed.
+                conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (self._lock_class,))
+            yield _Writer(conn, self.dialect)
+
+    def migrate(self, component: str, migrations: Sequence[str]) -> None:
+        self.db.migrate(component, [self.dialect.script(m) for m in migrations])
+
+
+class _Writer:
+    """The `storage.sql.Writer` of one transaction: the store's SQL on a psycopg connection."""
+
+    def __init__(self, conn: Connection, dialect: Dialect) -> None:
+        self._conn = conn
+        self._dialect = dialect
+
+    def execute(self, sql: str, params: Sequence[object] = (), /) -> Cursor[DictRow]:
+        # The cursor has fetched everything by now (client-side), so it stays readable after
+        # the connection goes back to the pool: `cur.rowcount` after the `with` block works.
+        return self._conn.execute(self._dialect.sql(sql), _clean(params))
+
+    def executemany(self, sql: str, params: Iterable[Sequence[object]], /) -> Cursor[DictRow]:
+        with self._conn.cursor() as cursor:
+            cursor.executemany(self._dialect.sql(sql), [_clean(p) for p in params])
+        return cursor
+
+
+def _clean(params: Sequence[object]) -> tuple[object, ...]:
+    return tuple(p.replace("\x00", "\ufffd") if isinstance(p, str) else p for p in params)

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from bridge.state import CONTROL_KEEP_SECONDS, BridgeState, BridgeStateBackend, SavedControl
-from bridge.state_pg import PostgresBridgeState
 
 Open = Callable[..., BridgeStateBackend]
 
@@ -31,7 +30,7 @@ def open_state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Open]
         db = request.getfixturevalue("pg_sync_db")
 
         def make(**kwargs: Any) -> BridgeStateBackend:
-            return PostgresBridgeState(db, **kwargs)
+            return BridgeState(db, **kwargs)
 
     def tracked(**kwargs: Any) -> BridgeStateBackend:
         state = make(**kwargs)

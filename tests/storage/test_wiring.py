@@ -12,7 +12,7 @@ import pytest
 from agent.conversations import ConversationStore
 from agent.conversations_pg import PostgresConversationStore
 from app import build_container
-from bridge.state_pg import PostgresBridgeState
+from bridge.state import BridgeState
 from cli import main as cli_main
 from errors import ConfigurationError
 from memory.clients.mcp_server import McpConfig, MemoryResources
@@ -54,7 +54,7 @@ async def test_two_containers_on_one_database_share_conversations_and_feishu_sta
         await a.start()
         await b.start()
         assert isinstance(a.conversations, PostgresConversationStore)
-        assert isinstance(b.feishu_state, PostgresBridgeState)
+        assert isinstance(b.feishu_state, BridgeState)
         a.conversations.ensure("c1", title="from a", source="web")
         assert (conv := b.conversations.get("c1")) is not None and conv.title == "from a"
         assert a.feishu_state is not None and a.feishu_state.claim("e1", "m1") is True
