@@ -8,17 +8,23 @@ instead of the encoder.
 Encoding first rather than beside the keyword search is measured (docs/retrieval.md): on two
 cores E5's two threads need both, and a keyword search running meanwhile stalled them; at
 10,000 notes hybrid search took 25-29 ms p50 / 36-40 ms p95 overlapped, 20 / 29-33 in turn.
+
+A long query is shortened for its vector (`vector_text`): E5's cost grows with every token
+(about 1.2 ms of CPU each on this class of machine), and a prompt pasted into a hook can be
+hundreds of words long; its keywords still come from the whole text.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
+from memory import _text
 from memory._record import record
 from memory.search.fusion import SearchMode, UsedMode
 from memory.search.keyword import ParsedQuery, parse_query
@@ -28,6 +34,11 @@ if TYPE_CHECKING:  # loaded with the encoder itself: a keyword-only hook never n
     from memory.encoders.models import Encoder, EncoderUnavailableError
 
 CACHE_SIZE: Final = 256
+VECTOR_TOKENS: Final = 40.0
+"""About how many of E5's tokens of a query go into its vector (`vector_text`): ~30 English
+words or ~45 Chinese characters, 25-50 ms of encoder CPU; the rest of a longer prompt costs
+more than it adds to what it is about."""
+_PIECES_RE: Final = re.compile(f"[{_text.CJK_CHAR}]|[^\\s{_text.CJK_CHAR}]+")
 NO_VECTORS_YET: Final = (
     "semantic search has no vectors yet (notes are being embedded); keyword results only"
 )
@@ -90,6 +101,36 @@ def plan_search(
     return SearchPlan(parsed, vector, notice, mode == "vector" or parsed.empty, check_floor(floor))
 
 
+def _tokens(piece: str) -> float:
+    """E5's tokens for one word or CJK character, roughly (a least-squares fit of its
+    tokenizer's counts over English and Chinese prompts, within ~35%)."""
+    if len(piece) == 1 and _text.CJK_RUN_RE.match(piece):
+        return 0.9
+    return 0.25 + 0.27 * len(piece)
+
+
+def vector_text(query: str, tokens: float = VECTOR_TOKENS) -> str:
+    """`query`, or for a longer one its start and its end (two thirds and one third of about
+    `tokens` tokens, joined by " … "): people put the setting first and the question last."""
+    pieces = [(_tokens(m.group()), m.start(), m.end()) for m in _PIECES_RE.finditer(query)]
+    if sum(cost for cost, _, _ in pieces) <= tokens:
+        return query
+    head_end = 0
+    used = 0.0
+    for cost, _, end in pieces:
+        if used + cost > tokens * 2 / 3:
+            break
+        used += cost
+        head_end = end
+    tail_start = len(query)
+    for cost, start, _ in reversed(pieces):
+        if used + cost > tokens or start < head_end:
+            break
+        used += cost
+        tail_start = start
+    return f"{query[:head_end].rstrip()} … {query[tail_start:].lstrip()}".strip(" …")
+
+
 _VECTOR_BUDGET: ContextVar[float | None] = ContextVar("query_vector_budget", default=None)
 
 
@@ -145,11 +186,12 @@ class QueryVectors:
                 if cached is not None:
                     self._cache.move_to_end(key)
             if cached is None:
+                text = vector_text(query)
                 budget = _VECTOR_BUDGET.get()
                 if budget is not None and isinstance(encoder, BoundedEncoder):
-                    cached = encoder.encode_within([query], "query", budget)[0]
+                    cached = encoder.encode_within([text], "query", budget)[0]
                 else:
-                    cached = encoder.encode([query], "query")[0]
+                    cached = encoder.encode([text], "query")[0]
                 with self._lock:
                     self._cache[key] = cached
                     while len(self._cache) > self._cache_size:

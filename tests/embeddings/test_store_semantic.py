@@ -247,3 +247,38 @@ def test_stats_report_the_encoder_and_vectors(store: MemoryStore, encoder: Scrip
     assert info["state"] == "ready" and info["model"] == "scripted-v1" and info["dim"] == 16
     assert info["enabled"] is True
     assert info["vectors"]["embedded"] == info["vectors"]["notes"]
+
+
+def test_a_long_prompt_is_encoded_by_its_start_and_its_question_and_found_by_its_words(
+    store: MemoryStore, encoder: ScriptedEncoder
+) -> None:
+    # A prompt pasted with a long log: E5 pays ~1.2 ms of CPU per token, so the whole text
+    # made a hook's vector cost a second; the vector now takes the start and the question,
+    # the keywords the whole text.
+    encoder.directions = {"rollback": encoder.unit(3)}
+    target = save(store, "Rollback plan: restore the nightly backup, then replay the queue.")
+    log_lines = " ".join(f"line {i}: worker heartbeat ok" for i in range(200))
+    prompt = f"The deploy failed again. {log_lines} what is our rollback plan?"
+    encoder.calls.clear()
+    outcome = store.search_detailed(prompt, floor=0.0)
+    queries = [texts for kind, texts in encoder.calls if kind == "query"]
+    assert len(queries) == 1 and len(queries[0]) == 1
+    encoded = queries[0][0]
+    assert encoded.startswith("The deploy failed again.")
+    assert encoded.endswith("what is our rollback plan?")
+    assert len(encoded.split()) < 40 < len(prompt.split())
+    assert outcome.mode == "hybrid" and outcome.hits[0].id == target
+    # a prompt of ordinary length is encoded whole
+    encoder.calls.clear()
+    store.search_detailed("what is our rollback plan after a failed deploy?", floor=0.0)
+    assert encoder.calls == [("query", ["what is our rollback plan after a failed deploy?"])]
+
+
+def test_a_long_chinese_prompt_keeps_its_start_and_its_question() -> None:
+    from memory.search.plan import vector_text
+
+    prompt = "部署又失败了。" + "日志显示心跳正常，" * 80 + "我们的回滚方案是什么？"
+    text = vector_text(prompt)
+    assert text.startswith("部署又失败了。") and text.endswith("我们的回滚方案是什么？")
+    assert len(text) < 60 < len(prompt)
+    assert vector_text("回滚方案是什么？") == "回滚方案是什么？"
