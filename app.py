@@ -120,8 +120,8 @@ class _SharedState:
 
 def _open_shared_state(settings: Settings) -> _SharedState:
     """Blocking: connects and applies migrations."""
-    from agent.conversations_pg import PostgresConversationStore, PostgresTurnLock
     from agent.pg_session_store import SHARED_PROJECT_KEY, PostgresSessionStore
+    from agent.turn_lock_pg import PostgresTurnLock
     from bridge.state import BridgeState
     from storage.postgres import PostgresDatabase
 
@@ -140,7 +140,7 @@ def _open_shared_state(settings: Settings) -> _SharedState:
     try:
         return _SharedState(
             database=database,
-            conversations=PostgresConversationStore(database),
+            conversations=ConversationStore(database),
             session_store=PostgresSessionStore(database, project_key=SHARED_PROJECT_KEY),
             turn_lock=PostgresTurnLock(database),
             feishu_state=BridgeState(database) if settings.feishu_enabled else None,

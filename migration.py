@@ -154,9 +154,9 @@ def _values(
 def _copy_conversations(db: PostgresDatabase, state: sqlite3.Connection | None) -> list[Count]:
     from psycopg.types.json import Json
 
-    from agent.conversations_pg import PostgresConversationStore
+    from agent.conversations import ConversationStore
 
-    PostgresConversationStore(db)  # creates the tables
+    ConversationStore(db)  # creates the tables
     conversations = (
         _rows(state, "SELECT * FROM conversations ORDER BY created")
         if _has_table(state, "conversations")

@@ -1,7 +1,9 @@
 """Persistent conversation state: conversation id -> SDK session id, counters and turn history.
 
-Lives in `<home>/state.db` (SQLite, WAL). This is what lets a conversation continue after a
-restart: the next message resumes the recorded SDK session.
+Lives in `<home>/state.db` (SQLite, WAL), or in the shared PostgreSQL database (tables
+`conversations`, `conversation_turns`) when several instances serve one person. This is what
+lets a conversation continue after a restart: the next message resumes the recorded SDK session.
+One class, `ConversationStore`, for both databases: its SQL is written once (`storage.sql`).
 
 A turn is on record from the moment it starts (`begin_turn`: status `running`, the user's
 message), its steps and text are written as they happen (`update_turn`), and `finish_turn`
@@ -14,49 +16,60 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memory.notes.capture import sanitize, sanitize_data
-from storage.sqlite import SQLiteDB
+from storage.sql import Dialect, Row, json_value, open_tables
 
-_MIGRATIONS: tuple[str, ...] = (
+if TYPE_CHECKING:
+    from storage.postgres import PostgresDatabase
+
+COMPONENT = "conversations"
+
+# Written once for both databases (storage.sql): `{turns}` is `turns` in state.db and
+# `conversation_turns` in the shared PostgreSQL database; `{REAL}` and the others are types.
+MIGRATIONS: tuple[str, ...] = (
     """
-    CREATE TABLE conversations (
+    CREATE TABLE {conversations} (
         id TEXT PRIMARY KEY,
         session_id TEXT,
         title TEXT NOT NULL DEFAULT '',
         source TEXT NOT NULL DEFAULT 'web',
-        created REAL NOT NULL,
-        updated REAL NOT NULL,
+        created {REAL} NOT NULL,
+        updated {REAL} NOT NULL,
         turns INTEGER NOT NULL DEFAULT 0,
-        cost_usd REAL NOT NULL DEFAULT 0
+        cost_usd {REAL} NOT NULL DEFAULT 0
     );
-    CREATE TABLE turns (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
+    CREATE TABLE {turns} (
+        id {SERIAL},
         conversation_id TEXT NOT NULL,
-        started REAL NOT NULL,
+        started {REAL} NOT NULL,
         message TEXT NOT NULL,
         reply TEXT NOT NULL,
-        is_error INTEGER NOT NULL,
+        is_error {BOOL} NOT NULL,
         log_file TEXT NOT NULL,
         session_id TEXT,
-        cost_usd REAL,
-        injected TEXT NOT NULL DEFAULT '[]'
+        cost_usd {REAL},
+        injected {JSON} NOT NULL DEFAULT '[]'
     );
-    CREATE INDEX turns_by_conversation ON turns(conversation_id, id);
+    CREATE INDEX {turns}_by_conversation ON {turns}(conversation_id, id);
     """,
     # The turn's tool steps with their final state, so a reload shows refused and failed steps.
-    "ALTER TABLE turns ADD COLUMN tools TEXT NOT NULL DEFAULT '[]';"
-    " ALTER TABLE turns ADD COLUMN status TEXT;",
+    "ALTER TABLE {turns} ADD COLUMN tools {JSON} NOT NULL DEFAULT '[]';"
+    " ALTER TABLE {turns} ADD COLUMN status TEXT;",
     # A turn is on record while it runs (status 'running'); `owner` is the pid of the process
     # running it, so a restart tells a dead process's turn from another live process's.
-    "ALTER TABLE turns ADD COLUMN owner INTEGER;"
-    " CREATE INDEX turns_open ON turns(status) WHERE status = 'running';",
+    "ALTER TABLE {turns} ADD COLUMN owner INTEGER;"
+    " CREATE INDEX {turns}_open ON {turns}(status) WHERE status = 'running';",
+    # The list, most recent first (PostgreSQL had it from its first version; SQLite now too).
+    "CREATE INDEX IF NOT EXISTS conversations_by_updated ON {conversations}(updated DESC);",
 )
+
+SQLITE = Dialect.sqlite("conversations", "turns")
+POSTGRESQL = Dialect.postgresql("conversations", "turns", turns="conversation_turns")
 
 RUNNING = "running"
 INTERRUPTED = "interrupted"
@@ -133,10 +146,10 @@ class OpenTurn:
 
 
 class ConversationBackend(Protocol):
-    """What the sessions and the web API need from conversation state. Two implementations:
-    `ConversationStore` (SQLite, one instance) and `agent.conversations_pg.
-    PostgresConversationStore` (shared by several instances); `tests/storage` runs one contract
-    suite against both. Calls are short and synchronous, so the async side calls them directly.
+    """What the sessions and the web API need from conversation state: `ConversationStore`, on
+    SQLite (one instance) or PostgreSQL (shared by several instances); `tests/storage` runs one
+    contract suite against both. Calls are short and synchronous, so the async side calls them
+    directly.
     """
 
     def close(self) -> None: ...
@@ -238,37 +251,41 @@ class ConversationBackend(Protocol):
 
 
 class ConversationStore:
-    """Small synchronous store; calls are short, so the async side may call it directly."""
+    """`ConversationBackend` in the SQLite file `where` or the shared PostgreSQL database
+    `where`. Small and synchronous; calls are short, so the async side may call it directly.
+    Counters move in one statement (`turns = turns + 1`): concurrent instances never lose one."""
 
-    def __init__(self, path: Path) -> None:
-        self._db = SQLiteDB(path)
-        self._db.migrate("conversations", _MIGRATIONS)
+    def __init__(self, where: Path | PostgresDatabase) -> None:
+        self._sql = open_tables(where, sqlite=SQLITE, postgresql=POSTGRESQL)
+        self._sql.migrate(COMPONENT, MIGRATIONS)
 
     def close(self) -> None:
-        self._db.close()
+        self._sql.close()
 
     # --- conversations -----------------------------------------------------------------------
     def get(self, conversation_id: str) -> Conversation | None:
-        rows = self._db.read("SELECT * FROM conversations WHERE id = ?", (conversation_id,))
+        rows = self._sql.read("SELECT * FROM {conversations} WHERE id = ?", (conversation_id,))
         return _conversation(rows[0]) if rows else None
 
     def list(self, limit: int = 200) -> list[Conversation]:
-        rows = self._db.read("SELECT * FROM conversations ORDER BY updated DESC LIMIT ?", (limit,))
+        rows = self._sql.read(
+            "SELECT * FROM {conversations} ORDER BY updated DESC, id LIMIT ?", (limit,)
+        )
         return [_conversation(r) for r in rows]
 
     def ensure(self, conversation_id: str, *, title: str, source: str) -> None:
         now = time.time()
-        with self._db.write() as db:
+        with self._sql.write() as db:
             db.execute(
-                "INSERT OR IGNORE INTO conversations(id, title, source, created, updated)"
-                " VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO {conversations}(id, title, source, created, updated)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                 (conversation_id, sanitize(title)[:80], source, now, now),
             )
 
     def set_session(self, conversation_id: str, session_id: str | None) -> None:
-        with self._db.write() as db:
+        with self._sql.write() as db:
             db.execute(
-                "UPDATE conversations SET session_id = ? WHERE id = ?",
+                "UPDATE {conversations} SET session_id = ? WHERE id = ?",
                 (session_id, conversation_id),
             )
 
@@ -287,27 +304,27 @@ class ConversationStore:
         tools: builtins.list[dict[str, Any]] | None = None,
         status: str | None = None,
     ) -> None:
-        with self._db.write() as db:
+        with self._sql.write() as db:
             db.execute(
-                "INSERT INTO turns(conversation_id, started, message, reply, is_error, log_file,"
+                "INSERT INTO {turns}(conversation_id, started, message, reply, is_error, log_file,"
                 " session_id, cost_usd, injected, tools, status)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS {JSON}), CAST(? AS {JSON}), ?)",
                 (
                     conversation_id,
                     started,
                     sanitize(message),  # history is stored text: no secrets, no <private>
                     sanitize(reply),
-                    int(is_error),
+                    is_error,
                     log_file,
                     session_id,
                     cost_usd,
                     json.dumps(injected, ensure_ascii=False),
-                    json.dumps(sanitize_data(tools or []), ensure_ascii=False),
+                    _tools_json(tools or []),
                     status,
                 ),
             )
             db.execute(
-                "UPDATE conversations SET updated = ?, turns = turns + 1,"
+                "UPDATE {conversations} SET updated = ?, turns = turns + 1,"
                 " cost_usd = cost_usd + ?, session_id = COALESCE(?, session_id) WHERE id = ?",
                 (time.time(), cost_usd or 0.0, session_id, conversation_id),
             )
@@ -321,14 +338,14 @@ class ConversationStore:
         log_file: str,
         session_id: str | None,
     ) -> tuple[int, TurnRecord | None]:
-        with self._db.write() as db:
+        with self._sql.write() as db:
             before = db.execute(
-                "SELECT * FROM turns WHERE conversation_id = ? ORDER BY id DESC LIMIT 1",
+                "SELECT * FROM {turns} WHERE conversation_id = ? ORDER BY id DESC LIMIT 1",
                 (conversation_id,),
             ).fetchone()
-            cur = db.execute(
-                "INSERT INTO turns(conversation_id, started, message, reply, is_error, log_file,"
-                " session_id, status, owner) VALUES (?, ?, ?, '', 0, ?, ?, ?, ?)",
+            row = db.execute(
+                "INSERT INTO {turns}(conversation_id, started, message, reply, is_error, log_file,"
+                " session_id, status, owner) VALUES (?, ?, ?, '', FALSE, ?, ?, ?, ?) RETURNING id",
                 (
                     conversation_id,
                     started,
@@ -338,12 +355,12 @@ class ConversationStore:
                     RUNNING,
                     os.getpid(),
                 ),
-            )
+            ).fetchone()
             db.execute(
-                "UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation_id)
+                "UPDATE {conversations} SET updated = ? WHERE id = ?",
+                (time.time(), conversation_id),
             )
-        assert cur.lastrowid is not None
-        return cur.lastrowid, _turn(before) if before is not None else None
+        return int(row["id"]), _turn(before) if before is not None else None
 
     def update_turn(
         self,
@@ -353,10 +370,10 @@ class ConversationStore:
         tools: builtins.list[dict[str, Any]],
         session_id: str | None,
     ) -> None:
-        with self._db.write() as db:
+        with self._sql.write() as db:
             db.execute(
-                "UPDATE turns SET reply = ?, tools = ?, session_id = COALESCE(?, session_id)"
-                " WHERE id = ? AND status = ?",
+                "UPDATE {turns} SET reply = ?, tools = CAST(? AS {JSON}),"
+                " session_id = COALESCE(?, session_id) WHERE id = ? AND status = ?",
                 (sanitize(reply), _tools_json(tools), session_id, turn_id, RUNNING),
             )
 
@@ -372,18 +389,20 @@ class ConversationStore:
         tools: builtins.list[dict[str, Any]],
         status: str,
     ) -> None:
-        with self._db.write() as db:
+        with self._sql.write() as db:
             row = db.execute(
-                "SELECT conversation_id, status FROM turns WHERE id = ?", (turn_id,)
+                "SELECT conversation_id, status FROM {turns} WHERE id = ? {FOR_UPDATE}",
+                (turn_id,),
             ).fetchone()
             if row is None:  # the conversation was deleted meanwhile
                 return
             db.execute(
-                "UPDATE turns SET reply = ?, is_error = ?, session_id = COALESCE(?, session_id),"
-                " cost_usd = ?, injected = ?, tools = ?, status = ? WHERE id = ?",
+                "UPDATE {turns} SET reply = ?, is_error = ?, session_id = COALESCE(?, session_id),"
+                " cost_usd = ?, injected = CAST(? AS {JSON}), tools = CAST(? AS {JSON}),"
+                " status = ? WHERE id = ?",
                 (
                     sanitize(reply),
-                    int(is_error),
+                    is_error,
                     session_id,
                     cost_usd,
                     json.dumps(injected, ensure_ascii=False),
@@ -394,25 +413,25 @@ class ConversationStore:
             )
             count = 1 if row["status"] == RUNNING else 0  # marked interrupted: counted then
             db.execute(
-                "UPDATE conversations SET updated = ?, turns = turns + ?,"
+                "UPDATE {conversations} SET updated = ?, turns = turns + ?,"
                 " cost_usd = cost_usd + ?, session_id = COALESCE(?, session_id) WHERE id = ?",
                 (time.time(), count, cost_usd or 0.0, session_id, row["conversation_id"]),
             )
 
     def open_turns(self, conversation_id: str | None = None) -> builtins.list[OpenTurn]:
-        rows = self._db.read(
-            "SELECT * FROM turns WHERE status = ? AND (? IS NULL OR conversation_id = ?)"
-            " ORDER BY id",
+        rows = self._sql.read(
+            "SELECT * FROM {turns} WHERE status = ?"
+            " AND (CAST(? AS TEXT) IS NULL OR conversation_id = ?) ORDER BY id",
             (RUNNING, conversation_id, conversation_id),
         )
         return [
             OpenTurn(
-                id=r["id"],
+                id=int(r["id"]),
                 conversation_id=r["conversation_id"],
                 started=r["started"],
                 session_id=r["session_id"],
                 reply=r["reply"],
-                tools=json.loads(r["tools"]),
+                tools=json_value(r["tools"]),
                 owner=r["owner"],
             )
             for r in rows
@@ -426,40 +445,37 @@ class ConversationStore:
         tools: builtins.list[dict[str, Any]],
         session_id: str | None,
     ) -> bool:
-        with self._db.write() as db:
+        with self._sql.write() as db:
             row = db.execute(
-                "SELECT conversation_id FROM turns WHERE id = ? AND status = ?",
-                (turn_id, RUNNING),
+                "UPDATE {turns} SET reply = ?, tools = CAST(? AS {JSON}), is_error = TRUE,"
+                " status = ?, session_id = COALESCE(?, session_id)"
+                " WHERE id = ? AND status = ? RETURNING conversation_id",
+                (sanitize(reply), _tools_json(tools), INTERRUPTED, session_id, turn_id, RUNNING),
             ).fetchone()
             if row is None:
                 return False
             db.execute(
-                "UPDATE turns SET reply = ?, tools = ?, is_error = 1, status = ?,"
-                " session_id = COALESCE(?, session_id) WHERE id = ?",
-                (sanitize(reply), _tools_json(tools), INTERRUPTED, session_id, turn_id),
-            )
-            db.execute(
-                "UPDATE conversations SET updated = ?, turns = turns + 1,"
+                "UPDATE {conversations} SET updated = ?, turns = turns + 1,"
                 " session_id = COALESCE(?, session_id) WHERE id = ?",
                 (time.time(), session_id, row["conversation_id"]),
             )
         return True
 
     def turns(self, conversation_id: str, limit: int = 500) -> builtins.list[TurnRecord]:
-        rows = self._db.read(
-            "SELECT * FROM turns WHERE conversation_id = ? ORDER BY id LIMIT ?",
+        rows = self._sql.read(
+            "SELECT * FROM {turns} WHERE conversation_id = ? ORDER BY id LIMIT ?",
             (conversation_id, limit),
         )
         return [_turn(r) for r in rows]
 
     def delete(self, conversation_id: str) -> bool:
-        with self._db.write() as db:
-            cur = db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
-            db.execute("DELETE FROM turns WHERE conversation_id = ?", (conversation_id,))
-        return cur.rowcount > 0
+        with self._sql.write() as db:
+            cur = db.execute("DELETE FROM {conversations} WHERE id = ?", (conversation_id,))
+            db.execute("DELETE FROM {turns} WHERE conversation_id = ?", (conversation_id,))
+            return cur.rowcount > 0
 
 
-def _turn(r: sqlite3.Row) -> TurnRecord:
+def _turn(r: Row) -> TurnRecord:
     return TurnRecord(
         started=r["started"],
         message=r["message"],
@@ -468,8 +484,8 @@ def _turn(r: sqlite3.Row) -> TurnRecord:
         log_file=r["log_file"],
         session_id=r["session_id"],
         cost_usd=r["cost_usd"],
-        injected=json.loads(r["injected"]),
-        tools=json.loads(r["tools"]),
+        injected=json_value(r["injected"]),
+        tools=json_value(r["tools"]),
         status=r["status"],
     )
 
@@ -478,7 +494,7 @@ def _tools_json(tools: builtins.list[dict[str, Any]]) -> str:
     return json.dumps(sanitize_data(tools), ensure_ascii=False)
 
 
-def _conversation(row: sqlite3.Row) -> Conversation:
+def _conversation(row: Row) -> Conversation:
     return Conversation(
         id=row["id"],
         session_id=row["session_id"],

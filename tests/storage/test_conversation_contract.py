@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from agent.conversations import ConversationBackend, ConversationStore
-from agent.conversations_pg import PostgresConversationStore
 
 Open = Callable[[], ConversationBackend]
 
@@ -29,7 +28,7 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Open]
         db = request.getfixturevalue("pg_sync_db")
 
         def make() -> ConversationBackend:
-            return PostgresConversationStore(db)
+            return ConversationStore(db)
 
     def tracked() -> ConversationBackend:
         store = make()

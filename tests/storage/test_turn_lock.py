@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from agent.conversations_pg import PostgresTurnLock
+from agent.turn_lock_pg import PostgresTurnLock
 from storage.postgres import PostgresDatabase
 
 
