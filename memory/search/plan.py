@@ -17,6 +17,7 @@ hundreds of words long; its keywords still come from the whole text.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import threading
 from collections import OrderedDict
@@ -38,7 +39,6 @@ VECTOR_TOKENS: Final = 40.0
 """About how many of E5's tokens of a query go into its vector (`vector_text`): ~30 English
 words or ~45 Chinese characters, 25-50 ms of encoder CPU; the rest of a longer prompt costs
 more than it adds to what it is about."""
-_PIECES_RE: Final = re.compile(f"[{_text.CJK_CHAR}]|[^\\s{_text.CJK_CHAR}]+")
 NO_VECTORS_YET: Final = (
     "semantic search has no vectors yet (notes are being embedded); keyword results only"
 )
@@ -101,6 +101,13 @@ def plan_search(
     return SearchPlan(parsed, vector, notice, mode == "vector" or parsed.empty, check_floor(floor))
 
 
+@functools.cache
+def _pieces_re() -> re.Pattern[str]:
+    """Words and single CJK characters; compiled when a query first needs it (`re` walks the
+    CJK class's ~28,000 characters, 1-2 ms a hook working directly never needs)."""
+    return re.compile(f"[{_text.CJK_CHAR}]|[^\\s{_text.CJK_CHAR}]+")
+
+
 def _tokens(piece: str) -> float:
     """E5's tokens for one word or CJK character, roughly (a least-squares fit of its
     tokenizer's counts over English and Chinese prompts, within ~35%)."""
@@ -112,7 +119,7 @@ def _tokens(piece: str) -> float:
 def vector_text(query: str, tokens: float = VECTOR_TOKENS) -> str:
     """`query`, or for a longer one its start and its end (two thirds and one third of about
     `tokens` tokens, joined by " … "): people put the setting first and the question last."""
-    pieces = [(_tokens(m.group()), m.start(), m.end()) for m in _PIECES_RE.finditer(query)]
+    pieces = [(_tokens(m.group()), m.start(), m.end()) for m in _pieces_re().finditer(query)]
     if sum(cost for cost, _, _ in pieces) <= tokens:
         return query
     head_end = 0
