@@ -538,6 +538,19 @@ def _hook_argv(argv: Sequence[str]) -> list[str] | None:
     return None
 
 
+def _mcp_argv(argv: Sequence[str]) -> str | None:
+    """The home of `mcp` or `--home DIR mcp` ("" when none is given), None for any other
+    command: building the full parser costs ~0.1 s (issue #32: `initialize` in 0.2 s)."""
+    args = list(argv)
+    if args == ["mcp"]:
+        return ""
+    if len(args) == 3 and args[0] == "--home" and args[2] == "mcp":
+        return args[1]
+    if len(args) == 2 and args[0].startswith("--home=") and args[1] == "mcp":
+        return args[0].removeprefix("--home=")
+    return None
+
+
 def cmd_hook(args: argparse.Namespace) -> int:
     from memory.clients.hook_process import main as hook_main
 
@@ -552,22 +565,28 @@ def _memory_home(args: argparse.Namespace) -> Path:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from memory.encoders.models import WORKER_THREAD_ENV
+    from memory.clients.mcp_server import serve_stdio
 
-    for name, value in WORKER_THREAD_ENV.items():  # before numpy loads, as for `serve`
-        os.environ.setdefault(name, value)
-    from memory.clients.mcp_server import McpConfig, serve_stdio
+    def config() -> Any:
+        """Read once the server has answered `initialize` (issue #32: the settings alone cost
+        ~0.2 s of pydantic); a bad setting is then every tool call's error."""
+        from memory.encoders.models import WORKER_THREAD_ENV
 
-    settings = _settings(args, dotenv=False)
-    config = McpConfig(
-        home=settings.home_dir,
-        memory=settings.memory_config(),
-        encoder=settings.encoder_spec(),
-        encoder_timeout=settings.encoder_timeout_seconds,
-        logs_dir=settings.logs_dir,
-        # Claude Code's own variable for the session that started this server (not a setting)
-        client_session=_claude_code_session(os.environ),
-    )
+        for name, value in WORKER_THREAD_ENV.items():  # before numpy loads, as for `serve`
+            os.environ.setdefault(name, value)
+        from memory.clients.mcp_tools.context import McpConfig
+
+        settings = _settings(args, dotenv=False)
+        return McpConfig(
+            home=settings.home_dir,
+            memory=settings.memory_config(),
+            encoder=settings.encoder_spec(),
+            encoder_timeout=settings.encoder_timeout_seconds,
+            logs_dir=settings.logs_dir,
+            # Claude Code's own variable for the session that started this server
+            client_session=_claude_code_session(os.environ),
+        )
+
     return serve_stdio(config)
 
 
@@ -600,6 +619,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from memory.clients.hook_process import main as hook_main
 
         return hook_main(hook_argv)
+    mcp_home = _mcp_argv(sys.argv[1:] if argv is None else argv)
+    if mcp_home is not None:  # the client waits on its `initialize` answer: no parser
+        import argparse
+
+        return cmd_mcp(argparse.Namespace(home=mcp_home or None))
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -96,7 +96,7 @@ async def test_the_mcp_servers_model_cannot_pin_nor_confirm_its_own_change(
         told = "\n".join(getattr(block, "text", "") for block in result.content)
         assert "NOT DONE" in told and "pins a note" in told
         pending_id = told.split("pending change ", 1)[1].split(")", 1)[0]
-        confirm = await session.call_tool("memory_confirm_entity", {"pending_id": pending_id})
+        confirm = await session.call_tool("memory_resolve", {"id": pending_id, "choice": "confirm"})
         assert confirm.isError
         assert "person's own confirmation" in str(confirm.content)
     state = StateDB(home / "state.db")

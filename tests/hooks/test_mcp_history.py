@@ -18,7 +18,7 @@ async def test_mcp_changes_carry_the_door_and_the_client_session(
     env = {"CLAUDE_CODE_SESSION_ID": "sess-42"}
     async with mcp_session(mem_home, project, env) as session:
         [note_id] = ids_in(await call(session, "memory_save", content="Releases are tagged vX.Y."))
-        await call(session, "memory_update", id=note_id, content="Releases are tagged X.Y.Z.")
+        await call(session, "memory_save", id=note_id, content="Releases are tagged X.Y.Z.")
     state = StateDB(mem_home / "state.db")
     try:
         versions = HistoryStore(state).versions(note_id)

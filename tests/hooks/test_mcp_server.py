@@ -23,31 +23,20 @@ from memory.model import NoteDraft
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
 from tests.embeddings.fake_openai import FakeEmbeddingsAPI
-from tests.hooks.conftest import CLAUDE_MEMORY, MCP_INITIALIZE
+from tests.hooks.conftest import CLAUDE_MEMORY, MCP_INITIALIZE, run_hook_process
 
 TOOLS = {
-    "memory_recall",
     "memory_search",
     "memory_get",
-    "get_observations",
-    "memory_search_by_type",
     "memory_save",
-    "memory_update",
-    "memory_add_entity",
-    "memory_confirm_entity",
-    "memory_reject_candidate",
-    "memory_deprecate_entity",
-    "memory_get_pending",
-    "memory_start_episode",
-    "memory_close_episode",
-    "memory_get_current_episode",
-    "memory_list_episodes",
-    "memory_get_episode_detail",
-    "memory_cache_message",
-    "memory_clear_cache",
-    "memory_cleanup_messages",
-    "memory_stats",
-    "memory_encoder_status",
+    "memory_deprecate",
+    "search_observations",
+    "observation_timeline",
+    "get_observations",
+    "memory_review",
+    "memory_resolve",
+    "memory_status",
+    "memory_cleanup",
 }
 
 
@@ -77,69 +66,70 @@ def ids_in(text: str) -> list[str]:
     return re.findall(r"\[(mem_\w+)\]", text)
 
 
-async def test_tools_save_search_get_and_episodes(
+async def test_tools_save_search_get_and_retire(
     mem_home: Path, make_project: Callable[..., Path]
 ) -> None:
     project = make_project("app", remote="git@github.com:acme/app.git")
     async with mcp_session(mem_home, project) as session:
         listed = {t.name for t in (await session.list_tools()).tools}
-        assert listed >= TOOLS
+        assert listed == TOOLS
 
         saved = await call(
             session,
-            "memory_add_entity",
+            "memory_save",
             type="Decision",
             content="We chose SQLite FTS5 over Elasticsearch for search.",
             title="search engine choice",
         )
         (note_id,) = ids_in(saved)
         pref = await call(
-            session,
-            "memory_add_entity",
-            type="Preference",
-            content="I prefer tabs over spaces in Go files.",
+            session, "memory_save", type="Preference", content="I prefer tabs over spaces in Go."
         )
         found = await call(session, "memory_search", query="Elasticsearch FTS5")
         assert f"[{note_id}]" in found and "search engine choice" in found
         full = await call(session, "memory_get", ids=[note_id])
         assert "scope: project:github.com_acme_app" in full
         assert "We chose SQLite FTS5" in full
-        listing = await call(session, "memory_search_by_type", type="decision")
-        assert f"[{note_id}]" in listing
+        typed = await call(session, "memory_search", query="search", type="Decision")
+        assert f"[{note_id}]" in typed
         (pref_id,) = ids_in(pref)
         assert "scope: user" in await call(session, "memory_get", ids=[pref_id])
-        recall = await call(session, "memory_recall", query="search engine Elasticsearch")
-        assert f"[{note_id}]" in recall and "Past sessions:" in recall
 
-        started = await call(session, "memory_start_episode")
-        episode_id = re.search(r"\[(ep_\w+)\]", started).group(1)  # type: ignore[union-attr]
-        assert "app 开发会话" in started
-        for n in range(3):
-            await call(session, "memory_cache_message", content=f"migrate search index step {n}")
-        current = json.loads(await call(session, "memory_get_current_episode"))
-        assert current["id"] == episode_id and current["turns"] == 3
-        closed = await call(session, "memory_close_episode")
-        assert "completed" in closed and "Done: migrate search index step 0" in closed
-        assert episode_id in await call(session, "memory_list_episodes")
-        detail = await call(session, "memory_get_episode_detail", episode_id=episode_id)
-        assert "migrate search index step 2" in detail
-        # the session and its summary note are one memory: listed once, as the session
-        recalled = await call(session, "memory_recall", query="migrate search index step")
-        memories, past = recalled.split("Past sessions:")
-        assert episode_id in past and "conversation ·" not in memories, recalled
+        # an update is a save with the note's id: same id, new text
+        changed = await call(
+            session, "memory_save", id=note_id, content="We chose SQLite FTS5, not Elastic."
+        )
+        assert changed.startswith(f"Updated [{note_id}]")
+        assert "not Elastic" in await call(session, "memory_get", ids=[note_id])
 
-        deprecated = await call(session, "memory_deprecate_entity", id=note_id, reason="moved")
+        deprecated = await call(session, "memory_deprecate", id=note_id, reason="moved")
         assert "deprecated" in deprecated
         assert f"[{note_id}]" not in await call(session, "memory_search", query="Elasticsearch")
 
-        stats = json.loads(await call(session, "memory_stats"))
-        assert stats["episodes"] == {"completed": 1}
-        assert stats["project"]["key"] == "github.com_acme_app"
-        encoder = json.loads(await call(session, "memory_encoder_status"))
-        assert encoder["blocking"] is False
+        status = await call(session, "memory_status")
+        assert "Notes: " in status and "Project: app (github.com_acme_app)" in status
+        assert "Search: keywords only" in status
 
 
-async def test_pending_flow_confirm_and_reject(
+async def test_a_past_session_is_found_and_read_with_the_same_tools(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    """What the hooks recorded: memory_search lists the session once (not its summary note
+    too), memory_get opens it with its messages."""
+    project = make_project("app")
+    for n in range(3):
+        prompt_hook(project, "s1", "claude-code", f"migrate the search index, step {n}")
+    run_hook_process("session-end", json.dumps({"session_id": "s1", "cwd": str(project)}))
+    async with mcp_session(mem_home, project) as session:
+        found = await call(session, "memory_search", query="migrate search index")
+        memories, past = found.split("Past sessions:")
+        (episode_id,) = re.findall(r"\[(ep_\w+)\] completed", past)
+        assert "conversation ·" not in memories, found
+        detail = await call(session, "memory_get", ids=[episode_id])
+        assert "migrate the search index, step 2" in detail
+
+
+async def test_resolving_captured_candidates(
     mem_home: Path, make_project: Callable[..., Path]
 ) -> None:
     state = StateDB(mem_home / "state.db")
@@ -150,47 +140,60 @@ async def test_pending_flow_confirm_and_reject(
     finally:
         state.close()
     async with mcp_session(mem_home, make_project("app")) as session:
-        listing = await call(session, "memory_get_pending")
+        listing = await call(session, "memory_review")
         assert keep.id in listing and drop.id in listing
-        confirmed = await call(session, "memory_confirm_entity", pending_id=keep.id)
+        confirmed = await call(session, "memory_resolve", id=keep.id, choice="confirm")
         (note_id,) = ids_in(confirmed)
         assert "maybe we should use uv" in await call(session, "memory_get", ids=[note_id])
-        assert "Rejected" in await call(session, "memory_reject_candidate", pending_id=drop.id)
-        assert await call(session, "memory_get_pending") == "Nothing pending."
-        everything = await call(session, "memory_get_pending", status="all")
+        rejected = await call(session, "memory_resolve", id=drop.id, choice="reject")
+        assert rejected.startswith("Rejected")
+        assert await call(session, "memory_review") == "Nothing pending."
+        everything = await call(session, "memory_review", status="all")
         assert "confirmed" in everything and "rejected" in everything
-        missing = await session.call_tool("memory_confirm_entity", {"pending_id": "pend_nope"})
+        missing = await session.call_tool("memory_resolve", {"id": "pend_no", "choice": "confirm"})
         assert missing.isError
 
 
-async def test_clear_cache_is_refused_without_confirm(
+async def test_cleanup_is_refused_without_confirm(
     mem_home: Path, make_project: Callable[..., Path]
 ) -> None:
     project = make_project("app")
-    async with mcp_session(mem_home, project) as session:
-        await call(session, "memory_start_episode", title="cache test")
-        await call(session, "memory_cache_message", content="something worth caching")
-        refused = await call(session, "memory_clear_cache")
+    prompt_hook(project, "s1", "claude-code", "something worth keeping")
+    async with mcp_session(mem_home, project, {"CLAUDE_CODE_SESSION_ID": "s1"}) as session:
+        status = await call(session, "memory_status")
+        (episode_id,) = re.findall(r"This session: \[(ep_\w+)\]", status)
+        # older_than_days=0 once wiped every message and observation without a word
+        refused = await call(session, "memory_cleanup", older_than_days=0, confirm=False)
         assert refused.startswith("Refused")
-        current = json.loads(await call(session, "memory_get_current_episode"))
-        detail = await call(session, "memory_get_episode_detail", episode_id=current["id"])
-        assert "something worth caching" in detail
-        assert "Cleared 1" in await call(session, "memory_clear_cache", confirm=True)
-        detail = await call(session, "memory_get_episode_detail", episode_id=current["id"])
-        assert "something worth caching" not in detail
-        # older_than_days=0 wiped every message and observation without a word
-        refused = await call(session, "memory_cleanup_messages", older_than_days=0)
-        assert refused.startswith("Refused")
-        assert "something worth caching" not in detail
-        cleaned = await call(session, "memory_cleanup_messages", confirm=True)
+        missing = await session.call_tool("memory_cleanup", {"older_than_days": 0})
+        assert missing.isError and "confirm" in str(missing.content)
+        for wrong in ("yes", "true", 1):
+            answer = await session.call_tool("memory_cleanup", {"confirm": wrong})
+            assert answer.isError and "valid boolean" in str(answer.content)
+        assert "something worth keeping" in await call(session, "memory_get", ids=[episode_id])
+        cleared = await call(session, "memory_cleanup", confirm=True, episode_id=episode_id)
+        assert cleared.startswith("Deleted 1 ")
+        assert "something worth keeping" not in await call(session, "memory_get", ids=[episode_id])
+        cleaned = await call(session, "memory_cleanup", confirm=True)
         assert "older than 7 days" in cleaned
+
+
+async def test_a_retired_tool_name_gets_its_successor_not_a_crash(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    async with mcp_session(mem_home, make_project("app")) as session:
+        old = await session.call_tool("memory_recall", {"query": "deploy"})
+        assert old.isError
+        assert "memory_recall was retired; use memory_search" in str(old.content)
+        update = await session.call_tool("memory_update", {"id": "mem_x", "title": "t"})
+        assert "use memory_save with id" in str(update.content)
+        # and the server goes on
+        assert "Notes: " in await call(session, "memory_status")
 
 
 async def test_observations_recorded_by_hooks_are_fetched_by_id(
     mem_home: Path, make_project: Callable[..., Path]
 ) -> None:
-    from tests.hooks.conftest import run_hook_process
-
     project = make_project("app")
     run_hook_process(
         "post-tool-use",
@@ -211,13 +214,13 @@ async def test_observations_recorded_by_hooks_are_fetched_by_id(
         state.close()
     async with mcp_session(mem_home, project) as session:
         details = await call(session, "get_observations", ids=[row["id"]])
-        assert "执行: pytest -q tests/api" in details and "7 passed" in details
-        current = json.loads(await call(session, "memory_get_current_episode"))
-        assert current["key"] == "claude-code:s"
+        assert "pytest -q tests/api" in details and "7 passed" in details
+        status = await call(session, "memory_status")
+        assert "This session: [ep_" in status
 
 
-def prompt_hook(project: Path, session: str, client: str) -> None:
-    payload = {"session_id": session, "cwd": str(project), "prompt": f"hi {session}"}
+def prompt_hook(project: Path, session: str, client: str, prompt: str | None = None) -> None:
+    payload = {"session_id": session, "cwd": str(project), "prompt": prompt or f"hi {session}"}
     subprocess.run(
         [str(CLAUDE_MEMORY), "hook", "user-prompt-submit", "--client", client],
         input=json.dumps(payload).encode(),
@@ -240,17 +243,13 @@ async def test_two_sessions_in_one_project_each_get_their_own_current_episode(
         await anyio.to_thread.run_sync(prompt_hook, project, name, client)
     env = {"CLAUDE_CODE_SESSION_ID": "older"}
     async with mcp_session(mem_home, project, env) as session:
-        current = json.loads(await call(session, "memory_get_current_episode"))
-        assert current["key"] == "claude-code:older"
+        assert "(claude-code:older, 1 prompts)" in await call(session, "memory_status")
     async with mcp_session(mem_home, project) as session:
-        result = await session.call_tool(
-            "memory_get_current_episode", {}, meta={"threadId": codex_id}
-        )
+        result = await session.call_tool("memory_status", {}, meta={"threadId": codex_id})
         text = "\n".join(getattr(block, "text", "") for block in result.content)
-        assert json.loads(text)["key"] == f"codex:{codex_id}"
+        assert f"(codex:{codex_id}, 1 prompts)" in text
     async with mcp_session(mem_home, project) as session:  # nobody says: the newest, by rule
-        current = json.loads(await call(session, "memory_get_current_episode"))
-        assert current["key"] == f"codex:{codex_id}"
+        assert f"(codex:{codex_id}, 1 prompts)" in await call(session, "memory_status")
 
 
 def test_the_server_exits_when_stdin_closes(
@@ -299,13 +298,21 @@ def embeddings_api() -> Iterator[FakeEmbeddingsAPI]:
         fake.stop()
 
 
-async def _until_embedded(session: ClientSession, seconds: float = 120) -> dict[str, Any]:
-    """The encoder status once the worker is ready and every note has its vectors."""
+def search_state(status: str) -> tuple[str, int, int]:
+    """From memory_status's `Search:` line: the encoder's state, notes embedded, missing."""
+    match = re.search(r"encoder: (\w+).*vectors: (\d+) of \d+ notes, (\d+) missing", status)
+    assert match is not None, status
+    return match.group(1), int(match.group(2)), int(match.group(3))
+
+
+async def _until_embedded(session: ClientSession, seconds: float = 120) -> str:
+    """memory_status once the worker is ready and every note has its vectors."""
     deadline = time.monotonic() + seconds
-    status: dict[str, Any] = {}
+    status = ""
     while time.monotonic() < deadline:
-        status = json.loads(await call(session, "memory_encoder_status"))
-        if status["state"] == "ready" and status["vectors"]["missing"] == 0:
+        status = await call(session, "memory_status")
+        state, _, missing = search_state(status)
+        if state == "ready" and missing == 0:
             return status
         await anyio.sleep(0.2)
     raise AssertionError(f"the encoder was not ready with every note embedded: {status}")
@@ -326,7 +333,7 @@ async def test_the_stand_alone_server_finds_notes_across_languages_once_its_enco
     cross = [q for q in data["queries"] if q["kind"] in ("zh->en", "en->zh")]
     async with mcp_session(mem_home, make_project("app")) as session:
         status = await _until_embedded(session)
-        assert status["search"].startswith("hybrid") and status["vectors"]["embedded"] >= 80
+        assert "Search: hybrid" in status and search_state(status)[1] >= 80
         found = {"zh->en": 0, "en->zh": 0}
         for question in cross:
             text = await call(
@@ -357,8 +364,8 @@ async def test_the_server_searches_keywords_and_says_so_while_its_encoder_loads(
         assert f"[{note_id}]" in found
         assert "(search: keywords only; semantic search unavailable (the text encoder is" in found
         assert "loading); keyword results only)" in found
-        status = json.loads(await call(session, "memory_encoder_status"))
-        assert status["state"] == "loading" and status["search"].startswith("keyword")
+        status = await call(session, "memory_status")
+        assert search_state(status)[0] == "loading" and "Search: keywords only" in status
 
         embeddings_api.release()
         await _until_embedded(session, seconds=60)
@@ -374,6 +381,6 @@ async def test_tools_answer_in_plain_text_without_an_output_schema(
     async with mcp_session(mem_home, project) as session:
         tools = (await session.list_tools()).tools
         assert tools and all(t.outputSchema is None for t in tools)
-        result = await session.call_tool("memory_stats", {})
+        result = await session.call_tool("memory_status", {})
         assert result.structuredContent is None
         assert not getattr(result.content[0], "text", "").startswith('{"result"')

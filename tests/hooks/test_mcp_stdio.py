@@ -107,3 +107,78 @@ def test_the_server_answers_a_request_it_cannot_parse_and_goes_on(
     assert "result" in by_id[3] and "result" in by_id[4]
     found = by_id[4]["result"]["content"][0]["text"]
     assert "Fridays" in found, found
+
+
+HEAVY = ("mcp", "pydantic", "settings", "memory.sqlite", "memory.opening", "numpy", "asyncio")
+"""What `claude-memory mcp` must not import before its first answer (issue #32: the SDK and
+pydantic alone made `initialize` take 0.5-2 s, and Codex started without the tools)."""
+
+
+def test_initialize_is_answered_before_anything_heavy_is_imported(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "CLAUDE_MEMORY_HOME"}
+    server = subprocess.Popen(
+        [str(CLAUDE_MEMORY), "--home", str(mem_home), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=make_project("app"),
+        env=env | {"PYTHONPROFILEIMPORTTIME": "1"},
+    )
+    assert server.stdin and server.stdout and server.stderr
+    try:
+        server.stdin.write(json.dumps(INIT) + "\n")
+        server.stdin.flush()
+        answer = json.loads(server.stdout.readline())
+    finally:
+        server.stdin.close()  # before tools/list: nothing but the first answer was needed
+        imports = server.stderr.read()
+        server.wait(timeout=30)
+        server.stdout.close()
+        server.stderr.close()
+    assert answer["result"]["serverInfo"]["name"] == "claude-memory"
+    assert answer["result"]["protocolVersion"] == "2025-06-18"
+    assert answer["result"]["capabilities"] == {"tools": {"listChanged": False}}
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in imports.splitlines() if "|" in line}
+    assert not {m for m in loaded if m.split(".")[0] in HEAVY or m in HEAVY}, sorted(loaded)
+
+
+def test_the_tool_list_is_small_and_every_result_is_text(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    server = subprocess.Popen(
+        [str(CLAUDE_MEMORY), "--home", str(mem_home), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        encoding="utf-8",
+        cwd=make_project("app"),
+        env={k: v for k, v in os.environ.items() if k != "CLAUDE_MEMORY_HOME"},
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def ask(line: str) -> dict[str, Any]:
+        server.stdin.write(line + "\n")  # type: ignore[union-attr]
+        server.stdin.flush()  # type: ignore[union-attr]
+        return dict(json.loads(server.stdout.readline()))  # type: ignore[union-attr]
+
+    try:
+        ask(json.dumps(INIT))
+        listed = ask(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))["result"]
+        assert ask(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}))["result"] == {}
+        saved = ask(call(4, "memory_save", {"content": "Backups run at 02:00."}))["result"]
+        unknown = ask(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "sampling/x"}))
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+        server.stdout.close()
+    # 26 tools and 18,992 characters before (11,854 sent with every Codex request)
+    assert len(listed["tools"]) <= 12
+    assert len(json.dumps(listed)) <= 8000
+    assert all("outputSchema" not in tool for tool in listed["tools"])
+    assert saved["content"][0]["type"] == "text" and "structuredContent" not in saved
+    assert saved["content"][0]["text"].startswith("Saved as [mem_")
+    assert unknown["error"]["code"] == -32601

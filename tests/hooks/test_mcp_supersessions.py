@@ -30,21 +30,17 @@ async def test_a_contradicting_save_is_pending_until_the_user_chooses(
         assert match is not None, saved
         sup_id = match.group(1)
 
-        listing = await call(session, "memory_get_supersessions")
+        listing = await call(session, "memory_review")
         assert sup_id in listing and "Keep logs for 30 days." in listing
         assert "Keep logs for 14 days." in listing
 
-        refused = await session.call_tool(
-            "memory_resolve_supersession", {"id": sup_id, "keep": "neither"}
-        )
+        refused = await session.call_tool("memory_resolve", {"id": sup_id, "choice": "confirm"})
         assert refused.isError
-        resolved = await call(session, "memory_resolve_supersession", id=sup_id, keep="old")
+        resolved = await call(session, "memory_resolve", id=sup_id, choice="old")
         assert resolved.startswith(f"Resolved {sup_id}: kept old")
         assert "status: deprecated" in await call(session, "memory_get", ids=[new_id])
         assert "status: active" in await call(session, "memory_get", ids=[old_id])
-        again = await session.call_tool(
-            "memory_resolve_supersession", {"id": sup_id, "keep": "new"}
-        )
+        again = await session.call_tool("memory_resolve", {"id": sup_id, "choice": "new"})
         assert again.isError  # final
-        assert await call(session, "memory_get_supersessions") == "Nothing pending."
-        assert "kept old" in await call(session, "memory_get_supersessions", status="all")
+        assert await call(session, "memory_review") == "Nothing pending."
+        assert "kept old" in await call(session, "memory_review", status="all")

@@ -220,7 +220,7 @@ def test_pre_compact_writes_the_summary_and_the_compact_start_carries_the_remind
     assert hook("pre-compact", cwd=project, session_id="s1", trigger="auto") is None
     assert "refactor the payment module" in _summary_file(mem_home, "s1").read_text("utf-8")
     after = context_of(hook("session-start", cwd=project, session_id="s1", source="compact"))
-    assert REMINDER in after and "memory_add_entity" in after
+    assert REMINDER in after and "memory_save" in after
 
 
 def test_post_compact_keeps_the_compaction_summary_in_the_timeline_and_the_summary(

@@ -167,8 +167,7 @@ async def test_the_corpus_through_api_cli_hooks_and_mcp_leaves_no_secret_on_disk
     # MCP over stdio
     async with mcp_session(home, project) as session:
         await call(session, "memory_save", content=SECRET_TEXT, title="mcp 密码是 qwe77z")
-        await call(session, "memory_cache_message", role="user", content=SECRET_TEXT)
-        await call(session, "memory_add_entity", type="Decision", content=SECRET_TEXT)
+        await call(session, "memory_save", type="Decision", content=f"decided: {SECRET_TEXT}")
 
     assert leaks(home) == []
     # the doors did store the text, redacted: the scan is not vacuous

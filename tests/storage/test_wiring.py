@@ -14,7 +14,7 @@ from app import build_container
 from bridge.state import BridgeState
 from cli import main as cli_main
 from errors import ConfigurationError
-from memory.clients.mcp_server import McpConfig, MemoryResources
+from memory.clients.mcp_tools.context import McpConfig, ToolContext
 from memory.model import NoteDraft
 from memory.postgres.state import PostgresStateDB
 from memory.postgres.store import PostgresMemoryStore
@@ -146,7 +146,7 @@ def test_the_cli_a_direct_hook_and_the_mcp_server_share_the_memory_on_the_databa
     assert hook.output is not None
     assert "systemd" in hook.output["hookSpecificOutput"]["additionalContext"]
 
-    resources = MemoryResources(
+    resources = ToolContext(
         McpConfig.for_home(home_mcp, database_url=database_url), cwd=str(project)
     )
     try:
