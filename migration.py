@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from errors import ClaudeMemoryError
+from storage.sql import created_tables
 
 if TYPE_CHECKING:
     from settings import Settings
@@ -120,70 +121,81 @@ def _insert_rows(
             cur.executemany(sql, [tuple(r) for r in rows[start : start + 1000]])
 
 
-# --- conversations, transcripts, Feishu -----------------------------------------------------------
+# --- state tables: conversations, memory state, Feishu --------------------------------------------
+
+# What the report calls each table (the store's name for it); any other is named as it is.
+_LABELS = {
+    "conversations": "conversations",
+    "turns": "turns",
+    "mem_episodes": "episodes",
+    "mem_episode_messages": "episode messages",
+    "mem_pending": "pending entities",
+    "mem_injections": "injection records",
+    "mem_turns": "injection windows",
+    "mem_note_versions": "note versions",
+    "mem_supersessions": "supersessions",
+    "mem_feedback": "not-relevant feedback",
+    "mem_native_imports": "native imports",
+    "chats": "feishu chats",
+    "owner": "feishu owner",
+}
 
 
-_CONVERSATION_COLUMNS: tuple[str, ...] = (
-    *("id", "session_id", "title", "source", "created", "updated"),
-    *("turns", "cost_usd"),
-)
-_TURN_COLUMNS: tuple[str, ...] = (
-    *("conversation_id", "started", "message", "reply", "is_error", "log_file"),
-    *("session_id", "cost_usd", "injected", "tools", "status"),
-)
+def _copy_table(
+    db: PostgresDatabase,
+    source: sqlite3.Connection | None,
+    tables: tuple[str, str],
+    *,
+    conflict: str = "",
+) -> Count:
+    """Every row of one table, from the home's name for it to the database's. The columns are
+    those both sides have (the database's migrations made its table from the same source as
+    the home's, `storage.sql`; a home whose older schema lacks a column leaves the database's
+    default); ids are kept, and the id sequence moved past them."""
+    source_table, target_table = tables
+    rows = (
+        _rows(source, f"SELECT * FROM {source_table}") if _has_table(source, source_table) else []
+    )
+    types = {
+        r["column_name"]: r["data_type"]
+        for r in db.fetch(
+            "SELECT column_name, data_type FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name = %s",
+            (target_table,),
+        )
+    }
+    if rows:
+        columns = [c for c in rows[0].keys() if c in types]  # noqa: SIM118 (a Row iterates values)
+        _insert_rows(
+            db,
+            target_table,
+            columns,
+            [tuple(_value(r[c], types[c]) for c in columns) for r in rows],
+            conflict=conflict,
+        )
+        if "id" in columns and types["id"] in ("bigint", "integer"):
+            # Summaries and observations cite message ids: new ones continue after the copies.
+            db.fetch(
+                f"SELECT setval(pg_get_serial_sequence('{target_table}', 'id'),"
+                f" GREATEST((SELECT max(id) FROM {target_table}), 1))"
+            )
+    label = _LABELS.get(source_table, source_table)
+    return Count(label, len(rows), _pg_count(db, target_table))
 
 
-def _values(
-    row: sqlite3.Row, columns: Sequence[str], convert: dict[str, Callable[[Any], Any]]
-) -> tuple[Any, ...]:
-    """The row's values for `columns`; text without NUL (PostgreSQL text cannot hold it; the
-    live stores replace it the same way), `convert` for columns whose types differ. A column
-    the home's older schema lacks is None (its converter supplies the default)."""
-    out = []
-    present = set(row.keys())
-    for column in columns:
-        value = row[column] if column in present else None
-        if column in convert:
-            value = convert[column](value)
-        elif isinstance(value, str):
-            value = _text(value)
-        out.append(value)
-    return tuple(out)
-
-
-def _copy_conversations(db: PostgresDatabase, state: sqlite3.Connection | None) -> list[Count]:
+def _value(value: Any, data_type: str) -> Any:
+    """A SQLite value as the PostgreSQL column takes it: SQLite keeps booleans as 0/1 and JSON
+    as text; text loses its NUL characters (PostgreSQL text cannot hold one; the live stores
+    replace it the same way)."""
     from psycopg.types.json import Json
 
-    from agent.conversations import ConversationStore
-
-    ConversationStore(db)  # creates the tables
-    conversations = (
-        _rows(state, "SELECT * FROM conversations ORDER BY created")
-        if _has_table(state, "conversations")
-        else []
-    )
-    turns = _rows(state, "SELECT * FROM turns ORDER BY id") if _has_table(state, "turns") else []
-    _insert_rows(
-        db,
-        "conversations",
-        _CONVERSATION_COLUMNS,
-        [_values(r, _CONVERSATION_COLUMNS, {}) for r in conversations],
-    )
-    convert: dict[str, Callable[[Any], Any]] = {
-        "is_error": bool,
-        "injected": lambda v: Json(_json(v)),
-        "tools": lambda v: Json(_json(v) if v is not None else []),
-    }
-    _insert_rows(
-        db,
-        "conversation_turns",
-        _TURN_COLUMNS,
-        [_values(r, _TURN_COLUMNS, convert) for r in turns],
-    )
-    return [
-        Count("conversations", len(conversations), _pg_count(db, "conversations")),
-        Count("turns", len(turns), _pg_count(db, "conversation_turns")),
-    ]
+    if value is None:
+        return None
+    if data_type == "boolean":
+        return bool(value)
+    if data_type in ("json", "jsonb"):
+        return Json(_json(value))
+    return _text(value) if isinstance(value, str) else value
 
 
 def _text(value: str) -> str:
@@ -197,30 +209,36 @@ def _json(value: str) -> Any:
         return []
 
 
-def _copy_feishu(db: PostgresDatabase, feishu: sqlite3.Connection | None) -> list[Count]:
-    from bridge.state import BridgeState
+def _copy_conversations(db: PostgresDatabase, state: sqlite3.Connection | None) -> list[Count]:
+    from agent import conversations
 
-    BridgeState(db)
-    chats = _rows(feishu, "SELECT * FROM chats") if _has_table(feishu, "chats") else []
-    owner = _rows(feishu, "SELECT * FROM owner") if _has_table(feishu, "owner") else []
-    # Generations decide which conversation a chat continues: keep them. Dedup keys are
-    # short-lived (48 h) and stay behind.
-    _insert_rows(
-        db,
-        "feishu_chats",
-        ("chat_id", "generation", "updated"),
-        [(r["chat_id"], r["generation"], r["updated"]) for r in chats],
-        conflict="ON CONFLICT (chat_id) DO UPDATE SET generation = "
-        "GREATEST(feishu_chats.generation, EXCLUDED.generation)",
-    )
-    _insert_rows(
-        db,
-        "feishu_owner",
-        ("id", "open_id", "paired_at"),
-        [(1, r["open_id"], r["paired_at"]) for r in owner],
-        conflict="ON CONFLICT (id) DO NOTHING",
-    )
-    return [Count("feishu chats", len(chats), _pg_count(db, "feishu_chats"))]
+    conversations.ConversationStore(db)  # creates the tables
+    return [
+        _copy_table(db, state, (conversations.SQLITE.table(t), conversations.POSTGRESQL.table(t)))
+        for t in created_tables(conversations.MIGRATIONS)
+    ]
+
+
+def _copy_feishu(db: PostgresDatabase, feishu: sqlite3.Connection | None) -> list[Count]:
+    from bridge import state
+
+    state.BridgeState(db)  # creates the tables
+    # Generations decide which conversation a chat continues, the owner who may use the bot:
+    # keep them. Dedup keys (48 h), turns in flight, the outbox and card buttons are
+    # short-lived and stay behind.
+    chats = (state.SQLITE.table("chats"), state.POSTGRESQL.table("chats"))
+    owner = (state.SQLITE.table("owner"), state.POSTGRESQL.table("owner"))
+    return [
+        _copy_table(
+            db,
+            feishu,
+            chats,
+            conflict=f"ON CONFLICT (chat_id) DO UPDATE SET generation ="
+            f" GREATEST({chats[1]}.generation, EXCLUDED.generation),"
+            f" latest = GREATEST({chats[1]}.latest, EXCLUDED.latest)",
+        ),
+        _copy_table(db, feishu, owner, conflict="ON CONFLICT (id) DO NOTHING"),
+    ]
 
 
 async def _copy_transcripts(
@@ -250,33 +268,14 @@ async def _copy_transcripts(
 
 # --- memory state ---------------------------------------------------------------------------------
 
-# Same tables and columns on both sides (memory/sqlite/state.py, memory/postgres/state.py).
-_STATE_TABLES: tuple[tuple[str, str], ...] = (
-    ("mem_episodes", "episodes"),
-    ("mem_episode_messages", "episode messages"),
-    ("mem_pending", "pending entities"),
-    ("mem_injections", "injection records"),
-    ("mem_turns", "injection windows"),
-)
-
 
 def _copy_state(db: PostgresDatabase, state: sqlite3.Connection | None) -> list[Count]:
+    """Every table of the memory state (`memory.state_tables`: the same names on both sides)."""
     from memory.postgres.state import PostgresStateDB
+    from memory.state_tables import MIGRATIONS
 
-    PostgresStateDB(db)
-    counts = []
-    for table, what in _STATE_TABLES:
-        rows = _rows(state, f"SELECT * FROM {table}") if _has_table(state, table) else []
-        if rows:
-            columns = tuple(rows[0].keys())
-            _insert_rows(db, table, columns, [_values(r, columns, {}) for r in rows])
-        counts.append(Count(what, len(rows), _pg_count(db, table)))
-    # Message ids were kept (summaries and observations cite them): new ones continue after.
-    db.fetch(
-        "SELECT setval(pg_get_serial_sequence('mem_episode_messages', 'id'),"
-        " GREATEST((SELECT max(id) FROM mem_episode_messages), 1))"
-    )
-    return counts
+    PostgresStateDB(db)  # creates the tables
+    return [_copy_table(db, state, (t, t)) for t in created_tables(MIGRATIONS)]
 
 
 # --- notes and vectors -----------------------------------------------------------------------

@@ -21,6 +21,7 @@ import pytest
 
 from bridge.state import BridgeState
 from memory.encoders.models import HashingEncoder
+from memory.history_store import HistoryStore
 from memory.loop.entities import EntityCandidate, PendingStore
 from memory.loop.episodes import EpisodeStore
 from memory.model import NoteDraft
@@ -56,12 +57,13 @@ def _fill_memory(settings: Settings) -> dict[str, str]:
     the set's ids."""
     ids: dict[str, str] = {}
     with MemoryStore.open(settings.memory_config()) as store:
-        for note in BILINGUAL["notes"]:
-            ids[note["id"]] = store.save(NoteDraft(content=note["text"])).id
-        store.attach_encoder(HashingEncoder())
-        assert store.sync_vectors() >= len(BILINGUAL["notes"])
         state = StateDB(settings.state_path)
+        store.attach_history(HistoryStore(state))  # every save keeps a version, as in the app
         try:
+            for note in BILINGUAL["notes"]:
+                ids[note["id"]] = store.save(NoteDraft(content=note["text"])).id
+            store.attach_encoder(HashingEncoder())
+            assert store.sync_vectors() >= len(BILINGUAL["notes"])
             episodes = EpisodeStore(state, store)
             episode = episodes.start("cli:session-1", title="迁移前的会话", project="demo")
             episodes.record(episode.id, "user", "我们把数据库迁移到 PostgreSQL 吧")
@@ -77,6 +79,7 @@ def _fill_memory(settings: Settings) -> dict[str, str]:
     try:
         feishu.bump_generation("oc_chat_1")
         feishu.bump_generation("oc_chat_1")
+        feishu.set_model("oc_chat_1", "claude-sonnet-4-5")
     finally:
         feishu.close()
     return ids
@@ -133,6 +136,8 @@ async def test_a_sqlite_home_moves_to_postgresql_and_goes_on_there(
     assert counts["episodes"][0] >= 2  # the chat's own and the one made here
     assert counts["episode messages"][0] >= 2 and counts["pending entities"][0] >= 1
     assert counts["feishu chats"] == (1, 1)
+    # every table of the memory state moves, the notes' history with the rest
+    assert counts["note versions"][0] >= len(BILINGUAL["notes"])
     [vectors] = [v for k, v in counts.items() if k.startswith("vectors: ")]
     assert vectors == (notes, notes)
 
@@ -161,12 +166,13 @@ async def test_a_sqlite_home_moves_to_postgresql_and_goes_on_there(
             )
         [turn] = database.fetch("SELECT tools, status FROM conversation_turns")
         assert (turn["tools"], turn["status"]) == ([], "completed")  # as the home has them
-        generation = database.fetch(
-            "SELECT generation FROM feishu_chats WHERE chat_id = 'oc_chat_1'"
+        [chat] = database.fetch(
+            "SELECT generation, model FROM feishu_chats WHERE chat_id = 'oc_chat_1'"
         )
         home_feishu = BridgeState(home / "feishu.db")
         try:
-            assert generation[0]["generation"] == home_feishu.generation("oc_chat_1") > 1
+            assert chat["generation"] == home_feishu.generation("oc_chat_1") > 1
+            assert chat["model"] == "claude-sonnet-4-5"  # the chat's /model moves with it
         finally:
             home_feishu.close()
     finally:
