@@ -1,7 +1,10 @@
 """In-process MCP tools that let the agent read and write its memory without Bash.
 
 Tool names as the model sees them: `mcp__memory__memory_search`, `..._get`, `..._save`,
-`..._update`, `..._deprecate`. Results are compact text; store calls run in a thread.
+`..._update`, `..._deprecate`. Results are compact text; store calls run in a thread. Each tool
+is a module-level function of a session's `ToolContext` and its checked arguments, listed in
+`TOOLS` (as the SDK's `create_sdk_mcp_server(tools=[...])` takes them); `build_memory_tools`
+binds the list to one session.
 
 The agent's reach is limited (`memory.reach`, docs/permissions.md "Memory"): a pin, a change of
 the person's own files, of a pinned note or of a note the person wrote, and more than
@@ -13,9 +16,11 @@ the turn (`TurnLedger`), with the one request that undoes it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 
 from claude_agent_sdk import SdkMcpTool, create_sdk_mcp_server, tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -130,22 +135,305 @@ def _text(value: str, *, error: bool = False) -> dict[str, Any]:
     return result
 
 
-def _guarded_errors(
-    model: type[A], fn: Callable[[A], Awaitable[dict[str, Any]]]
-) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
-    """The arguments checked by the shared rules (memory/inputs.py: a blank query, a limit out
-    of range, no ids are refused before anything runs); our errors and those become readable
-    tool errors the model can act on."""
+class ToolContext:
+    """What every tool call of one session shares: the memory, where changes that wait for the
+    person go, the running turn, and the bookkeeping around a change (its reach, the turn's
+    budget of changes, its listing with the request that undoes it)."""
 
-    async def run(args: dict[str, Any]) -> dict[str, Any]:
+    def __init__(
+        self,
+        store: MemoryBackend,
+        *,
+        default_scope: str = "user",
+        source: str = "agent",
+        conversation_id: str | None = None,
+        pending: PendingStore | None = None,
+        current_turn: Callable[[], TurnLedger | None] | None = None,
+    ) -> None:
+        self.store = store
+        self.default_scope = default_scope
+        self.source = source
+        self.pending = pending
+        self._current_turn = current_turn
+        # the notes' history names this door and conversation (web chat or Feishu)
+        self.who = conversation_source(conversation_id) if conversation_id else ChangeSource("chat")
+        self.proposer = f"conversation:{conversation_id}" if conversation_id else source
+        self.budget = ChangeBudget()
+        self.history = HistoryStore(pending.db) if pending is not None else None
+
+    def turn(self) -> TurnLedger | None:
+        return self._current_turn() if self._current_turn is not None else None
+
+    def listed(self, change: dict[str, Any]) -> None:
+        ledger = self.turn()
+        if ledger is not None:
+            ledger.record_memory_change(change)
+
+    def undo_of(self, note_id: str) -> dict[str, str] | None:
+        """The request that puts the note back as it was before the change just made: a
+        restore of the version before it."""
+        latest = self.history.latest(note_id) if self.history is not None else None
+        if latest is None or latest.number < 2:
+            return None
+        path = f"/api/memories/{note_id}/history/{latest.number - 1}/restore"
+        return {"method": "POST", "path": path}
+
+    def made(self, action: ChangeAction, note_id: str, title: str) -> dict[str, Any]:
+        undo = (
+            {"method": "DELETE", "path": f"/api/memories/{note_id}"}
+            if action == "save"
+            else self.undo_of(note_id)
+        )
+        return {
+            "action": action,
+            "note_id": note_id,
+            "title": title or self.store.get(note_id).title,
+            "status": "done",
+            "undo": undo,
+        }
+
+    async def wait(
+        self, propose: Callable[[PendingStore], PendingEntity], waits: Waits
+    ) -> dict[str, Any]:
+        """A change for the person: pending, listed, and the model told plainly."""
+        if self.pending is None:
+            return _text(refused_answer(waits), error=True)
+        entity = await asyncio.to_thread(propose, self.pending)
+        self.listed(_waiting(entity))
+        return _text(waiting_answer(entity))
+
+    async def list_made(self, action: ChangeAction, note_id: str, title: str) -> None:
+        self.listed(await asyncio.to_thread(self.made, action, note_id, title))
+
+    def read_target(self, note_id: str) -> tuple[Note, bool]:
+        """The note a change is about, and whether the person wrote or confirmed it."""
+        note = self.store.get(note_id)
+        latest = self.history.latest(note.id) if self.history is not None else None
+        return note, person_made(note, latest)
+
+    async def change_existing(
+        self,
+        action: ChangeAction,
+        note_id: str,
+        change: dict[str, Any],
+        apply: Callable[[], Note],
+    ) -> dict[str, Any] | Note:
+        """Make a change of an existing note, or have it wait; the changed note, or the
+        answer that it waits."""
+        note, persons = await asyncio.to_thread(self.read_target, note_id)
+        waits = review_change(note, change if action == "update" else None, persons=persons)
+        waits = self.budget.review(waits, self.turn())
+        if waits is not None:
+            held = waits
+            return await self.wait(
+                lambda p: propose_change(p, action, note, change, held, source=self.proposer),
+                held,
+            )
         try:
-            return await fn(model.model_validate(args))
+            changed = await asyncio.to_thread(apply)
+        except BaseException:
+            self.budget.give_back()
+            raise
+        await self.list_made(action, changed.id, changed.title)
+        return changed
+
+
+def _waiting(entity: PendingEntity) -> dict[str, Any]:
+    return {
+        "action": entity.action,
+        "note_id": entity.target,
+        "title": entity.title,
+        "status": "waiting",
+        "pending_id": entity.id,
+        "why": entity.why,
+        "confirm": {"method": "POST", "path": f"/api/memories/pending/{entity.id}/confirm"},
+        "undo": {"method": "POST", "path": f"/api/memories/pending/{entity.id}/reject"},
+    }
+
+
+# --- the tools ------------------------------------------------------------------------------------
+
+
+async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
+    hits = await asyncio.to_thread(
+        ctx.store.search,
+        args.query,
+        limit=args.limit,
+        type=args.type or None,
+        scope=args.scope or None,
+    )
+    if not hits:
+        return _text("No memories found.")
+    lines = [f"[{h.id}] {h.type} · {h.title} — {h.summary} (score {h.score:.2f})" for h in hits]
+    return _text("\n".join(lines) + "\nUse memory_get with ids for full text.")
+
+
+async def memory_get(ctx: ToolContext, args: GetArgs) -> dict[str, Any]:
+    parts, read = [], []
+    for note_id in args.ids:
+        try:
+            note = await asyncio.to_thread(ctx.store.get, note_id)
+        except ClaudeMemoryError as exc:
+            parts.append(f"[{note_id}] {exc.message}")
+            continue
+        parts.append(note.detail_text(BODY_LIMIT))
+        read.append(note.id)
+    await asyncio.to_thread(ctx.store.record_access, read)  # a full read is a use of the note
+    return _text("\n\n---\n\n".join(parts))
+
+
+async def memory_save(ctx: ToolContext, args: SaveArgs) -> dict[str, Any]:
+    store = ctx.store
+    relation, about = args.relation, args.about
+    if args.supersedes and relation == "new":
+        relation, about = "updates", args.supersedes
+    if relation != "new":
+        scope = args.scope or ctx.default_scope
+        checked = await asyncio.to_thread(
+            _check_decision, store, relation, about, args.content, scope
+        )
+        if checked is not None:
+            return _text(checked, error=True)
+    if relation == "repeats" and about:
+        # nothing new: the note it repeats counts one more use (mem0's NONE)
+        await asyncio.to_thread(store.record_access, [about])
+        return _text(f"Already remembered as [{about}]; nothing new was written.")
+    draft = NoteDraft(
+        content=args.content,
+        title=args.title,
+        summary=args.summary,
+        type=args.type or "general",
+        scope=args.scope or ctx.default_scope,
+        tags=tuple(args.tags),
+        importance=args.importance,
+        source=ctx.source,
+        supersedes=about if relation == "updates" else None,
+    )
+    waits = review_save(draft.tags)
+    old: Note | None = None
+    if waits is None and relation == "updates" and about:
+        # replacing a note changes it: the same reach as an edit
+        target, persons = await asyncio.to_thread(ctx.read_target, about)
+        old = target
+        waits = review_change(target, persons=persons)
+        waits = ctx.budget.review(waits, ctx.turn())
+    if waits is not None:
+        held = waits
+        return await ctx.wait(lambda p: propose_save(p, draft, held, source=ctx.proposer), held)
+    try:
+        result = await asyncio.to_thread(store.save, draft)
+    except BaseException:
+        if old is not None:
+            ctx.budget.give_back()
+        raise
+    if result.deduplicated:
+        return _text(f"Already remembered as [{result.id}] (updated its access count).")
+    await ctx.list_made("save", result.id, draft.title or "")
+    if old is not None:
+        await ctx.list_made("supersede", old.id, old.title)
+    if result.conflicts_with or result.replaced:  # the old note is kept either way
+        return _text(result.notice())
+    if relation == "updates":
+        return _text(f"Saved as [{result.id}] ({result.path}); [{about}] is marked replaced.")
+    return _text(f"Saved as [{result.id}] ({result.path}).")
+
+
+async def memory_update(ctx: ToolContext, args: UpdateArgs) -> dict[str, Any]:
+    store = ctx.store
+    # only the fields sent; none at all is refused by the store ("nothing to change")
+    changes = args.model_dump(exclude_unset=True, exclude={"id", "content"})
+    if args.content is not None:
+        changes["body"] = args.content
+    # the store's own checks first (nothing to change, a credential left, too long): a change
+    # that cannot be made is refused, not proposed
+    check_updatable(changes)
+    await asyncio.to_thread(
+        clean_changes, dict(changes), max_note_bytes=store.config.max_note_bytes
+    )
+    done = await ctx.change_existing(
+        "update", args.id, changes, lambda: store.update(args.id, **changes)
+    )
+    if isinstance(done, dict):
+        return done
+    return _text(f"Updated [{done.id}] {done.title}.")
+
+
+async def memory_deprecate(ctx: ToolContext, args: DeprecateArgs) -> dict[str, Any]:
+    store = ctx.store
+    if args.superseded_by:
+        by = args.superseded_by
+        done = await ctx.change_existing(
+            "supersede", args.id, {"by": by}, lambda: store.supersede(args.id, by)
+        )
+        if isinstance(done, dict):
+            return done
+        return _text(f"[{done.id}] is now superseded by [{by}].")
+    reason = args.reason
+    done = await ctx.change_existing(
+        "deprecate", args.id, {"reason": reason}, lambda: store.deprecate(args.id, reason)
+    )
+    if isinstance(done, dict):
+        return done
+    return _text(f"[{done.id}] is deprecated; search leaves it out from now on.")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTool(Generic[A]):
+    """One tool as the model sees it (name, description, the schema of `args`) and its
+    function."""
+
+    name: str
+    description: str
+    args: type[A]
+    run: Callable[[ToolContext, A], Awaitable[dict[str, Any]]]
+
+
+TOOLS: tuple[MemoryTool[Any], ...] = (
+    MemoryTool(
+        "memory_search",
+        "Search long-term memory (Chinese or English). Returns ids, titles and one-line "
+        "summaries; fetch full text with memory_get.",
+        SearchArgs,
+        memory_search,
+    ),
+    MemoryTool("memory_get", "Read memories in full by id.", GetArgs, memory_get),
+    MemoryTool(
+        "memory_save",
+        "Save a lasting fact, preference, decision or lesson. First search the memory for its "
+        "subject (memory_search), then say with `relation` whether it is new, updates an older "
+        "note (which one: `about`) or repeats one. Nothing is ever deleted.",
+        SaveArgs,
+        memory_save,
+    ),
+    MemoryTool(
+        "memory_update",
+        "Change a memory's text or fields, keeping its id.",
+        UpdateArgs,
+        memory_update,
+    ),
+    MemoryTool(
+        "memory_deprecate",
+        "Retire an outdated memory (optionally superseded by a newer note).",
+        DeprecateArgs,
+        memory_deprecate,
+    ),
+)
+
+
+async def call_tool(
+    ctx: ToolContext, spec: MemoryTool[Any], args: dict[str, Any]
+) -> dict[str, Any]:
+    """One call: the arguments checked by the shared rules (memory/inputs.py: a blank query, a
+    limit out of range, no ids are refused before anything runs), the function run as this
+    session's door of the notes' history; our errors and those become readable tool errors the
+    model can act on."""
+    with acting_as(ctx.who):  # asyncio.to_thread carries it to the store call
+        try:
+            return await spec.run(ctx, spec.args.model_validate(args))
         except ValidationError as exc:
             return _text(describe(exc), error=True)
         except ClaudeMemoryError as exc:
             return _text(exc.message, error=True)
-
-    return run
 
 
 def build_memory_tools(
@@ -157,257 +445,22 @@ def build_memory_tools(
     pending: PendingStore | None = None,
     current_turn: Callable[[], TurnLedger | None] | None = None,
 ) -> list[SdkMcpTool[Any]]:
-    """`pending`: where changes that wait for the person go (None: they are refused);
-    `current_turn`: the running turn, which lists the changes and bounds how many existing
-    notes one turn changes."""
-    # the notes' history names this door and conversation (web chat or Feishu)
-    who = conversation_source(conversation_id) if conversation_id else ChangeSource("chat")
-    proposer = f"conversation:{conversation_id}" if conversation_id else source
-    budget = ChangeBudget()
-    history = HistoryStore(pending.db) if pending is not None else None
-
-    def turn() -> TurnLedger | None:
-        return current_turn() if current_turn is not None else None
-
-    def listed(change: dict[str, Any]) -> None:
-        ledger = turn()
-        if ledger is not None:
-            ledger.record_memory_change(change)
-
-    def undo_of(note_id: str) -> dict[str, str] | None:
-        """The request that puts the note back as it was before the change just made: a
-        restore of the version before it."""
-        latest = history.latest(note_id) if history is not None else None
-        if latest is None or latest.number < 2:
-            return None
-        path = f"/api/memories/{note_id}/history/{latest.number - 1}/restore"
-        return {"method": "POST", "path": path}
-
-    def made(action: ChangeAction, note_id: str, title: str) -> dict[str, Any]:
-        undo = (
-            {"method": "DELETE", "path": f"/api/memories/{note_id}"}
-            if action == "save"
-            else undo_of(note_id)
-        )
-        return {
-            "action": action,
-            "note_id": note_id,
-            "title": title or store.get(note_id).title,
-            "status": "done",
-            "undo": undo,
-        }
-
-    def waiting(entity: PendingEntity) -> dict[str, Any]:
-        return {
-            "action": entity.action,
-            "note_id": entity.target,
-            "title": entity.title,
-            "status": "waiting",
-            "pending_id": entity.id,
-            "why": entity.why,
-            "confirm": {"method": "POST", "path": f"/api/memories/pending/{entity.id}/confirm"},
-            "undo": {"method": "POST", "path": f"/api/memories/pending/{entity.id}/reject"},
-        }
-
-    async def wait(
-        propose: Callable[[PendingStore], PendingEntity], waits: Waits
-    ) -> dict[str, Any]:
-        """A change for the person: pending, listed, and the model told plainly."""
-        if pending is None:
-            return _text(refused_answer(waits), error=True)
-        entity = await asyncio.to_thread(propose, pending)
-        listed(waiting(entity))
-        return _text(waiting_answer(entity))
-
-    async def list_made(action: ChangeAction, note_id: str, title: str) -> None:
-        listed(await asyncio.to_thread(made, action, note_id, title))
-
-    def read_target(note_id: str) -> tuple[Note, bool]:
-        """The note a change is about, and whether the person wrote or confirmed it."""
-        note = store.get(note_id)
-        latest = history.latest(note.id) if history is not None else None
-        return note, person_made(note, latest)
-
-    async def change_existing(
-        action: ChangeAction,
-        note_id: str,
-        change: dict[str, Any],
-        apply: Callable[[], Note],
-    ) -> dict[str, Any] | Note:
-        """Make a change of an existing note, or have it wait; the changed note, or the
-        answer that it waits."""
-        note, persons = await asyncio.to_thread(read_target, note_id)
-        waits = review_change(note, change if action == "update" else None, persons=persons)
-        waits = budget.review(waits, turn())
-        if waits is not None:
-            held = waits
-            return await wait(
-                lambda p: propose_change(p, action, note, change, held, source=proposer), held
-            )
-        try:
-            changed = await asyncio.to_thread(apply)
-        except BaseException:
-            budget.give_back()
-            raise
-        await list_made(action, changed.id, changed.title)
-        return changed
-
-    def _guarded(
-        model: type[A], fn: Callable[[A], Awaitable[dict[str, Any]]]
-    ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
-        inner = _guarded_errors(model, fn)
-
-        async def run(args: dict[str, Any]) -> dict[str, Any]:
-            with acting_as(who):  # asyncio.to_thread carries it to the store call
-                return await inner(args)
-
-        return run
-
-    async def search(args: SearchArgs) -> dict[str, Any]:
-        hits = await asyncio.to_thread(
-            store.search,
-            args.query,
-            limit=args.limit,
-            type=args.type or None,
-            scope=args.scope or None,
-        )
-        if not hits:
-            return _text("No memories found.")
-        lines = [f"[{h.id}] {h.type} · {h.title} — {h.summary} (score {h.score:.2f})" for h in hits]
-        return _text("\n".join(lines) + "\nUse memory_get with ids for full text.")
-
-    async def get(args: GetArgs) -> dict[str, Any]:
-        parts, read = [], []
-        for note_id in args.ids:
-            try:
-                note = await asyncio.to_thread(store.get, note_id)
-            except ClaudeMemoryError as exc:
-                parts.append(f"[{note_id}] {exc.message}")
-                continue
-            parts.append(note.detail_text(BODY_LIMIT))
-            read.append(note.id)
-        await asyncio.to_thread(store.record_access, read)  # a full read is a use of the note
-        return _text("\n\n---\n\n".join(parts))
-
-    async def save(args: SaveArgs) -> dict[str, Any]:
-        relation, about = args.relation, args.about
-        if args.supersedes and relation == "new":
-            relation, about = "updates", args.supersedes
-        if relation != "new":
-            scope = args.scope or default_scope
-            checked = await asyncio.to_thread(
-                _check_decision, store, relation, about, args.content, scope
-            )
-            if checked is not None:
-                return _text(checked, error=True)
-        if relation == "repeats" and about:
-            # nothing new: the note it repeats counts one more use (mem0's NONE)
-            await asyncio.to_thread(store.record_access, [about])
-            return _text(f"Already remembered as [{about}]; nothing new was written.")
-        draft = NoteDraft(
-            content=args.content,
-            title=args.title,
-            summary=args.summary,
-            type=args.type or "general",
-            scope=args.scope or default_scope,
-            tags=tuple(args.tags),
-            importance=args.importance,
-            source=source,
-            supersedes=about if relation == "updates" else None,
-        )
-        waits = review_save(draft.tags)
-        old: Note | None = None
-        if waits is None and relation == "updates" and about:
-            # replacing a note changes it: the same reach as an edit
-            target, persons = await asyncio.to_thread(read_target, about)
-            old = target
-            waits = review_change(target, persons=persons)
-            waits = budget.review(waits, turn())
-        if waits is not None:
-            held = waits
-            return await wait(lambda p: propose_save(p, draft, held, source=proposer), held)
-        try:
-            result = await asyncio.to_thread(store.save, draft)
-        except BaseException:
-            if old is not None:
-                budget.give_back()
-            raise
-        if result.deduplicated:
-            return _text(f"Already remembered as [{result.id}] (updated its access count).")
-        await list_made("save", result.id, draft.title or "")
-        if old is not None:
-            await list_made("supersede", old.id, old.title)
-        if result.conflicts_with or result.replaced:  # the old note is kept either way
-            return _text(result.notice())
-        if relation == "updates":
-            return _text(f"Saved as [{result.id}] ({result.path}); [{about}] is marked replaced.")
-        return _text(f"Saved as [{result.id}] ({result.path}).")
-
-    async def update(args: UpdateArgs) -> dict[str, Any]:
-        # only the fields sent; none at all is refused by the store ("nothing to change")
-        changes = args.model_dump(exclude_unset=True, exclude={"id", "content"})
-        if args.content is not None:
-            changes["body"] = args.content
-        # the store's own checks first (nothing to change, a credential left, too long): a
-        # change that cannot be made is refused, not proposed
-        check_updatable(changes)
-        await asyncio.to_thread(
-            clean_changes, dict(changes), max_note_bytes=store.config.max_note_bytes
-        )
-        done = await change_existing(
-            "update", args.id, changes, lambda: store.update(args.id, **changes)
-        )
-        if isinstance(done, dict):
-            return done
-        return _text(f"Updated [{done.id}] {done.title}.")
-
-    async def deprecate(args: DeprecateArgs) -> dict[str, Any]:
-        if args.superseded_by:
-            by = args.superseded_by
-            done = await change_existing(
-                "supersede", args.id, {"by": by}, lambda: store.supersede(args.id, by)
-            )
-            if isinstance(done, dict):
-                return done
-            return _text(f"[{done.id}] is now superseded by [{by}].")
-        reason = args.reason
-        done = await change_existing(
-            "deprecate",
-            args.id,
-            {"reason": reason},
-            lambda: store.deprecate(args.id, reason),
-        )
-        if isinstance(done, dict):
-            return done
-        return _text(f"[{done.id}] is deprecated; search leaves it out from now on.")
-
+    """`TOOLS` for one session, as the SDK takes them. `pending`: where changes that wait for
+    the person go (None: they are refused); `current_turn`: the running turn, which lists the
+    changes and bounds how many existing notes one turn changes."""
+    ctx = ToolContext(
+        store,
+        default_scope=default_scope,
+        source=source,
+        conversation_id=conversation_id,
+        pending=pending,
+        current_turn=current_turn,
+    )
     return [
-        tool(
-            "memory_search",
-            "Search long-term memory (Chinese or English). Returns ids, titles and one-line "
-            "summaries; fetch full text with memory_get.",
-            _schema(SearchArgs),
-        )(_guarded(SearchArgs, search)),
-        tool("memory_get", "Read memories in full by id.", _schema(GetArgs))(
-            _guarded(GetArgs, get)
-        ),
-        tool(
-            "memory_save",
-            "Save a lasting fact, preference, decision or lesson. First search the memory for "
-            "its subject (memory_search), then say with `relation` whether it is new, updates "
-            "an older note (which one: `about`) or repeats one. Nothing is ever deleted.",
-            _schema(SaveArgs),
-        )(_guarded(SaveArgs, save)),
-        tool(
-            "memory_update",
-            "Change a memory's text or fields, keeping its id.",
-            _schema(UpdateArgs),
-        )(_guarded(UpdateArgs, update)),
-        tool(
-            "memory_deprecate",
-            "Retire an outdated memory (optionally superseded by a newer note).",
-            _schema(DeprecateArgs),
-        )(_guarded(DeprecateArgs, deprecate)),
+        tool(spec.name, spec.description, _schema(spec.args))(
+            functools.partial(call_tool, ctx, spec)
+        )
+        for spec in TOOLS
     ]
 
 
