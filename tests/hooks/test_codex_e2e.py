@@ -14,6 +14,7 @@ import json
 import os
 import re
 import select
+import sys
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -236,3 +237,60 @@ def test_codex_itself_lists_the_installed_hooks_as_trusted(
     }, hooks
     assert {h["trustStatus"] for h in ours.values()} == {"trusted"}, ours
     assert ours["sessionEnd"]["timeoutSec"] == 3
+
+
+MEMORY_TOOLS = {"memory_search", "memory_get", "memory_save", "search_observations"}
+"""Some of the tools `claude-memory mcp` lists (Codex 0.169 offers them as functions of an
+`mcp__claude_memory` namespace)."""
+
+
+def tool_names(request: Any) -> set[str]:
+    """The function names a Responses request offers the model (MCP tools included, under
+    whatever prefix or namespace Codex gives them)."""
+    names: set[str] = set()
+    for tool in request.body.get("tools") or []:
+        for key in ("name", "namespace"):
+            if isinstance(tool.get(key), str):
+                names.add(tool[key])
+        for inner in tool.get("tools") or []:  # a namespace of functions
+            if isinstance(inner, dict) and isinstance(inner.get("name"), str):
+                names.add(inner["name"])
+    return names
+
+
+@pytest.fixture
+def cpu_burners() -> Iterator[None]:
+    """Two processes that keep two cores busy: the machine a Codex user runs builds on."""
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)
+    ]
+    try:
+        yield
+    finally:
+        for proc in burners:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_memory_tools_are_in_codex_first_request_on_a_busy_machine(
+    fake_codex_model: FakeResponsesAPI,
+    codex_env: dict[str, str],
+    make_project: Callable[..., Path],
+    cpu_burners: None,
+) -> None:
+    """Issue #32: `codex exec` sent its first model request before `claude-memory mcp` had
+    listed its tools in 9 of 15 runs on a busy machine (the server took 0.5-1.8 s to answer
+    `initialize`), while the injected text told the model to call them."""
+    install_codex(codex_env)
+    project = make_project("app")
+    runs = 10
+    for n in range(runs):
+        fake_codex_model.on(f"question {n}", text("ok"))
+        run_codex(f"question {n}: what do we know?", cwd=project, env=codex_env)
+    missing = []
+    for n in range(runs):
+        first = fake_codex_model.turn_requests(f"question {n}")[0]
+        names = tool_names(first)
+        if not MEMORY_TOOLS <= names:
+            missing.append((n, sorted(names)))
+    assert not missing, missing
