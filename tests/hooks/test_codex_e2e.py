@@ -14,8 +14,8 @@ import json
 import os
 import re
 import select
-import sys
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -261,9 +261,7 @@ def tool_names(request: Any) -> set[str]:
 @pytest.fixture
 def cpu_burners() -> Iterator[None]:
     """Two processes that keep two cores busy: the machine a Codex user runs builds on."""
-    burners = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)
-    ]
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
         yield
     finally:
@@ -291,6 +289,6 @@ def test_the_memory_tools_are_in_codex_first_request_on_a_busy_machine(
     for n in range(runs):
         first = fake_codex_model.turn_requests(f"question {n}")[0]
         names = tool_names(first)
-        if not MEMORY_TOOLS <= names:
+        if not names >= MEMORY_TOOLS:
             missing.append((n, sorted(names)))
     assert not missing, missing
