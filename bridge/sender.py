@@ -288,7 +288,14 @@ class Sender:
             window=STREAM_WINDOW,
         )
 
-    async def card_settings(self, card_id: str, config: dict[str, Any], sequence: int) -> None:
+    async def card_settings(
+        self,
+        card_id: str,
+        config: dict[str, Any],
+        sequence: int,
+        *,
+        window: float = STREAM_WINDOW,
+    ) -> None:
         """Change a card's config, e.g. `{"streaming_mode": False}` ("更新卡片配置")."""
         from lark_oapi.api.cardkit.v1 import SettingsCardRequest, SettingsCardRequestBody
 
@@ -296,10 +303,17 @@ class Sender:
         body = SettingsCardRequestBody.builder().settings(settings).sequence(sequence).build()
         request = SettingsCardRequest.builder().card_id(card_id).request_body(body).build()
         await self._call(
-            "card settings", self._client.cardkit.v1.card.settings, request, window=STREAM_WINDOW
+            "card settings", self._client.cardkit.v1.card.settings, request, window=window
         )
 
-    async def card_update(self, card_id: str, card: dict[str, Any], sequence: int) -> None:
+    async def card_update(
+        self,
+        card_id: str,
+        card: dict[str, Any],
+        sequence: int,
+        *,
+        window: float = STREAM_WINDOW,
+    ) -> None:
         """Replace the whole card entity ("全量更新卡片实体")."""
         from lark_oapi.api.cardkit.v1 import Card, UpdateCardRequest, UpdateCardRequestBody
 
@@ -311,9 +325,7 @@ class Sender:
             .build()
         )
         request = UpdateCardRequest.builder().card_id(card_id).request_body(body).build()
-        await self._call(
-            "card update", self._client.cardkit.v1.card.update, request, window=STREAM_WINDOW
-        )
+        await self._call("card update", self._client.cardkit.v1.card.update, request, window=window)
 
     # --- reactions ("添加/删除消息表情回复", server-docs/im-v1/message-reaction/create, delete) ---
     async def react(self, message_id: str, emoji_type: str) -> str:

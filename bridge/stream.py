@@ -42,7 +42,7 @@ from bridge.render import (
     stop_button,
 )
 from bridge.reply import Step, final_answer, turn_footer, unfinished_text
-from bridge.sender import FeishuAPIError, Sender, send_uuid
+from bridge.sender import QUICK_WINDOW, STREAM_WINDOW, FeishuAPIError, Sender, send_uuid
 from bridge.strings import Locale, t
 
 if TYPE_CHECKING:
@@ -99,6 +99,7 @@ class StreamReply:
         self._shown_text = ""
         self._shown_steps = ""
         self._fell_back = False  # CardKit failed: the progress card answers
+        self._left_open = False  # the streamed card could not be closed when CardKit failed
         self._fb_entered = False
         self._own_finished = False
         self._delivered = False
@@ -154,6 +155,8 @@ class StreamReply:
         await self._stop_painter()
         if self._fb_entered:
             await self._fb.__aexit__(exc_type, exc, tb)
+            with contextlib.suppress(Exception):
+                await self._close_left_open()
             return
         if not self.finished:
             text, status = unfinished_text(exc_type, self._locale)
@@ -324,12 +327,21 @@ class StreamReply:
         """CardKit failed mid-turn: close the streamed card if possible; the progress card
         answers from here (it has seen every event)."""
         self._fell_back = True
-        await self._close_streamed(t("answer_below", self._locale))
+        await self._close_streamed(self._cut_line())
         if not self._closing and not self._fb_entered:
             self._fb_entered = True
             await self._fb.__aenter__()
 
-    async def _close_streamed(self, line: str) -> None:
+    def _cut_line(self) -> str:
+        """The streamed card's last words when CardKit failed: what it showed, then where the
+        answer continues (the progress path's new reply)."""
+        shown = self._shown_text if self._shown_text != t("working", self._locale) else ""
+        pointer = t("stream_cut", self._locale)
+        return f"{shown}\n\n---\n{pointer}" if shown else pointer
+
+    async def _close_streamed(self, line: str, *, window: float = STREAM_WINDOW) -> None:
+        """Replace the streamed card by `line` and switch streaming off; on failure the card is
+        left open (`_left_open`) for `_close_left_open` to try again once the answer is out."""
         if self._card is None:
             return
         card = {
@@ -338,9 +350,9 @@ class StreamReply:
             "body": {"elements": [{"tag": "markdown", "content": line}]},
         }
         attempts: tuple[Callable[[], Awaitable[Any]], ...] = (
-            lambda: self._sender.card_update(self._card or "", card, self._next()),
+            lambda: self._sender.card_update(self._card or "", card, self._next(), window=window),
             lambda: self._sender.card_settings(
-                self._card or "", {"streaming_mode": False}, self._next()
+                self._card or "", {"streaming_mode": False}, self._next(), window=window
             ),
         )
         for attempt in attempts:
@@ -348,7 +360,16 @@ class StreamReply:
                 await attempt()
             except FeishuAPIError as exc:
                 logger.warning("streamed card %s not closed: %s", self._card, exc.message)
+                self._left_open = True
                 return
+        self._left_open = False
+
+    async def _close_left_open(self) -> None:
+        """A streamed card the platform would not close when CardKit failed (an outage in
+        mid-answer) is closed after the answer went out another way: by then the platform
+        answers again. Issue #33: it stayed "streaming" with its first paragraph for good."""
+        if self._left_open:
+            await self._close_streamed(self._cut_line(), window=QUICK_WINDOW)
 
     # --- the final state --------------------------------------------------------------------------
     async def withdraw(self, markdown: str) -> None:
@@ -388,6 +409,7 @@ class StreamReply:
             await self._fb.finish(
                 markdown, is_error=is_error, status=status, steps=steps, footer=footer
             )
+            await self._close_left_open()
             return
         answer = final_answer(
             markdown,
@@ -409,10 +431,11 @@ class StreamReply:
                 exc.message,
             )
             self._fell_back = True
-            await self._close_streamed(t("answer_below", self._locale))
+            await self._close_streamed(self._cut_line())
             await self._fb.finish(
                 markdown, is_error=is_error, status=status, steps=steps, footer=footer
             )
+            await self._close_left_open()
             return
         self._own_finished = True
         self._final = cards

@@ -378,6 +378,10 @@ STRINGS: dict[str, dict[Locale, str]] = {
         "zh": "回答见下方消息 ↓",
         "en": "The answer is in the message below ↓",
     },
+    "stream_cut": {
+        "zh": "⚠️ 这张卡片的更新在这里中断了，完整回答见下方的新消息 ↓",
+        "en": "⚠️ This card stopped updating here; the whole answer is in the new message below ↓",
+    },
     # --- card buttons: toasts ---
     "stopping": {"zh": "正在停止这个回答。", "en": "Stopping this answer."},
     "nothing_running": {"zh": "这个回答已经结束。", "en": "This answer has already ended."},

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
+from bridge.strings import t
 from settings import Settings
 from tests.bridge.conftest import (
     answer_only,
     feishu_app,
     message_id,
+    replies,
     wait_answer,
     wait_reply_text,
 )
@@ -89,7 +91,7 @@ async def test_a_cardkit_failure_mid_stream_still_delivers_exactly_one_answer(
     assert sum(STORY in m.text for m in replies) == 1  # exactly one answer
     streamed = fake_feishu.cards[replies[0].card_id or ""]
     assert not streamed.streaming  # closed, pointing below
-    assert "回答见下方消息" in replies[0].text
+    assert t("stream_cut") in replies[0].text
 
 
 async def test_a_quick_answer_is_one_plain_card(
@@ -123,3 +125,34 @@ async def test_a_model_stream_that_breaks_ends_on_the_error_card_not_done(
     assert "Done, no text output." not in text_seen and "完成" not in answer_only(text_seen)
     assert "529" in text_seen
     assert "出错了" in text_seen
+
+
+@pytest.mark.timeout(300)  # 50 s of outage, then the answer; loaded machines are slow
+async def test_a_streamed_card_cut_by_an_outage_is_closed_with_what_it_showed_and_a_pointer(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    # issue #33: after 30 s of 5xx then 20 s of 429 in mid-stream the answer arrived as a new
+    # reply, and the streamed card stayed in streaming mode with its first paragraph for good,
+    # with no pointer to the new reply
+    fake_model.on("tell a story", text(STORY, chunks=12, chunk_delay=0.8))
+    settings = streaming(feishu_settings, feishu_delivery_window_seconds=120)
+    async with feishu_app(settings):
+        event = fake_feishu.push_text("tell a story please")
+        await wait_until(
+            lambda: any(
+                op.kind == "content" and "Sentence" in op.content and op.code == 0
+                for op in fake_feishu.card_ops()
+            ),
+            timeout=60,
+        )
+        fake_feishu.outage(30, status=503)
+        fake_feishu.rate_limit(50)
+        answer = await wait_answer(fake_feishu, message_id(event), timeout=150)
+    assert {503, 429} <= {c.status for c in fake_feishu.faulted}
+    streamed, *rest = replies(fake_feishu, message_id(event))
+    assert streamed.card_id is not None and not fake_feishu.cards[streamed.card_id].streaming
+    assert "Sentence 0 of" in streamed.text  # what it showed stays
+    assert t("stream_cut") in streamed.text  # and says where the answer continues
+    assert STORY in answer and sum(STORY in m.text for m in rest) == 1

@@ -864,6 +864,12 @@ class FakeFeishu:
 
     def push_event(self, payload: dict[str, Any], *, fragments: int = 1) -> str:
         """Send an event over the live websocket; returns the frame id its ack will carry."""
+        return self.push_event_bytes(json.dumps(payload).encode("utf-8"), payload, fragments)
+
+    def push_event_bytes(self, data: bytes, payload: dict[str, Any], fragments: int = 1) -> str:
+        """Send `data` as an event's bytes, as they are (`payload`: the event they stand for,
+        kept for GET message): bytes that are not UTF-8 reach the client as the platform
+        would pass them on, since a frame's payload is bytes (protobuf `bytes payload`)."""
         # The client can see its handshake finish a moment before this server's own thread has
         # registered the socket; give that thread a moment on a loaded machine.
         deadline = time.monotonic() + 5
@@ -872,7 +878,6 @@ class FakeFeishu:
         if self._loop is None or not self._sockets:
             raise RuntimeError("no websocket client is connected")
         frame_id = uuid.uuid4().hex
-        data = json.dumps(payload).encode("utf-8")
         size = -(-len(data) // fragments)
         parts = [data[i * size : (i + 1) * size] for i in range(fragments)]
         header = payload.get("header") or {}
@@ -917,7 +922,7 @@ class FakeFeishu:
         after: int = 0,
     ) -> None:
         """IM calls of `kind` answer HTTP `status` for `seconds` (see "server errors"), the
-        first `after` of them excepted."""
+        first `after` of them excepted; `kind="any"` (or "cardkit") takes CardKit calls too."""
         with self._lock:
             self._faults.append(
                 Fault(
@@ -1592,7 +1597,11 @@ class FakeFeishu:
         with self._lock:
             self._card_faults.append(CardFault(op, after, status, code, msg, times))
 
-    def _card_fault(self, op: str) -> Response | None:
+    def _card_fault(self, op: str, call: SentCall) -> Response | None:
+        # An outage or a rate limit of kind "any" (or "cardkit") is the platform's, so it answers
+        # CardKit calls as it answers IM calls (a streamed card is cut in mid-answer).
+        if (outage := self._fault_for(call)) is not None:
+            return outage
         with self._lock:
             for fault in self._card_faults:
                 if fault.op not in ("any", op) or fault.times <= 0:
@@ -1613,7 +1622,7 @@ class FakeFeishu:
         call = await self._record(request)
         if not self._authorized(request):
             return self._token_refused(request)
-        if (failed := self._card_fault("create")) is not None:
+        if (failed := self._card_fault("create", call)) is not None:
             return failed
         body = call.body
         if body.get("type") != "card_json":
@@ -1674,7 +1683,7 @@ class FakeFeishu:
         call = await self._record(request)
         if not self._authorized(request):
             return self._token_refused(request)
-        if (failed := self._card_fault("update")) is not None:
+        if (failed := self._card_fault("update", call)) is not None:
             return failed
         card_ref = call.body.get("card") or {}
         try:
@@ -1703,7 +1712,7 @@ class FakeFeishu:
         call = await self._record(request)
         if not self._authorized(request):
             return self._token_refused(request)
-        if (failed := self._card_fault("settings")) is not None:
+        if (failed := self._card_fault("settings", call)) is not None:
             return failed
         try:
             settings = json.loads(call.body.get("settings") or "")
@@ -1731,7 +1740,7 @@ class FakeFeishu:
         call = await self._record(request)
         if not self._authorized(request):
             return self._token_refused(request)
-        if (failed := self._card_fault("content")) is not None:
+        if (failed := self._card_fault("content", call)) is not None:
             return failed
         element_id = request.path_params["element_id"]
         content = call.body.get("content")
