@@ -9,6 +9,12 @@
 * `forget_tenant_token()` drops the SDK's cached tenant token. The cache is process-global,
   keyed `self_tenant_token:<app_id>`, trusted until `expire - 600` s, and never refreshed when
   the platform refuses the token (99991663 and kin): the next call would send it again.
+* `repairing_ws_client()`: the SDK's `ws.Client` whose data frames are made valid UTF-8 before
+  the SDK reads them. 1.7.5 decodes each event's payload for a debug log line
+  (`_handle_data_frame`: `pl.decode(UTF_8)`, evaluated whatever the log level) outside its
+  try: bytes that are not UTF-8 raise there, the event is never acked nor handed on, and
+  Feishu pushes it again for hours. Repaired (U+FFFD for each bad sequence), the event reaches
+  the bridge, which reads it as docs/feishu.md says ("Odd input").
 * `RawEventHandler` hands the raw event payload (bytes) to our callback, for every event type,
   so we parse once at the edge and ack types we do not handle instead of answering 500. Card
   actions (`card.action.trigger`, "卡片回传交互") are the exception: they go through the SDK's
@@ -103,6 +109,42 @@ def raw_event_handler(
     return handler
 
 
+def valid_utf8(payload: bytes) -> bytes:
+    """`payload` as valid UTF-8: unchanged when it is, each bad sequence as U+FFFD otherwise."""
+    try:
+        payload.decode("utf-8")
+    except UnicodeDecodeError:
+        logger.warning("an event that is not valid UTF-8 was repaired (U+FFFD) before parsing")
+        return payload.decode("utf-8", errors="replace").encode("utf-8")
+    return payload
+
+
+def repairing_ws_client(lark: ModuleType) -> type:
+    """`lark.ws.Client` whose data frames reach the SDK as valid UTF-8 (module docstring)."""
+    from lark_oapi.ws.const import HEADER_MESSAGE_ID, HEADER_SEQ, HEADER_SUM
+
+    # lark is imported lazily (a module object here): mypy cannot see its classes.
+    class RepairingClient(lark.ws.Client):  # type: ignore[name-defined,misc]
+        async def _handle_data_frame(self, frame: Any) -> None:
+            headers = {h.key: h for h in frame.headers}
+            total = int(headers[HEADER_SUM].value) if HEADER_SUM in headers else 1
+            payload = frame.payload
+            if total > 1:
+                # the SDK joins a fragmented event, then decodes it: join it here so the whole
+                # is repaired (a fragment may end inside a character), then hand it on as one
+                payload = self._combine(
+                    headers[HEADER_MESSAGE_ID].value, total, int(headers[HEADER_SEQ].value), payload
+                )
+                if payload is None:
+                    return
+                headers[HEADER_SUM].value = "1"
+                headers[HEADER_SEQ].value = "0"
+            frame.payload = valid_utf8(payload)
+            await super()._handle_data_frame(frame)
+
+    return RepairingClient
+
+
 def _event_type(payload: bytes) -> str:
     try:
         header = json.loads(payload).get("header") or {}
@@ -172,7 +214,7 @@ class WsRunner:
         asyncio.set_event_loop(loop)
         self._loop = loop
         try:
-            client = lark.ws.Client(
+            client = repairing_ws_client(lark)(
                 self._app_id,
                 self._app_secret,
                 event_handler=raw_event_handler(self._on_payload, self._on_card_action),

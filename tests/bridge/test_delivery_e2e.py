@@ -5,6 +5,7 @@ the documentation says), the real Claude CLI against the fake model."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -175,6 +176,25 @@ async def test_a_lone_surrogate_in_a_message_does_not_crash_the_turn(
         event = fake_feishu.push_text("broken \ud800 text")
         answer = await wait_answer(fake_feishu, message_id(event))
     assert answer.startswith("echo: broken \ufffd text")
+
+
+@pytest.mark.parametrize("fragments", [1, 3])
+async def test_bytes_that_are_not_utf8_in_an_event_are_acked_and_answered_as_replacement_chars(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+    fragments: int,
+) -> None:
+    # issue #33: lark-oapi decoded the payload for a debug line outside its try, so such an
+    # event was never acked nor answered (Feishu pushed it again for hours)
+    async with feishu_app(feishu_settings()):
+        event = fake_feishu.text_event("broken XX text")
+        data = json.dumps(event, ensure_ascii=False).encode("utf-8").replace(b"XX", b"\xff\xc3")
+        frame = fake_feishu.push_event_bytes(data, event, fragments=fragments)
+        answer = await wait_answer(fake_feishu, message_id(event))
+        ack = fake_feishu.ack_for(frame)
+    assert ack is not None and ack.code == 200
+    assert answer.startswith("echo: broken \ufffd\ufffd text")
 
 
 async def test_home_stays_private_after_a_chat_turn_and_a_feishu_message(
