@@ -714,19 +714,49 @@ def _escaped_cost(text: str) -> int:
     return body_cost(_card_prose(text))
 
 
+_HEADING = re.compile(r"^ {0,3}#{1,6}(?:\s|$)")
+
+
+def _take_heading(pieces: list[str]) -> str | None:
+    """The heading that ends the last piece, taken off it (the piece goes if nothing is left)."""
+    if not pieces:
+        return None
+    lines = pieces[-1].rstrip("\n").split("\n")
+    if not _HEADING.match(lines[-1]):
+        return None
+    rest = "\n".join(lines[:-1]).rstrip("\n")
+    if rest.strip():
+        pieces[-1] = rest
+    else:
+        pieces.pop()
+    return lines[-1]
+
+
 def _answer_pieces(markdown: str, budget: int) -> list[str]:
-    """Paragraphs, code blocks and tables, each small enough for one card on its own."""
+    """Paragraphs, code blocks and tables, each small enough for one card on its own. A heading
+    right above a table travels with the table's first part: a card split between them left the
+    heading at the end of one card and its table at the top of the next (issue #33)."""
     pieces: list[str] = []
     for block in _blocks(markdown):
         if block.fence is not None:
             pieces.extend(_fit_block(block, budget, _escaped_cost))
             continue
         for text, is_table in _split_tables(block):
-            if is_table:
-                pieces.extend(_fit_table(text, budget, _escaped_cost))
-            else:
+            if not is_table:
                 part = _Block(tuple(text.split("\n")))
                 pieces.extend(_fit_block(part, budget, _escaped_cost))
+                continue
+            heading = _take_heading(pieces)
+            room = budget
+            if heading is not None:
+                room -= _escaped_cost(heading) + _escaped_cost("\n\n")
+                if room < 256:  # no room beside it: the heading stays where it was
+                    pieces.append(heading)
+                    heading, room = None, budget
+            parts = _fit_table(text, room, _escaped_cost)
+            if heading is not None:
+                parts[0] = f"{heading}\n\n{parts[0]}"
+            pieces.extend(parts)
     return pieces
 
 

@@ -364,6 +364,19 @@ def test_answer_cards_stay_within_every_limit_and_keep_every_table(
     )
 
 
+@pytest.mark.parametrize("gap", ["\n\n", "\n"], ids=["blank line", "no blank line"])
+def test_a_heading_stays_with_its_table_when_the_answer_is_split(gap: str) -> None:
+    # issue #33: five tables fill a card, so the sixth section's heading ended card 1 and its
+    # table began card 2
+    markdown = "\n\n".join(f"## Section {i}{gap}{_table(i, rows=3)}" for i in range(12))
+    cards = answer_cards(markdown)
+    assert len(cards) >= 3
+    for i in range(12):
+        [card] = [c for c in cards if f"## Section {i}\n" in c.source]
+        assert f"| r{i}.0 |" in card.source  # its table is in the same card
+    assert not any(c.source.rstrip().split("\n")[-1].startswith("##") for c in cards)
+
+
 def test_answer_cards_keep_every_line_of_a_split_table() -> None:
     cards = answer_cards(_table(0, rows=2000))
     assert len(cards) > 1
