@@ -112,3 +112,29 @@ def test_compact_records_the_summary_and_reminds_the_next_turn(
     text_now = summary.read_text(encoding="utf-8")
     # the whole session (its first run and the compaction), not only the last episode
     assert "shard the orders table" in text_now and "Still need to backfill" in text_now
+
+
+def test_three_resumed_runs_are_one_episode_with_a_summary(
+    fake_model: FakeMessagesAPI,
+    mem_home: Path,
+    make_project: Callable[..., Path],
+    claude_code: Callable[..., dict[str, str]],
+) -> None:
+    """Issue #32: three prompts over three `claude -p --resume` runs were three one-prompt
+    episodes and none got a summary (the rule counted per episode)."""
+    project = make_project("app")
+    env = claude_code()
+    first = run_claude(
+        "plan the gamma migration of the billing tables",
+        cwd=project,
+        env=env,
+        args=("--output-format", "json"),
+    )
+    sid = session_id(first)
+    for prompt in ("now move the invoices table", "and then the refunds table"):
+        run_claude(prompt, cwd=project, env=env, args=("--resume", sid))
+    (episode,) = episodes(mem_home)
+    assert episode["key"] == f"claude-code:{sid}" and episode["status"] == "completed"
+    assert episode["turns"] == 3
+    summary = str(episode["summary"])
+    assert "gamma migration" in summary and "refunds" in summary, summary

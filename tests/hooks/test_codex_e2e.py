@@ -292,3 +292,47 @@ def test_the_memory_tools_are_in_codex_first_request_on_a_busy_machine(
         if not names >= MEMORY_TOOLS:
             missing.append((n, sorted(names)))
     assert not missing, missing
+
+
+def test_three_codex_exec_resume_runs_are_one_episode_with_a_summary(
+    fake_codex_model: FakeResponsesAPI,
+    codex_env: dict[str, str],
+    mem_home: Path,
+    make_project: Callable[..., Path],
+) -> None:
+    """Issue #32: `codex exec resume` split a session into one-prompt episodes, none of them
+    worth a summary."""
+    install_codex(codex_env)
+    project = make_project("app")
+    prompts = (
+        "plan the gamma migration of the billing tables",
+        "now move the invoices table",
+        "and then the refunds table",
+    )
+    for prompt in prompts:
+        fake_codex_model.on(prompt, text("Done."))
+    run_codex(prompts[0], cwd=project, env=codex_env)
+    rollouts = list(Path(codex_env["CODEX_HOME"]).glob("sessions/*/*/*/rollout-*.jsonl"))
+    match = re.search(f"({UUID})$", rollouts[0].stem)
+    assert match
+    session = match.group(1)
+    resume = [str(CODEX), "exec", "--skip-git-repo-check", "-C", str(project), "resume", session]
+    for prompt in prompts[1:]:
+        proc = subprocess.run(
+            [*resume, prompt],
+            env=codex_env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    state = StateDB(mem_home / "state.db")
+    try:
+        rows = state.read("SELECT key, status, turns, summary FROM mem_episodes")
+    finally:
+        state.close()
+    assert [(r["key"], r["status"], r["turns"]) for r in rows] == [
+        (f"codex:{session}", "completed", 3)
+    ]
+    assert "gamma migration" in rows[0]["summary"] and "refunds" in rows[0]["summary"]
