@@ -573,11 +573,20 @@ def run_direct(settings: HookSettings, request: HookRequest, *, leave_open: bool
             overrides["inject_floor"] = settings.inject_floor
         # Prompts use the index as it is (the files of returned notes are still checked): a
         # full scan costs ~0.15 s at 10k notes. Session start and end pick up hand edits.
-        store = open_memory(
-            MemoryConfig.for_home(settings.home, **overrides),
-            database=database,
-            sync=request.event != "user-prompt-submit",
-        )
+        config = MemoryConfig.for_home(settings.home, **overrides)
+        sync = request.event != "user-prompt-submit"
+        try:
+            store = open_memory(config, database=database, sync=sync)
+        except Exception as exc:
+            from memory.clients.degraded import write_problem
+
+            if not sync or write_problem(exc) is None:
+                raise
+            # a home that takes no writes (read-only, full) is still read: as it was indexed
+            import logging
+
+            logging.getLogger(__name__).warning("index not brought up to date: %s", exc)
+            store = open_memory(config, database=database, sync=False)
         opened.append(store)
         from memory.history_store import HistoryStore
 
@@ -592,6 +601,7 @@ def run_direct(settings: HookSettings, request: HookRequest, *, leave_open: bool
             open_store,
             budget_tokens=settings.context_tokens,
             native_memory=settings.native_memory,
+            home=settings.home,
         )
         return answer(service, request)
     finally:
@@ -605,7 +615,7 @@ def run_direct(settings: HookSettings, request: HookRequest, *, leave_open: bool
                     # A prompt's injected notes count as used: the counts stay in the index
                     # (pending) until the session's start or end writes them into the notes'
                     # files; rewriting those files (YAML, fsync) on every prompt cost ~65 ms.
-                    store.flush_access_counts()
+                    _flush_access_counts(store)
                 if leave_open:
                     _LEFT_OPEN.append(store)
                 else:
@@ -618,6 +628,21 @@ def run_direct(settings: HookSettings, request: HookRequest, *, leave_open: bool
             state.close()
         if database is not None:
             database.close()
+
+
+def _flush_access_counts(store: Any) -> None:
+    """Write pending use counts into the notes' files; a home that takes no writes keeps
+    them pending (the answer was given; `degraded.py`)."""
+    try:
+        store.flush_access_counts()
+    except Exception as exc:
+        from memory.clients.degraded import write_problem
+
+        if write_problem(exc) is None:
+            raise
+        import logging
+
+        logging.getLogger(__name__).warning("use counts not written: %s", exc)
 
 
 def hook_direct(
@@ -764,7 +789,7 @@ def run_hook(
                 return b"" if outcome.body.strip() in (b"", b"{}") else outcome.body
             if isinstance(outcome, AppFailed):
                 append_log(home, "WARNING", f"{args.event}: the app failed ({outcome.reason})")
-                return b""
+                return unavailable_answer(args, raw, home)
             if isinstance(outcome, NotOurApp):
                 mark_refused(home, address.instance)
             reason = outcome.reason
@@ -789,6 +814,33 @@ def run_hook(
     else:
         log.info("%s: working directly (%s)", args.event, reason)
     return hook_direct(args.event, raw, settings, environ, leave_open=leave_open).encode("ascii")
+
+
+def unavailable_answer(args: HookArgs, raw: bytes, home: str) -> bytes:
+    """What a session start or prompt prints when memory could not serve it at all (the app
+    failed, or it was unreachable and working directly failed): once per session, a line the
+    person sees (`memory.clients.degraded`); b"" otherwise."""
+    if args.event not in SEARCH_EVENTS or args.event == "session-end":
+        return b""
+    import json
+
+    from memory.clients.conventions import EVENT_NAMES
+    from memory.clients.degraded import NOTICES, first_telling
+
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        return b""  # not a hook's input: nothing is degraded
+    session = payload.get("session_id")
+    if not first_telling(home, f"{args.client}:{session or ''}"):
+        return b""
+    output = {
+        "systemMessage": NOTICES["unavailable"],
+        "hookSpecificOutput": {"hookEventName": EVENT_NAMES[args.event]},
+    }
+    return json.dumps(output).encode("ascii")
 
 
 def main(argv: Sequence[str] | None = None, *, leave_open: bool = False) -> int:
@@ -816,6 +868,7 @@ def main(argv: Sequence[str] | None = None, *, leave_open: bool = False) -> int:
     result: list[bytes] = []
 
     def work() -> None:
+        raw = b""
         try:
             raw = sys.stdin.buffer.read(MAX_STDIN)
             use_app = hook_server_enabled(environ)
@@ -828,8 +881,12 @@ def main(argv: Sequence[str] | None = None, *, leave_open: bool = False) -> int:
             import logging
 
             logging.getLogger("memory.clients.hook_process").exception(
-                "hook %s failed; no output (fail open)", args.event
+                "hook %s failed; no context (fail open)", args.event
             )
+            try:
+                result.append(unavailable_answer(args, raw, home))
+            except Exception:  # the notice is a courtesy: the hook still exits 0
+                logging.getLogger("memory.clients.hook_process").exception("no notice either")
 
     worker = threading.Thread(target=work, name="hook", daemon=True)
     worker.start()

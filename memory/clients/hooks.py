@@ -12,15 +12,17 @@ trigger points of `memory/clients/triggers.py`); `stop` and other tool uses only
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypedDict
+from typing import TYPE_CHECKING, Any, Final, TypedDict, TypeVar
 
 from memory._record import record
 from memory.clients.conventions import EVENT_NAMES, EVENTS, last_assistant_reply, resolve_session_id
+from memory.clients.degraded import Problem, first_telling, home_problem, notice, write_problem
 from memory.clients.project import ProjectIdentity, identify
 from memory.clients.triggers import summary_trigger
 from memory.search.plan import vector_budget
@@ -32,8 +34,10 @@ if TYPE_CHECKING:
     from memory.loop.entities import PendingStore
     from memory.loop.episodes import Episode, EpisodeMessage, EpisodeStore
     from memory.loop.prompt import MemoryLoop, Place
+    from memory.loop.windows import Window, WindowStore
 
 log = logging.getLogger("memory.clients.hooks")
+T = TypeVar("T")
 
 CONTEXT_EVENTS: Final = frozenset({"session-start", "user-prompt-submit"})
 STORE_EVENTS: Final = frozenset({"session-start", "user-prompt-submit", "session-end"})
@@ -147,7 +151,12 @@ class HookService:
     Each client session (`HookRequest.key`) has its own episode, window and summary: two
     Claude Code windows in one project, or a Codex and a Claude Code session, never touch
     each other's. A session that ended without a session-end (its terminal was closed) is
-    closed by the next session start in its project once idle for `IDLE_CLOSE_SECONDS`."""
+    closed by the next session start in its project once idle for `IDLE_CLOSE_SECONDS`.
+
+    A home that takes no writes (read-only, full) still gets its brief and its recall: each
+    write of the session start and of a prompt is given up on its own when the storage refuses
+    it (`degraded.write_problem`), and the answer then says so once per session
+    (`system_message`)."""
 
     def __init__(
         self,
@@ -159,10 +168,12 @@ class HookService:
         native_memory: str = "off",
         environ: Mapping[str, str] | None = None,
         after_answer: bool = False,
+        home: str | os.PathLike[str] | None = None,
     ) -> None:
         """`after_answer`: what an answer does not need (a prompt's message in the episode,
         capture, the injected notes' use counts) waits for `finish()`, which the app's route
-        runs once the answer is sent; otherwise (a hook process) it runs at once."""
+        runs once the answer is sent; otherwise (a hook process) it runs at once. `home`: the
+        memory home, whose filesystem `system_message` asks whether it takes writes."""
         self.state = state
         self._store_factory = store
         self._store: MemoryBackend | None = None
@@ -172,6 +183,9 @@ class HookService:
         """`import`: a session start imports changed native memories (`native.py`)."""
         self.environ = os.environ if environ is None else environ
         self._later: list[Callable[[], object]] | None = [] if after_answer else None
+        self.home = home
+        self.problems: set[Problem] = set()
+        """Why writes of this call were given up (`_write`)."""
 
     # --- lazily built collaborators ---
     @property
@@ -191,12 +205,14 @@ class HookService:
     def loop(self) -> MemoryLoop:
         from memory.loop.prompt import CLI_TOOLS, MemoryLoop
 
+        episodes = self.episodes
         return MemoryLoop(
             lambda: self.store,
-            self.episodes,
+            episodes,
             budget_tokens=self.budget_tokens,
             tools=CLI_TOOLS,
-            after_answer=None if self._later is None else self._later.append,
+            windows=_TolerantWindows(episodes.windows, self),
+            after_answer=self._after_answer,
         )
 
     @property
@@ -205,12 +221,45 @@ class HookService:
 
         return PendingStore(self.state)
 
+    # --- writes that may be refused ---
+    def _write(self, what: str, work: Callable[[], T]) -> T | None:
+        """`work()`, or None when the storage refuses its write (read-only, full): the reads
+        of this call go on without it, and the answer says memory is degraded. Any other
+        failure is raised."""
+        try:
+            return work()
+        except Exception as exc:
+            problem = write_problem(exc)
+            if problem is None:
+                raise
+            log.warning("%s not saved: the memory home is %s (%s)", what, problem, exc)
+            self.problems.add(problem)
+            return None
+
+    def system_message(self, request: HookRequest) -> str:
+        """The line the person sees (a hook's `systemMessage`) when memory is degraded: a
+        write of this call was refused, the home cannot take writes, or the encoder failed;
+        once per session ("": nothing to say, or already said)."""
+        if request.event not in CONTEXT_EVENTS:
+            return ""
+        problems = set(self.problems)
+        if self.home is not None and (problem := home_problem(self.home)) is not None:
+            problems.add(problem)
+        if self._store is not None and _encoder_failed(self._store):
+            problems.add("encoder")
+        if not problems or not first_telling(self.home or "", request.key):
+            return ""
+        return notice(problems)
+
     # --- after the answer ---
     def _after_answer(self, work: Callable[[], object]) -> None:
+        def guarded() -> None:
+            self._write("work after the answer", work)
+
         if self._later is None:
-            work()
+            guarded()
         else:
-            self._later.append(work)
+            self._later.append(guarded)
 
     @property
     def has_later(self) -> bool:
@@ -282,12 +331,12 @@ class HookService:
         episodes = self.episodes
         for stale in episodes.idle(request.project.key, since=self.clock() - IDLE_CLOSE_SECONDS):
             if stale.key != request.key:  # its terminal closed without a session-end
-                self._close(stale)
-        self._episode(request)
+                self._write("an idle session's close", functools.partial(self._close, stale))
+        self._write("the session's episode", lambda: self._episode(request))
         if self.native_memory == "import" and source in ("startup", "clear"):
             self._import_native(request)
         if source in ("compact", "clear"):
-            clear_window(self.state, request.key)
+            self._write("the window's reset", lambda: clear_window(self.state, request.key))
         # fork: a new session id over an old conversation, so like resume (the model has it)
         return self.loop.session_start(
             request.key,
@@ -306,14 +355,14 @@ class HookService:
         from memory.loop.recall import is_trivial_prompt
 
         prompt = str(request.payload.get("prompt") or "")
-        episode_id = self._episode(request)
-        if prompt.strip():  # the recall does not read it: after the answer in the app
+        episode_id = self._write("the session's episode", lambda: self._episode(request))
+        if episode_id is not None and prompt.strip():  # the recall does not read it
             self._after_answer(lambda: self.episodes.record(episode_id, "user", prompt, turn=True))
         try:
             return self.loop.prompt(request.key, _place(request.project), prompt).text
         finally:
             # After recall: what the user states now is not echoed back to them this turn.
-            if not is_trivial_prompt(prompt):
+            if episode_id is not None and not is_trivial_prompt(prompt):
                 self._after_answer(lambda: self._capture_and_summarize(prompt, request, episode_id))
 
     def _capture_and_summarize(self, prompt: str, request: HookRequest, episode_id: str) -> None:
@@ -472,6 +521,32 @@ class HookService:
         return bool(result.saved or result.pending)
 
 
+class _TolerantWindows:
+    """A session's window whose writes may be refused (`HookService._write`): the recall it
+    served is still given; the next prompt may repeat a note."""
+
+    def __init__(self, windows: WindowStore, service: HookService) -> None:
+        self._windows = windows
+        self._service = service
+
+    def load(self, key: str) -> Window:
+        return self._windows.load(key)
+
+    def save(self, key: str, turn: int, previous: Sequence[str], injected: Sequence[str]) -> None:
+        self._service._write(
+            "the session's window", lambda: self._windows.save(key, turn, previous, injected)
+        )
+
+    def clear(self, key: str) -> None:
+        self._service._write("the window's reset", lambda: self._windows.clear(key))
+
+
+def _encoder_failed(store: MemoryBackend) -> bool:
+    """The store's encoder is the app's worker and it failed (not: loading, none)."""
+    status = getattr(store.encoder, "status_dict", None)
+    return callable(status) and status().get("state") == "failed"
+
+
 def _place(project: ProjectIdentity) -> Place:
     from memory.loop.prompt import Place
 
@@ -528,17 +603,23 @@ def build_request(
     )
 
 
-def hook_output(event: str, context: str, watch_paths: Sequence[str] = ()) -> str:
+def hook_output(
+    event: str, context: str, watch_paths: Sequence[str] = (), system_message: str = ""
+) -> str:
     """Exactly one JSON object (ASCII, so no locale can break it), or "" for nothing.
-    `watch_paths`: Claude Code's SessionStart `watchPaths` (folders it reports to FileChanged)."""
-    if not (context or watch_paths) or event not in CONTEXT_EVENTS:
+    `watch_paths`: Claude Code's SessionStart `watchPaths` (folders it reports to FileChanged).
+    `system_message`: a line shown to the person, not the model (`degraded.py`)."""
+    if not (context or watch_paths or system_message) or event not in CONTEXT_EVENTS:
         return ""
     output: dict[str, Any] = {"hookEventName": EVENT_NAMES[event]}
     if context:
         output["additionalContext"] = context
     if watch_paths and event == "session-start":
         output["watchPaths"] = list(watch_paths)
-    return json.dumps({"hookSpecificOutput": output})
+    answer: dict[str, Any] = {"hookSpecificOutput": output}
+    if system_message:
+        answer = {"systemMessage": system_message, **answer}
+    return json.dumps(answer)
 
 
 def run_hook(
@@ -558,7 +639,7 @@ def answer(service: HookService, request: HookRequest) -> str:
     """What one hook call prints: the event's work on `service`, as the hook's output."""
     context = service.handle(request)
     watch = service.watch_paths(request) if request.event == "session-start" else []
-    return hook_output(request.event, context, watch)
+    return hook_output(request.event, context, watch, service.system_message(request))
 
 
 # --- the app's route --------------------------------------------------------------------------

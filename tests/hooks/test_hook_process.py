@@ -182,8 +182,14 @@ def test_an_unusable_home_fails_open(tmp_path: Path, make_project: Callable[...,
     blocker = tmp_path / "home-is-a-file"
     blocker.write_text("not a folder")
     payload = {"session_id": "s", "cwd": str(make_project("app")), "source": "startup"}
+    env = {"CLAUDE_MEMORY_HOME": str(blocker), "TMPDIR": str(tmp_path)}
     for event in ("session-start", "user-prompt-submit", "post-tool-use", "session-end"):
-        run = run_hook_process(event, json.dumps(payload), env={"CLAUDE_MEMORY_HOME": str(blocker)})
+        run = run_hook_process(event, json.dumps(payload), env=env)
+        if event == "session-start":  # said once, where the person sees it (test_degraded.py)
+            output = run.output
+            assert output is not None and "memory could not answer" in output["systemMessage"]
+            assert "additionalContext" not in output["hookSpecificOutput"]
+            continue
         assert (run.returncode, run.stdout, run.stderr) == (0, "", "")
 
 
