@@ -728,7 +728,8 @@ def fts_totals(conn: sqlite3.Connection) -> tuple[int, int]:
     """(rows, words) of the whole FTS5 index, as its `bm25()` reads them (the averages
     record)."""
     row = conn.execute("SELECT block FROM notes_fts_data WHERE id = 1").fetchone()
-    counts = fts5.varints(bytes(row[0])) if row is not None else [0]
+    # a new index's record may be there and empty (no note indexed yet)
+    counts = (fts5.varints(bytes(row[0])) if row is not None else []) or [0]
     return counts[0], sum(counts[1:])
 
 
