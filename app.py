@@ -462,6 +462,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 budget_tokens=settings.context_budget_tokens,
                 native_memory=settings.native_memory,
                 after_answer=True,
+                home=settings.home_dir,
             ),
             lambda: app.state.hook_secret,
             lambda: app.state.rescans.serving() if app.state.rescans else contextlib.nullcontext(),
