@@ -182,3 +182,11 @@ def test_the_tool_list_is_small_and_every_result_is_text(
     assert saved["content"][0]["type"] == "text" and "structuredContent" not in saved
     assert saved["content"][0]["text"].startswith("Saved as [mem_")
     assert unknown["error"]["code"] == -32601
+
+
+def test_the_server_names_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    from memory.clients.mcp_tools.catalog import SERVER_VERSION
+
+    assert version("claude-memory-system") == SERVER_VERSION
