@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from fastapi import Depends, FastAPI, Request
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Depends, FastAPI
 
 from agent.conversations import ConversationBackend, ConversationStore
-from agent.endpoint import BLOCKING_STATES
 from agent.injection import MemoryInjector, memory_extras
 from agent.logs import RequestLogs
 from agent.options import prepare_workspace, protect_transcripts, write_cli_launcher
@@ -41,7 +40,7 @@ from memory.clients.hooks import HookService, create_hooks_router
 from memory.clients.notes_watch import NoteFiles
 from memory.clients.rescans import RescanPolicy, Rescans
 from memory.conflicts import ConflictStore
-from memory.encoders.client import EncoderClient, EncoderReady, ThreadEncoder
+from memory.encoders.client import EncoderClient, ThreadEncoder
 from memory.history_store import HistoryStore
 from memory.loop.entities import PendingStore
 from memory.loop.episodes import EpisodeStore
@@ -51,13 +50,11 @@ from memory.vector_sync import VectorSync
 from settings import Settings, load_settings
 from storage.lanes import Lanes
 from storage.private import private_process, tighten_home
-from storage.public_text import clean_error
-from storage.urls import safe_url
+from web import embed, health
 from web.access import LoopbackOnly
-from web.auth import has_valid_token, require_token
+from web.auth import require_token
 from web.chat_api import create_chat_router
 from web.errors import install_error_handling
-from web.health import cli_status, public_view
 from web.page import mount_page
 
 if TYPE_CHECKING:
@@ -222,52 +219,6 @@ async def _recover_turns(container: Container) -> None:
         logger.exception("could not look for turns a crash interrupted")
 
 
-_HEALTH_DATABASE_SECONDS = 2.0
-"""How long /health waits for the databases to answer before it says they did not."""
-
-
-async def _database_status_soon(container: Container) -> dict[str, Any]:
-    """`_database_status` on the health lane, within a time limit: /health always answers."""
-    try:
-        async with asyncio.timeout(_HEALTH_DATABASE_SECONDS):
-            return await container.lanes.health.run(_database_status, container)
-    except TimeoutError:
-        logger.warning(
-            "health: the memory index did not answer within %s s", _HEALTH_DATABASE_SECONDS
-        )
-        return {
-            "ok": False,
-            "error": f"the memory index did not answer within {_HEALTH_DATABASE_SECONDS:g} s "
-            "(busy or locked); see the app log",
-        }
-
-
-def _database_status(container: Container) -> dict[str, Any]:
-    try:
-        stats = container.memory.stats()
-        if container.database is not None:
-            container.database.fetch("SELECT 1")
-    except Exception as exc:  # reported, not raised: /health must answer
-        logger.warning("health: the memory index did not answer", exc_info=True)
-        return {"ok": False, "error": clean_error(str(exc))}
-    status: dict[str, Any] = {"ok": True, "notes": stats["total"]}
-    if container.database is not None:
-        where = safe_url(container.database.where)
-        status |= {"backend": "postgresql", "shared_state": where, "memory": f"PostgreSQL {where}"}
-    else:
-        status |= {"backend": "sqlite", "index": str(container.settings.index_path)}
-    return status
-
-
-class EmbedRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    texts: list[Annotated[str, Field(max_length=20_000)]] = Field(min_length=1, max_length=256)
-    kind: Literal["query", "passage"] = Field(
-        default="passage", description="query: a search question; passage: stored text."
-    )
-
-
 def _vector_sync(container: Container) -> contextlib.AbstractAsyncContextManager[Any]:
     """Embeds notes without current vectors in the background (nothing without encoder)."""
     if container.encoder.spec is None:
@@ -290,170 +241,89 @@ def _rescans(
     return rescans
 
 
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    # However the app is started (`uvicorn app:app` too): what it and the Claude CLI it spawns
+    # create is private, and an existing home is narrowed (storage/private.py).
+    private_process()
+    tighten_home(settings.home_dir)
+    encoder = EncoderClient(  # parsed first: a bad encoder setting stops the start
+        settings.encoder_spec(),
+        log_path=settings.logs_dir / "encoder.log",
+        request_timeout=settings.encoder_timeout_seconds,
+    )
+    container = await asyncio.to_thread(build_container, settings, rescans_in_background=True)
+    container.encoder = encoder
+    app.state.container = container
+    app.state.feishu = None
+    try:
+        await container.start()
+        await _recover_turns(container)
+        # The model loads in its own process: this returns at once, and until it is ready
+        # searches answer with keywords (and say so). The model endpoint is probed in the
+        # background: /health says "checking" until the answer comes (agent/endpoint.py).
+        async with (
+            encoder,
+            _vector_sync(container),
+            _rescans(app, settings, container),
+            container.sessions.endpoint,
+        ):
+            if encoder.spec is not None:
+                container.memory.attach_encoder(ThreadEncoder(encoder))
+            async with _feishu(app, settings, container):
+                # The hooks of this home find and prove this instance by its run file
+                # (address and a fresh secret, 0600); removed again at a clean shutdown.
+                with announce_app(settings.home_dir, settings.host, settings.port) as hooks:
+                    app.state.hook_secret = hooks.secret
+                    yield
+                app.state.hook_secret = None
+    finally:
+        container.memory.attach_encoder(None)
+        await container.aclose()
+
+
+@contextlib.asynccontextmanager
+async def _feishu(app: FastAPI, settings: Settings, container: Container) -> AsyncIterator[None]:
+    try:
+        if settings.feishu_enabled:
+            from bridge.feishu import FeishuBridge, memory_search
+
+            app.state.feishu = FeishuBridge(
+                settings,
+                container.sessions,
+                search=memory_search(container.memory),
+                state=container.feishu_state,
+                memory=container.memory,
+                pending=container.pending,
+                conflicts=ConflictStore(container.state),
+            )
+            await app.state.feishu.start()
+        yield
+    finally:
+        if app.state.feishu is not None:  # the bridge feeds the sessions: close it first
+            await app.state.feishu.aclose()
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_settings()  # a bad env value: one ConfigurationError line
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # However the app is started (`uvicorn app:app` too): what it and the Claude CLI it
-        # spawns create is private, and an existing home is narrowed (storage/private.py).
-        private_process()
-        tighten_home(settings.home_dir)
-        encoder = EncoderClient(  # parsed first: a bad encoder setting stops the start
-            settings.encoder_spec(),
-            log_path=settings.logs_dir / "encoder.log",
-            request_timeout=settings.encoder_timeout_seconds,
-        )
-        container = await asyncio.to_thread(build_container, settings, rescans_in_background=True)
-        container.encoder = encoder
-        app.state.container = container
-        app.state.feishu = None
-        try:
-            await container.start()
-            await _recover_turns(container)
-            # The model loads in its own process: this returns at once, and until it is
-            # ready searches answer with keywords (and say so).
-            # The model endpoint is probed in the background: /health says "checking" until
-            # the answer comes (agent/endpoint.py).
-            async with (
-                encoder,
-                _vector_sync(container),
-                _rescans(app, settings, container),
-                container.sessions.endpoint,
-            ):
-                if encoder.spec is not None:
-                    container.memory.attach_encoder(ThreadEncoder(encoder))
-                async with _feishu(app, settings, container):
-                    # The hooks of this home find and prove this instance by its run file
-                    # (address and a fresh secret, 0600); removed again at a clean shutdown.
-                    with announce_app(settings.home_dir, settings.host, settings.port) as hooks:
-                        app.state.hook_secret = hooks.secret
-                        yield
-                    app.state.hook_secret = None
-        finally:
-            container.memory.attach_encoder(None)
-            await container.aclose()
-
-    @contextlib.asynccontextmanager
-    async def _feishu(
-        app: FastAPI, settings: Settings, container: Container
-    ) -> AsyncIterator[None]:
-        try:
-            if settings.feishu_enabled:
-                from bridge.feishu import FeishuBridge, memory_search
-
-                app.state.feishu = FeishuBridge(
-                    settings,
-                    container.sessions,
-                    search=memory_search(container.memory),
-                    state=container.feishu_state,
-                    memory=container.memory,
-                    pending=container.pending,
-                    conflicts=ConflictStore(container.state),
-                )
-                await app.state.feishu.start()
-            yield
-        finally:
-            if app.state.feishu is not None:  # the bridge feeds the sessions: close it first
-                await app.state.feishu.aclose()
-
     app = FastAPI(
         title="claude-memory-system",
         description="A personal Claude agent with a long-term, bilingual memory.",
         version="0.1.0",
-        lifespan=lifespan,
+        lifespan=_lifespan,
     )
     app.state.settings = settings
+    app.state.hook_secret = None
+    app.state.rescans = None
     if settings.api_token is None:  # no token: loopback clients only (web/access.py)
         app.add_middleware(LoopbackOnly)
 
     install_error_handling(app)  # the one mapping from errors to answers (web/errors.py)
-
-    @app.get("/health", tags=["status"])
-    async def health(request: Request) -> dict[str, Any]:
-        """States and counts for anyone; paths and endpoints only with the bearer token."""
-        container: Container = request.app.state.container
-        cli = cli_status(container.settings)
-        feishu = (
-            request.app.state.feishu.status()
-            if request.app.state.feishu is not None
-            else {"enabled": False, "connected": False}
-        )
-        encoder = container.encoder.status.to_dict()
-        for part in (feishu, encoder):  # error texts may quote an endpoint or a path
-            error = part.get("error")
-            if isinstance(error, str):
-                part["error"] = clean_error(error)
-        endpoint = container.sessions.endpoint.status()
-        endpoint_ok = endpoint["state"] not in BLOCKING_STATES
-        report = {
-            "status": "ok" if cli["found"] and endpoint_ok else "degraded",
-            "claude_cli": cli,
-            "database": await _database_status_soon(container),
-            "feishu": feishu,
-            "encoder": encoder,
-            "model_endpoint": endpoint,
-            "live_sessions": len(container.sessions.live()),
-        }
-        return report if has_valid_token(request) else public_view(report)
-
-    @app.post("/api/embed", tags=["memories"], dependencies=[Depends(require_token)])
-    async def embed(body: EmbedRequest, request: Request) -> dict[str, Any]:
-        """Vectors of the given texts from the memory's encoder (503 while it loads)."""
-        client: EncoderClient = request.app.state.container.encoder
-        vectors = await client.encode(body.texts, body.kind)
-        status = client.status
-        return {
-            "model": status.name if isinstance(status, EncoderReady) else None,
-            "dim": int(vectors.shape[1]),
-            "vectors": vectors.tolist(),
-        }
-
+    app.include_router(health.router)
+    app.include_router(embed.router)
     app.include_router(create_chat_router())
-    app.include_router(
-        create_pending_router(
-            lambda: app.state.container.pending, lambda: app.state.container.memory
-        ),
-        dependencies=[Depends(require_token)],
-    )
-    app.include_router(
-        create_supersessions_router(
-            lambda: ConflictStore(app.state.container.state), lambda: app.state.container.memory
-        ),
-        dependencies=[Depends(require_token)],
-    )
-
-    async def memory_request() -> AsyncIterator[None]:
-        """A memory API request (the page's searches and edits) schedules the background
-        rescan as a hook request does: a note edited in place by hand shows in the page's next
-        searches within seconds (memory/clients/rescans.py)."""
-        with app.state.rescans.serving() if app.state.rescans else contextlib.nullcontext():
-            yield
-
-    app.include_router(
-        create_memory_router(
-            lambda: app.state.container.memory, lambda: app.state.container.lanes.memory
-        ),
-        dependencies=[Depends(require_token), Depends(memory_request)],
-    )
-    app.include_router(
-        create_history_router(
-            lambda: app.state.container.memory, lambda: HistoryStore(app.state.container.state)
-        ),
-        dependencies=[Depends(require_token)],
-    )
-    app.include_router(
-        create_observations_router(lambda: app.state.container.episodes),
-        dependencies=[Depends(require_token)],
-    )
-    app.include_router(
-        create_feedback_router(
-            lambda: FeedbackStore(app.state.container.state), lambda: app.state.container.memory
-        ),
-        dependencies=[Depends(require_token)],
-    )
-    app.state.hook_secret = None
-    app.state.rescans = None
+    _include_memory_api(app)
     app.include_router(  # `claude-memory hook` asks here, signed with the run file's secret
         create_hooks_router(
             lambda: HookService(
@@ -465,11 +335,58 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 home=settings.home_dir,
             ),
             lambda: app.state.hook_secret,
-            lambda: app.state.rescans.serving() if app.state.rescans else contextlib.nullcontext(),
+            lambda: _serving(app),
         )
     )
     mount_page(app)
     return app
+
+
+def _serving(app: FastAPI) -> contextlib.AbstractContextManager[Any]:
+    """A request that schedules the background rescan, as a hook request does: a note edited
+    in place by hand shows in the next searches within seconds (memory/clients/rescans.py)."""
+    rescans: Rescans | None = app.state.rescans
+    return rescans.serving() if rescans is not None else contextlib.nullcontext()
+
+
+def _include_memory_api(app: FastAPI) -> None:
+    """The memory's routes (memory/api.py), each asking the running container, behind the
+    token."""
+
+    def container() -> Container:
+        running: Container = app.state.container
+        return running
+
+    async def memory_request() -> AsyncIterator[None]:
+        with _serving(app):  # the page's searches and edits, as the hooks' requests
+            yield
+
+    token = [Depends(require_token)]
+    app.include_router(
+        create_pending_router(lambda: container().pending, lambda: container().memory),
+        dependencies=token,
+    )
+    app.include_router(
+        create_supersessions_router(
+            lambda: ConflictStore(container().state), lambda: container().memory
+        ),
+        dependencies=token,
+    )
+    app.include_router(
+        create_memory_router(lambda: container().memory, lambda: container().lanes.memory),
+        dependencies=[*token, Depends(memory_request)],
+    )
+    app.include_router(
+        create_history_router(lambda: container().memory, lambda: HistoryStore(container().state)),
+        dependencies=token,
+    )
+    app.include_router(create_observations_router(lambda: container().episodes), dependencies=token)
+    app.include_router(
+        create_feedback_router(
+            lambda: FeedbackStore(container().state), lambda: container().memory
+        ),
+        dependencies=token,
+    )
 
 
 _BRIDGE_WATCH_SECONDS = 1.0
@@ -533,8 +450,14 @@ async def run_bridge_alone(settings: Settings, *, stop: asyncio.Event | None = N
     return code
 
 
+@functools.cache
+def _default_app() -> FastAPI:
+    return create_app()
+
+
 def __getattr__(name: str) -> Any:
-    # `uvicorn app:app` support without building anything at import time.
+    # `uvicorn app:app` support without building anything at import time: the app is built on
+    # the first access and the same one returned after (an ASGI server may look it up twice).
     if name == "app":
-        return create_app()
+        return _default_app()
     raise AttributeError(name)

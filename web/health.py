@@ -6,16 +6,123 @@ quote a path or a URL) gets out. A request carrying the valid API bearer token g
 report (paths, the model endpoint, database location), URLs still without credentials
 (`storage.urls.safe_url`). Without a configured token nobody gets the detailed view over HTTP:
 `claude-memory doctor` shows the same details on the machine itself.
+
+The route reads the running app's container (`app.Container`) through `HealthSources`, the few
+parts it asks; the databases answer on their own lane within `DATABASE_SECONDS`, so /health
+always answers.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from fastapi import APIRouter, Request
+
+from agent.endpoint import BLOCKING_STATES
 from agent.options import find_claude_cli
 from settings import Settings
+from storage.public_text import clean_error
 from storage.urls import safe_url
+from web.auth import has_valid_token
+
+if TYPE_CHECKING:
+    from agent.sessions import SessionManager
+    from memory.backend import MemoryBackend
+    from memory.encoders.client import EncoderClient
+    from storage.lanes import Lanes
+    from storage.postgres import PostgresDatabase
+
+logger = logging.getLogger(__name__)
+
+router = APIRouter(tags=["status"])
+
+DATABASE_SECONDS = 2.0
+"""How long /health waits for the databases to answer before it says they did not."""
+
+
+class HealthSources(Protocol):
+    """What /health reads of the running app (`app.Container`)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def sessions(self) -> SessionManager: ...
+
+    @property
+    def memory(self) -> MemoryBackend: ...
+
+    @property
+    def database(self) -> PostgresDatabase | None: ...
+
+    @property
+    def encoder(self) -> EncoderClient: ...
+
+    @property
+    def lanes(self) -> Lanes: ...
+
+
+@router.get("/health")
+async def health(request: Request) -> dict[str, Any]:
+    """States and counts for anyone; paths and endpoints only with the bearer token."""
+    container: HealthSources = request.app.state.container
+    cli = cli_status(container.settings)
+    feishu = (
+        request.app.state.feishu.status()
+        if request.app.state.feishu is not None
+        else {"enabled": False, "connected": False}
+    )
+    encoder = container.encoder.status.to_dict()
+    for part in (feishu, encoder):  # error texts may quote an endpoint or a path
+        error = part.get("error")
+        if isinstance(error, str):
+            part["error"] = clean_error(error)
+    endpoint = container.sessions.endpoint.status()
+    endpoint_ok = endpoint["state"] not in BLOCKING_STATES
+    report = {
+        "status": "ok" if cli["found"] and endpoint_ok else "degraded",
+        "claude_cli": cli,
+        "database": await database_status_soon(container),
+        "feishu": feishu,
+        "encoder": encoder,
+        "model_endpoint": endpoint,
+        "live_sessions": len(container.sessions.live()),
+    }
+    return report if has_valid_token(request) else public_view(report)
+
+
+async def database_status_soon(container: HealthSources) -> dict[str, Any]:
+    """`database_status` on the health lane, within a time limit: /health always answers."""
+    try:
+        async with asyncio.timeout(DATABASE_SECONDS):
+            return await container.lanes.health.run(database_status, container)
+    except TimeoutError:
+        logger.warning("health: the memory index did not answer within %s s", DATABASE_SECONDS)
+        return {
+            "ok": False,
+            "error": f"the memory index did not answer within {DATABASE_SECONDS:g} s "
+            "(busy or locked); see the app log",
+        }
+
+
+def database_status(container: HealthSources) -> dict[str, Any]:
+    try:
+        stats = container.memory.stats()
+        if container.database is not None:
+            container.database.fetch("SELECT 1")
+    except Exception as exc:  # reported, not raised: /health must answer
+        logger.warning("health: the memory index did not answer", exc_info=True)
+        return {"ok": False, "error": clean_error(str(exc))}
+    status: dict[str, Any] = {"ok": True, "notes": stats["total"]}
+    if container.database is not None:
+        where = safe_url(container.database.where)
+        status |= {"backend": "postgresql", "shared_state": where, "memory": f"PostgreSQL {where}"}
+    else:
+        status |= {"backend": "sqlite", "index": str(container.settings.index_path)}
+    return status
 
 
 def credentials_present(settings: Settings) -> bool:
