@@ -15,9 +15,10 @@ cannot be written): `<temp>/claude-memory-<uid>/told/<hash of home and session>`
 
 from __future__ import annotations
 
-import errno
 import os
 from typing import Final, Literal
+
+from storage.refused import refusal
 
 Problem = Literal["read-only", "full", "unwritable", "encoder", "unavailable"]
 """Why memory is degraded: the home's filesystem is read-only, it is full, a write was refused
@@ -38,37 +39,11 @@ NOTICES: Final[dict[Problem, str]] = {
 }
 _ORDER: Final[tuple[Problem, ...]] = ("unavailable", "read-only", "full", "unwritable", "encoder")
 
-# SQLite's primary result codes (https://www.sqlite.org/rescode.html)
-_SQLITE: Final[dict[int, Problem]] = {8: "read-only", 13: "full", 3: "unwritable"}
-# PostgreSQL's SQLSTATE (Appendix A): disk_full, read_only_sql_transaction
-_SQLSTATE: Final[dict[str, Problem]] = {"53100": "full", "25006": "read-only"}
-_ERRNO: Final[dict[int, Problem]] = {
-    errno.EROFS: "read-only",
-    errno.ENOSPC: "full",
-    errno.EDQUOT: "full",
-    errno.EACCES: "unwritable",
-    errno.EPERM: "unwritable",
-}
-
 
 def write_problem(exc: BaseException) -> Problem | None:
-    """Whether `exc` (or what caused it) is a write the storage refused, and why: a read-only
-    or full filesystem or database, or no permission. None: any other failure (a bug, a lock),
-    which is not hidden."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        code = getattr(current, "sqlite_errorcode", None)
-        if isinstance(code, int) and (code & 0xFF) in _SQLITE:
-            return _SQLITE[code & 0xFF]
-        state = getattr(current, "sqlstate", None)
-        if isinstance(state, str) and state in _SQLSTATE:
-            return _SQLSTATE[state]
-        if isinstance(current, OSError) and current.errno in _ERRNO:
-            return _ERRNO[current.errno]
-        current = current.__cause__ or current.__context__
-    return None
+    """Whether `exc` (or what caused it) is a write the storage refused, and why
+    (`storage.refused`). None: any other failure (a bug, a lock), which is not hidden."""
+    return refusal(exc)
 
 
 def home_problem(home: str | os.PathLike[str]) -> Problem | None:

@@ -95,6 +95,7 @@ from memory.sqlite.scope_index import (
     ScopeIndex,
 )
 from memory.sqlite.vectors import VectorIndex
+from storage.refused import refusal
 
 if TYPE_CHECKING:  # loaded with an encoder: a keyword-only hook process never needs it
     from memory.encoders.models import Encoder
@@ -258,6 +259,14 @@ class MemoryStore(core.StoreCore):
             return
         try:
             report = self._fresh_locked(scope)
+        except (sqlite3.Error, OSError) as exc:
+            if refusal(exc) is None:
+                raise
+            # a home that takes no writes (read-only, full disk) is read as it was indexed;
+            # tried again after the rescan interval, not on every read
+            log.warning("index not brought up to date, read as it is: %s", exc)
+            self._last_scan_end = time.monotonic()
+            report = None
         finally:
             self._sync_lock.release()
         if report is not None:

@@ -189,3 +189,37 @@ def test_the_told_marker_needs_no_home(tmp_path: Path, monkeypatch: pytest.Monke
     assert not first_telling("/nowhere/home", "claude-code:a")
     assert first_telling("/nowhere/home", "codex:a")
     assert os.listdir(tmp_path / f"claude-memory-{os.getuid()}" / "told")
+
+
+def test_the_app_serves_a_full_disk_and_its_later_work_gives_up_quietly(
+    home: Path, small_fs: Path, make_project: Callable[..., Path]
+) -> None:
+    """The app's side (the hook route's `HookService`, work left for after the answer), its
+    store and state opened before the disk filled up, as in a running app."""
+    from memory.clients.hooks import HookService, answer, build_request
+    from memory.opening import open_state
+
+    project = make_project("served")
+    state = open_state(home / "state.db")
+    store = MemoryStore.open(MemoryConfig.for_home(home))
+    try:
+        fill(small_fs)
+
+        def served(event: str, **fields: Any) -> dict[str, Any]:
+            service = HookService(state, lambda: store, after_answer=True, home=home)
+            payload = {"session_id": "app-1", "cwd": str(project), **fields}
+            request = build_request(event, payload, "claude-code", str(project), os.environ)
+            text = answer(service, request)
+            service.finish()  # after the answer: the prompt on record, use counts
+            output: dict[str, Any] = json.loads(text)
+            return output
+
+        start = served("session-start", source="startup")
+        assert "short answers" in start["hookSpecificOutput"]["additionalContext"]
+        assert "full" in start["systemMessage"]
+        prompt = served("user-prompt-submit", prompt="how is the login rate limit configured?")
+        assert "5 attempts" in prompt["hookSpecificOutput"]["additionalContext"]
+        assert "systemMessage" not in prompt
+    finally:
+        store.close()
+        state.close()
