@@ -20,6 +20,7 @@ OURS = (
     "app",
     "bridge",
     "cli",
+    "doctor",
     "errors",
     "memory",
     "migration",
@@ -36,15 +37,17 @@ _MEMORY_ABOVE_ENCODERS = _MEMORY_ABOVE_SEARCH | {"search", "notes"}
 
 RULES: dict[str, frozenset[str]] = {
     # memory stands alone: the app, the hooks, the MCP server and the CLI all build on it.
-    "memory": frozenset({"agent", "bridge", "web", "settings", "app", "cli", "migration"}),
+    "memory": frozenset(
+        {"agent", "bridge", "web", "settings", "app", "cli", "doctor", "migration"}
+    ),
     # the agent pipeline knows neither its front doors nor the composition root.
-    "agent": frozenset({"bridge", "web", "app", "cli", "migration"}),
+    "agent": frozenset({"bridge", "web", "app", "cli", "doctor", "migration"}),
     # the two front doors are independent and never reach up into app.py or cli.py.
-    "bridge": frozenset({"web", "app", "cli", "migration"}),
-    "web": frozenset({"bridge", "app", "cli", "migration"}),
+    "bridge": frozenset({"web", "app", "cli", "doctor", "migration"}),
+    "web": frozenset({"bridge", "app", "cli", "doctor", "migration"}),
     # storage is the bottom: plumbing that knows no settings class and no feature.
     "storage": frozenset(
-        {"agent", "bridge", "memory", "web", "settings", "app", "cli", "migration"}
+        {"agent", "bridge", "memory", "web", "settings", "app", "cli", "doctor", "migration"}
     ),
     # the exception hierarchy everyone imports imports nothing of ours.
     "errors": frozenset(OURS) - {"errors"},
