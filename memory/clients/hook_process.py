@@ -61,6 +61,10 @@ CWD_HEADER: Final = "X-Claude-Memory-Cwd"
 """The hook's own folder (hex of its UTF-8 bytes), for a payload without `cwd`."""
 HELLO: Final = "hello"
 """`POST /api/hooks/hello`: no body, does nothing; its proven answer says who listens."""
+HELLO_SECONDS: Final = 0.2
+"""How long a hook waits for the app's `hello`: the app answers it on its event loop alone (a few
+ms; tens on a loaded machine), so a longer silence is an app frozen or swamped, and working
+directly (~0.1 s) beats waiting for it (1 s before issue #32)."""
 SIGNATURE_WINDOW: Final = 60
 """Seconds a signed request's time may be off from the app's clock; its nonce is refused
 again for twice as long (`memory.clients.hooks.SeenNonces`)."""
@@ -355,7 +359,7 @@ def ask_app(
         except OSError as exc:
             return NoApp(f"connect: {exc}")
         # --- hello: who listens? Nothing of the user's goes out before the proof.
-        sock.settimeout(max(min(timeout, 1.0), 0.1))
+        sock.settimeout(min(timeout, HELLO_SECONDS))
         hello = f"/api/hooks/{HELLO}?client={client}"
         nonce = os.urandom(16).hex()
         try:

@@ -624,10 +624,13 @@ def test_a_hook_of_another_home_never_reaches_this_app(
     )
     assert run.returncode == 0
     # nothing to inject from an empty home; the notes folder Claude Code should watch is its own
+    notes = os.path.realpath(other / "memory")
     assert run.output == {
         "hookSpecificOutput": {
             "hookEventName": "SessionStart",
-            "watchPaths": [os.path.realpath(other / "memory")],
+            "watchPaths": [
+                os.path.join(notes, name) for name in ("inbox", "learned", "projects", "user")
+            ],
         }
     }
     assert (other / "state.db").exists()  # done directly, in its own home
@@ -682,3 +685,31 @@ def test_a_served_prompt_does_not_wait_for_a_frozen_encoder(
         assert took < 2.5, took
     finally:
         running.stop()
+
+
+def test_a_frozen_app_costs_a_prompt_a_fifth_of_a_second_then_the_hook_works_directly(
+    app: App, make_project: Callable[..., Path]
+) -> None:
+    # An app that no longer answers (stopped, swapped out, its event loop stuck): the hook's
+    # hello gets no answer, and after HELLO_SECONDS the hook works directly, with context.
+    # Before, it waited 1 s for the hello (issue #32: a frozen app cost seconds per event).
+    project = make_project("app")
+    direct = run_hook_process(
+        "user-prompt-submit",
+        _payload(project, session_id="d-1", prompt="how do canary releases work?"),
+        env={"CLAUDE_MEMORY_HOOK_SERVER": "0"},
+    )
+    assert "canary policy" in json.dumps(direct.output)
+    os.kill(app.proc.pid, signal.SIGSTOP)
+    try:
+        frozen = run_hook_process(
+            "user-prompt-submit",
+            _payload(project, session_id="f-1", prompt="how long do canary releases run?"),
+        )
+    finally:
+        os.kill(app.proc.pid, signal.SIGCONT)
+    assert frozen.output is not None
+    assert "canary policy" in frozen.output["hookSpecificOutput"]["additionalContext"]
+    assert "working directly" in _hooks_log(app.home)
+    # what the frozen app added: the hello's wait, not a second
+    assert frozen.seconds - direct.seconds < 0.6, (frozen.seconds, direct.seconds)
