@@ -10,6 +10,12 @@ on the index as it is (it skips the opening scan to stay fast) finds the edited 
 Only a store whose notes are files has something to watch (`NoteFiles`: the SQLite store);
 on PostgreSQL the notes live in the database and nothing is watched.
 
+What is watched is the notes folder's subfolders but `sessions/`: the session summaries are
+ours, rewritten by the hooks during a session, and each rewrite came back as 2-5 `file-changed`
+hook processes (a Python start and an index sync each) for nothing (issue #32). A summary edited
+by hand, or a folder made during the session, is found by the next scan (the session start's,
+the app's).
+
 The app also rescans the notes folder itself, in a background task (`rescans.py`): a note
 edited in place is found without Claude Code's help, and no request waits for the scan.
 """
@@ -18,7 +24,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
+
+UNWATCHED: Final = frozenset({"sessions"})
+"""Folders of the notes that only the memory itself writes during a session."""
 
 
 @runtime_checkable
@@ -31,10 +40,22 @@ class NoteFiles(Protocol):
 
 
 def watch_paths(store: object) -> list[str]:
-    """What Claude Code should watch for this memory: its notes folder (or nothing)."""
-    if isinstance(store, NoteFiles):
-        return [os.path.realpath(store.root)]
-    return []
+    """What Claude Code should watch for this memory: the folders of its notes but the
+    session summaries (or nothing)."""
+    if not isinstance(store, NoteFiles):
+        return []
+    root = os.path.realpath(store.root)
+    try:
+        entries = list(os.scandir(root))
+    except OSError:  # no notes folder (yet): nothing to watch
+        return []
+    return sorted(
+        entry.path
+        for entry in entries
+        if entry.is_dir(follow_symlinks=False)
+        and not entry.name.startswith(".")
+        and entry.name not in UNWATCHED
+    )
 
 
 def is_note_file(store: object, file_path: str) -> bool:

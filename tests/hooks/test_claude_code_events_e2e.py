@@ -138,3 +138,30 @@ def test_three_resumed_runs_are_one_episode_with_a_summary(
     assert episode["turns"] == 3
     summary = str(episode["summary"])
     assert "gamma migration" in summary and "refunds" in summary, summary
+
+
+def test_our_own_summary_write_starts_no_file_changed_hook(
+    fake_model: FakeMessagesAPI,
+    mem_home: Path,
+    make_project: Callable[..., Path],
+    claude_code: Callable[..., dict[str, str]],
+) -> None:
+    """Issue #32: each rewrite of the session's summary (here: after a `git commit`) came back
+    from Claude Code's watcher as 2-5 `file-changed` hook processes, a Python start and an
+    index sync each, for a file the hooks had just written themselves."""
+    project = make_project("app")
+    git_repo(project)
+    env = claude_code()
+    fake_model.on(
+        "commit the notes",
+        tool("Bash", {"command": "git add notes.txt && git commit -qm 'add notes'"}),
+        tool("Bash", {"command": "sleep 3"}),  # the watcher reports after 0.5 s of quiet
+        text("Committed."),
+    )
+    proc = run_claude(
+        "please commit the notes file", cwd=project, env=env, args=("--output-format", "json")
+    )
+    assert (mem_home / "memory" / "sessions" / f"{session_id(proc)}.md").is_file()
+    log = (mem_home / "logs" / "hooks.log").read_text(encoding="utf-8")
+    assert "hook post-tool-use done" in log
+    assert "file-changed" not in log, log

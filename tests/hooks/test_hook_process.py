@@ -133,8 +133,13 @@ def test_every_event_prints_one_json_object_or_nothing(
     assert start is not None
     assert start["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     assert "Always answer in English" in start["hookSpecificOutput"]["additionalContext"]
-    # Claude Code reports hand edits of the notes to the file-changed hook
-    assert start["hookSpecificOutput"]["watchPaths"] == [os.path.realpath(seeded / "memory")]
+    # Claude Code reports hand edits of the notes to the file-changed hook; the session
+    # summaries, which the hooks themselves rewrite, are not watched
+    notes = Path(os.path.realpath(seeded / "memory"))
+    assert start["hookSpecificOutput"]["watchPaths"] == sorted(
+        str(folder) for folder in notes.iterdir() if folder.is_dir() and folder.name != "sessions"
+    )
+    assert str(notes / "user") in start["hookSpecificOutput"]["watchPaths"]
     prompt = outputs["user-prompt-submit"]
     assert prompt is not None
     assert prompt["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
