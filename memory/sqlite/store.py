@@ -2,8 +2,8 @@
 
 The algorithm (search orchestration, save with dedup, update) is `memory.search.engine` and
 `memory.core.StoreCore`, shared with the PostgreSQL store; this module answers their queries
-(`_SearchQueries`, `_SaveQueries`) and keeps what is the files' own: sync, `_index.json`,
-access counts folded into front matter.
+(`_SearchQueries`, `_SaveQueries`) and keeps what is the files' own: sync (`FileSync`, in
+`memory.sqlite.file_sync`), `_index.json`, access counts folded into front matter.
 
 Synchronous (SQLite). Safe from several threads (one connection per thread, one in-process
 write lock) and from several processes (`BEGIN IMMEDIATE` with retries; files are written
@@ -22,7 +22,6 @@ import builtins
 import contextlib
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -42,7 +41,6 @@ from memory.model import (
     SaveResult,
     SearchHit,
     SortKey,
-    SyncIssue,
     SyncReport,
 )
 from memory.notes.capture import sanitize
@@ -50,9 +48,6 @@ from memory.notes.files import (
     ParsedFile,
     atomic_write,
     ensure_memory_layout,
-    is_note_name,
-    iter_note_files,
-    list_dirs,
     new_note_path,
     note_folder,
     parse_note,
@@ -65,12 +60,12 @@ from memory.search import engine
 from memory.search.filters import Filters, prefilter_most
 from memory.search.keyword import Candidate, ParsedQuery
 from memory.search.plan import QueryVector, SearchPlan
-from memory.search.ranking import Scored, rederived
+from memory.search.ranking import Scored
+from memory.sqlite.file_sync import FileSync
 from memory.sqlite.index import (
     NOTE_COLUMNS,
     SCHEMA_VERSION,
     TEXT_VERSION,
-    Entry,
     Index,
     Narrowed,
     Statistics,
@@ -95,7 +90,6 @@ from memory.sqlite.scope_index import (
     ScopeIndex,
 )
 from memory.sqlite.vectors import VectorIndex
-from storage.refused import refusal
 
 if TYPE_CHECKING:  # loaded with an encoder: a keyword-only hook process never needs it
     from memory.encoders.models import Encoder
@@ -105,11 +99,6 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[[str, int, int], None]
 """progress(stage, done, total); stages: "read" then "index"."""
 
-RACY_NS: Final = 1_000_000_000
-"""A file modified less than this before we last read it is re-hashed on the next scan:
-an edit within the file system's timestamp granularity would otherwise go unnoticed."""
-BATCH: Final = 500
-"""Query vectors kept per store (by encoder and query text)."""
 _DF_CACHE: Final = 4096
 """Most words whose note counts a store keeps."""
 _SEARCH_ROWS_KEPT: Final = 200_000
@@ -143,12 +132,6 @@ class MemoryStore(core.StoreCore):
             busy_timeout_ms=config.busy_timeout_ms,
             lock_timeout=config.lock_timeout,
         )
-        self._sync_lock = threading.RLock()
-        self._dir_mtimes: dict[str, int] = {}
-        self._last_scan_end = float("-inf")
-        self._last_scan_cost = float("inf")
-        self._last_scan_files = 0
-        self._last_report = SyncReport()
         self._json_lock = threading.Lock()
         self._json_generation = -1
         self._json_written_at = float("-inf")
@@ -156,6 +139,8 @@ class MemoryStore(core.StoreCore):
         self._unsaved_access: Counter[int] = Counter()
         self._closed = False
         self.vectors = VectorIndex(self.index)
+        self.files = FileSync(self)  # the index in step with the files
+        self._sync_lock = self.files.lock
         # the index's generation -> notes ("") and notes holding each query word
         self._doc_freqs: tuple[int, dict[str, int]] = (-1, {})
         self._kept_searches: tuple[int, _KeptForSearches] = (-1, _KeptForSearches())
@@ -206,9 +191,7 @@ class MemoryStore(core.StoreCore):
             elif sync:
                 store.sync()
             else:
-                store._last_scan_end = time.monotonic()
-                store._last_scan_cost = config.rescan_interval / 20
-                store._last_scan_files = config.rescan_every_read_below  # assume large
+                store.files.assume_large()
         except BaseException:
             store.index.close()
             raise
@@ -247,312 +230,26 @@ class MemoryStore(core.StoreCore):
 
     def sync(self) -> SyncReport:
         """Bring the index up to date with every file (incremental: stat, then hash)."""
-        with self._sync_lock:
-            report = self._sync(None)
+        report = self.files.sync()
         self._after_change(report.changed)
         return report
 
     def _ensure_fresh(self, scope: str | None = None) -> None:
-        # A long sync or rebuild in another thread must not stall reads: after a short wait
-        # they go ahead on the index as it is (WAL readers see the last committed state).
-        if not self._sync_lock.acquire(timeout=0.2):
-            return
-        try:
-            report = self._fresh_locked(scope)
-        except (sqlite3.Error, OSError) as exc:
-            if refusal(exc) is None:
-                raise
-            # a home that takes no writes (read-only, full disk) is read as it was indexed;
-            # tried again after the rescan interval, not on every read
-            log.warning("index not brought up to date, read as it is: %s", exc)
-            self._last_scan_end = time.monotonic()
-            report = None
-        finally:
-            self._sync_lock.release()
+        report = self.files.ensure_fresh(scope)
         if report is not None:
             self._after_change(report.changed)
 
-    def _fresh_locked(self, scope: str | None = None) -> SyncReport | None:
-        elapsed = time.monotonic() - self._last_scan_end
-        # rescans cost at most ~5% of the time on large stores
-        interval = max(self.config.rescan_interval, 20 * self._last_scan_cost)
-        small = self._last_scan_files < self.config.rescan_every_read_below
-        if small or elapsed >= interval:
-            return self._sync(None)
-        root = os.fspath(self.root)
-        other = _other_projects(scope)
-        changed = [
-            d
-            for d, m in self._dir_mtimes.items()
-            if not (other and d.startswith("projects/") and not _within(d, other))
-            and _dir_mtime(root, d) != m
-        ]
-        return self._sync(changed) if changed else None
-
-    def _scan(self, dirs: list[str] | None) -> tuple[dict[str, os.stat_result], list[str] | None]:
-        """Files to compare and the folders whose index rows they cover (None: all)."""
-        if dirs is None:
-            folders: list[str] = []
-            files = dict(iter_note_files(self.root, dirs=folders))
-            self._dir_mtimes = {d: _dir_mtime(self.root, d) for d in folders}
-            return files, None
-        files = {}
-        covered: list[str] = []
-        pending = list(dirs)
-        while pending:
-            rel = pending.pop()
-            covered.append(rel)
-            folder = self.root / rel if rel else self.root
-            mtime = _dir_mtime(self.root, rel)
-            if mtime < 0:  # folder gone: its known subfolders too
-                self._dir_mtimes.pop(rel, None)
-                prefix = rel + "/"
-                gone = [d for d in self._dir_mtimes if d.startswith(prefix)]
-                for d in gone:
-                    self._dir_mtimes.pop(d, None)
-                covered.extend(gone)
-                continue
-            self._dir_mtimes[rel] = mtime
-            try:
-                entries = list(os.scandir(folder))
-            except OSError:
-                continue
-            for entry in entries:
-                if entry.name.startswith("."):
-                    continue
-                child = f"{rel}/{entry.name}" if rel else entry.name
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if child not in self._dir_mtimes:
-                            pending.append(child)
-                    elif is_note_name(entry.name) and entry.is_file():
-                        files[child] = entry.stat()
-                except FileNotFoundError:
-                    continue
-        return files, covered
-
-    def _sync(self, dirs: list[str] | None) -> SyncReport:
-        started = time.perf_counter()
-        files, covered = self._scan(dirs)
-        known = self.index.file_states(covered)
-        issues: list[SyncIssue] = []
-        unchanged = 0
-        entries: list[Entry] = []
-        verified: list[tuple[str, int, int, int]] = []
-        for rel in sorted(files):
-            stat = files[rel]
-            row = known.get(rel)
-            if (
-                row is not None
-                and row["mtime_ns"] == stat.st_mtime_ns
-                and row["size"] == stat.st_size
-                and stat.st_mtime_ns + RACY_NS <= row["verified_ns"]
-            ):
-                unchanged += 1
-                continue
-            outcome = self._prepare(rel, row, issues)
-            if outcome is None:
-                continue
-            if isinstance(outcome, Entry):
-                entries.append(outcome)
-            else:
-                verified.append(outcome)
-                unchanged += 1
-        entries.sort(key=_insert_order)
-        gone = [row for rel, row in known.items() if rel not in files]
-        added = updated = removed = 0
-        by_hand: list[tuple[Note, bool]] = []  # for the notes' history
-        gone_ids: list[str] = []
-        if entries or verified or gone:
-            for start in range(0, max(len(entries), 1), BATCH):
-                with self.index.write() as tx:
-                    for entry in entries[start : start + BATCH]:
-                        if not _same_stat(self.root / entry.note.path, entry):
-                            continue  # changed again while we read it: next sync
-                        follow = self._derived_to_follow(tx, entry)
-                        put, placed = self.index.put(tx, entry, path_exists=self._exists)
-                        if placed.parse_ok:
-                            by_hand.append((self._follow(tx, placed.note, follow), put == "added"))
-                        if put == "added":
-                            added += 1
-                        else:
-                            updated += 1
-                    if start == 0:
-                        for rel, mtime_ns, size, verified_ns in verified:
-                            tx.execute(
-                                "UPDATE notes SET mtime_ns = ?, size = ?, verified_ns = ?"
-                                " WHERE path = ?",
-                                (mtime_ns, size, verified_ns, rel),
-                            )
-                        for row in gone:
-                            if not self._exists(row["path"]):
-                                # by path: a move above may have deleted this row already
-                                current = tx.execute(
-                                    "SELECT nid, id FROM notes WHERE path = ?", (row["path"],)
-                                ).fetchone()
-                                if current is not None:
-                                    self.index.delete(tx, current["nid"])
-                                    gone_ids.append(current["id"])
-                                    removed += 1
-        self._saw_on_disk(by_hand, gone_ids)
-        report = SyncReport(
-            added=added,
-            updated=updated,
-            removed=removed,
-            unchanged=unchanged,
-            issues=tuple(issues),
-            seconds=time.perf_counter() - started,
-        )
-        if dirs is None:
-            self._last_scan_end = time.monotonic()
-            self._last_scan_cost = report.seconds
-            self._last_scan_files = len(files)
-            self._last_report = report
-        return report
-
-    def _exists(self, relpath: str) -> bool:
-        return (self.root / relpath).is_file()
-
-    def _prepare(
-        self, rel: str, row: sqlite3.Row | None, issues: list[SyncIssue]
-    ) -> Entry | tuple[str, int, int, int] | None:
-        """Read one file: an Entry to index, a (path, stat, verified) when only the stat
-        changed, or None (unreadable; recorded in `issues`)."""
-        path = self.root / rel
-        verified_ns = time.time_ns()
-        try:
-            stat = path.stat()
-            with open(path, "rb") as handle:
-                data = handle.read(self.config.max_note_bytes)
-        except OSError as exc:
-            issues.append(SyncIssue(rel, f"unreadable: {exc.strerror or exc}"))
-            log.warning("memory note %s is unreadable: %s", rel, exc)
-            return None
-        digest = _text.file_hash(data)
-        if row is not None and digest == row["file_hash"]:
-            return (rel, stat.st_mtime_ns, stat.st_size, verified_ns)
-        parsed = parse_note(data, rel, stat.st_mtime)
-        warnings = list(parsed.warnings)
-        if stat.st_size > self.config.max_note_bytes:
-            warnings.append(f"larger than {self.config.max_note_bytes} bytes; indexed in part")
-        for warning in warnings:
-            issues.append(SyncIssue(rel, warning))
-            log.warning("memory note %s: %s", rel, warning)
-        parsed = replace(parsed, warnings=tuple(warnings))
-        return make_entry(
-            parsed,
-            data_hash=digest,
-            mtime_ns=stat.st_mtime_ns,
-            size=stat.st_size,
-            verified_ns=verified_ns,
-            max_chars=self.config.max_indexed_chars,
-        )
-
     def _sync_paths(self, relpaths: list[str]) -> None:
         """Re-check a few files (e.g. the notes a search is about to return)."""
-        issues: list[SyncIssue] = []
-        by_hand: list[tuple[Note, bool]] = []  # for the notes' history
-        gone_ids: list[str] = []
-        with self.index.write() as tx:
-            for rel in relpaths:
-                row = tx.execute(
-                    "SELECT nid, id, file_hash FROM notes WHERE path = ?", (rel,)
-                ).fetchone()
-                if not self._exists(rel):
-                    if row is not None:
-                        self.index.delete(tx, row["nid"])
-                        gone_ids.append(row["id"])
-                    continue
-                outcome = self._prepare(rel, row, issues)
-                if isinstance(outcome, Entry):
-                    follow = self._derived_to_follow(tx, outcome)
-                    put, placed = self.index.put(tx, outcome, path_exists=self._exists)
-                    if placed.parse_ok:
-                        by_hand.append((self._follow(tx, placed.note, follow), put == "added"))
-                elif outcome is not None:
-                    _, mtime_ns, size, verified_ns = outcome
-                    tx.execute(
-                        "UPDATE notes SET mtime_ns = ?, size = ?, verified_ns = ? WHERE path = ?",
-                        (mtime_ns, size, verified_ns, rel),
-                    )
-        self._saw_on_disk(by_hand, gone_ids)
+        self.files.sync_paths(relpaths)
         self._after_change(True)
-
-    def _derived_to_follow(self, tx: sqlite3.Connection, entry: Entry) -> dict[str, Any]:
-        """A body changed by hand: the title and summary that were derived from the old body
-        (equal to its derivation, and left as they were by the edit) and now follow the new
-        one, as for an update through the store (`ranking.rederived`, the one rule)."""
-        if not entry.parse_ok:
-            return {}
-        old = tx.execute(
-            "SELECT title, summary, body FROM notes WHERE path = ? AND parse_ok = 1",
-            (entry.note.path,),
-        ).fetchone()
-        if old is None or old["body"] == entry.body:
-            return {}
-        new = entry.note
-        before = replace(new, title=old["title"], summary=old["summary"], body=old["body"])
-        follows = rederived(before, {"body": entry.body}, new.path)
-        return {
-            key: follows[key]
-            for key in ("title", "summary")
-            if key in follows and getattr(new, key) == old[key] != follows[key]
-        }
-
-    def _follow(self, tx: sqlite3.Connection, note: Note, changes: dict[str, Any]) -> Note:
-        """Write the re-derived title/summary into the hand-edited file (the truth: a rebuild
-        must find them there) and the index; the note as it now is."""
-        if not changes:
-            return note
-        row = tx.execute("SELECT path FROM notes WHERE path = ?", (note.path,)).fetchone()
-        if row is None:
-            return note
-        try:
-            return self._rewrite(tx, row, changes)
-        except ClaudeMemoryError as exc:  # gone or broken since: the next sync sees it
-            log.info("derived summary of %s not refreshed: %s", note.path, exc.message)
-            return note
 
     def rebuild(self, progress: ProgressFn | None = None) -> SyncReport:
         """Drop the index and rebuild it from the files (pending access counts are written
         to their notes first; those that cannot be, a note whose front matter is broken or an
         index too old or damaged to rewrite through, are carried over by path, so nothing is
         lost)."""
-        started = time.perf_counter()
-        with self._sync_lock:
-            self._flush_access_safely()
-            carried = self._pending_by_path()
-            files = sorted(iter_note_files(self.root))
-            issues: list[SyncIssue] = []
-            entries: list[Entry] = []
-            total = len(files)
-            for done, (rel, _stat) in enumerate(files, 1):
-                entry = self._prepare(rel, None, issues)
-                if isinstance(entry, Entry):
-                    entries.append(entry)
-                if progress:
-                    progress("read", done, total)
-            entries.sort(key=_insert_order)
-            with self.index.write() as tx:
-                self.index.delete_all(tx)
-                for done, entry in enumerate(entries, 1):
-                    self.index.put(tx, entry, path_exists=self._exists)
-                    if progress and (done % 100 == 0 or done == len(entries)):
-                        progress("index", done, len(entries))
-                tx.executemany(
-                    "UPDATE notes SET access_pending = access_pending + ? WHERE path = ?",
-                    [(count, path) for path, count in carried.items()],
-                )
-            self._dir_mtimes = {d: _dir_mtime(self.root, d) for d in list_dirs(self.root)}
-            self._last_scan_end = time.monotonic()
-            report = SyncReport(
-                added=len(entries),
-                issues=tuple(issues),
-                seconds=time.perf_counter() - started,
-            )
-            self._last_scan_cost = report.seconds / 4  # a plain sync costs a fraction
-            self._last_scan_files = total
-            self._last_report = report
+        report = self.files.rebuild(progress)
         self._write_index_json(force=True, throttle=False)
         return report
 
@@ -619,11 +316,9 @@ class MemoryStore(core.StoreCore):
             max_chars=self.config.max_indexed_chars,
             sanitized=True,
         )
-        self.index.put(tx, entry, path_exists=self._exists)
-        folder = note.path.rsplit("/", 1)[0] if "/" in note.path else ""
-        if folder in self._dir_mtimes:
-            # our own write: do not make the next read rescan this folder
-            self._dir_mtimes[folder] = _dir_mtime(self.root, folder)
+        self.index.put(tx, entry, path_exists=self.files.exists)
+        # our own write: do not make the next read rescan this folder
+        self.files.own_write(note.path.rsplit("/", 1)[0] if "/" in note.path else "")
 
     def _rewrite(
         self,
@@ -752,9 +447,7 @@ class MemoryStore(core.StoreCore):
                 raise NotFoundError("note", note_id)
             (self.root / current["path"]).unlink(missing_ok=True)
             self.index.delete(tx, current["nid"])
-            folder = row["path"].rsplit("/", 1)[0] if "/" in row["path"] else ""
-            if folder in self._dir_mtimes:
-                self._dir_mtimes[folder] = _dir_mtime(self.root, folder)
+            self.files.own_write(row["path"].rsplit("/", 1)[0] if "/" in row["path"] else "")
         with self._access_lock:
             self._unsaved_access.pop(int(current["nid"]), None)
         self._after_change(True)
@@ -943,7 +636,7 @@ class MemoryStore(core.StoreCore):
             "text_version": TEXT_VERSION,
             "sqlite_version": sqlite3.sqlite_version,
             "keyword": "fts5 unicode61 (CJK per character) + trigram; query: rjieba",
-            "last_sync": self._last_report.to_dict(),
+            "last_sync": self.files.last_report.to_dict(),
         }
 
     def iter_notes(self) -> Iterator[Note]:
@@ -1063,8 +756,7 @@ class MemoryStore(core.StoreCore):
             with self.index.try_write(0.05) as tx:
                 if tx is not None:
                     Index.set_meta(tx, JSON_GENERATION, str(generation))
-            if "" in self._dir_mtimes:
-                self._dir_mtimes[""] = _dir_mtime(self.root, "")
+            self.files.own_write("")
 
 
 class _KeptForSearches:
@@ -1374,42 +1066,6 @@ def _ids_where(
         sql = f"SELECT n.id FROM notes n WHERE n.id IN ({marks}) AND {where}"
         allowed.update(r[0] for r in conn.execute(sql, [*part, *params]))
     return allowed
-
-
-def _insert_order(entry: Entry) -> tuple[datetime, str, str]:
-    """Index oldest changes first, so row ids follow `updated` (see `fts_rows(cap=...)`)."""
-    return (entry.note.updated, entry.note.id, entry.note.path)
-
-
-def _other_projects(scope: str | None) -> str | None:
-    """For a read in a project scope: that project's folder (`projects/<key>`), whose
-    siblings hold other projects' notes the read cannot show; their mtimes are left to the
-    next read without that scope or the next full rescan (a 100-project home checked 100
-    folders on every read: ~1 ms a search). None: every folder is checked."""
-    if scope is None or not scope.startswith("project:"):
-        return None
-    return note_folder("project", scope)
-
-
-def _within(rel: str, folder: str) -> bool:
-    return rel == folder or rel.startswith(folder + "/")
-
-
-def _dir_mtime(root: Path | str, rel: str) -> int:
-    # plain strings: every read stats each folder of the home (one per scope), and building
-    # a Path per folder cost more than the stat itself
-    try:
-        return os.stat(os.path.join(root, rel) if rel else root).st_mtime_ns
-    except OSError:
-        return -1
-
-
-def _same_stat(path: Path, entry: Entry) -> bool:
-    try:
-        stat = path.stat()
-    except OSError:
-        return False
-    return stat.st_mtime_ns == entry.mtime_ns and stat.st_size == entry.size
 
 
 def _same_file(root: Path, row: sqlite3.Row) -> bool:
