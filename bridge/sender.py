@@ -90,6 +90,15 @@ class FeishuAPIError(ClaudeMemoryError):
         return self._transient or self.throttled or (self.status or 0) >= 500
 
 
+def late_sequence(now: float | None = None) -> int:
+    """A CardKit `sequence` for a call on a card this process did not stream (its close after a
+    restart, from the outbox): each call's sequence must be above every earlier one on the card
+    (300317) and at most 2**31 - 1. A streaming turn counts from 1 and makes a few thousand
+    calls at most, so quarter-seconds since 2023-11-14 (1.7e9 s) are above its count and fit
+    the limit until 2040; a caller making two calls uses this and this + 1."""
+    return int(((time.time() if now is None else now) - 1_700_000_000) * 4)
+
+
 def send_uuid(*parts: object) -> str:
     """A stable idempotency key (36 chars, Feishu allows 50) for one turn's chunk."""
     return str(uuid_mod.uuid5(_UUID_NAMESPACE, ":".join(str(p) for p in parts)))

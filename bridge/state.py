@@ -113,6 +113,12 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX {controls}_by_time ON {controls}(created_at);
     """,
+    # what a turn's card showed (a restart closes the card with it, not over it) and the
+    # CardKit card entity behind a streamed card (closed through CardKit, not an IM PATCH)
+    """
+    ALTER TABLE {turns} ADD COLUMN partial TEXT NOT NULL DEFAULT '';
+    ALTER TABLE {turns} ADD COLUMN entity TEXT;
+    """,
 )
 
 TABLES = ("seen", "chats", "owner", "turns", "outbox", "instances", "controls")
@@ -120,7 +126,7 @@ SQLITE = Dialect.sqlite(*TABLES)
 POSTGRESQL = Dialect.postgresql(*TABLES, prefix="feishu_")
 
 TurnStage = Literal["accepted", "started"]
-OutboxOp = Literal["reply", "patch"]
+OutboxOp = Literal["reply", "patch", "card"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +139,8 @@ class PendingTurn:
     stage: TurnStage  # accepted: nothing reached the model yet; started: the model was asked
     card_id: str | None  # the progress card, once shown
     accepted_at: float
+    partial: str = ""  # the answer's text so far, as last saved
+    entity: str | None = None  # the CardKit card entity when the card is a streamed one
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +161,9 @@ class SavedControl:
 
 @dataclass(frozen=True, slots=True)
 class OutboxItem:
-    """One send the platform has not accepted yet: a reply to `target`, or a PATCH of card
-    `target`. `key` is the send's idempotency uuid (Feishu keeps one message per uuid for 1 h)."""
+    """One send the platform has not accepted yet: a reply to `target`, a PATCH of card
+    `target`, or (`card`) the final state of CardKit card entity `target`. `key` is the send's
+    idempotency uuid (Feishu keeps one message per uuid for 1 h)."""
 
     key: str
     op: OutboxOp
@@ -236,8 +245,12 @@ class BridgeStateBackend(Protocol):
         """The message is on its way to the model (stage `started`)."""
         ...
 
-    def turn_card(self, message_id: str, card_id: str) -> None:
-        """The turn's progress card was shown."""
+    def turn_card(self, message_id: str, card_id: str, entity: str | None = None) -> None:
+        """The turn's card was shown (`entity`: the CardKit card entity of a streamed one)."""
+        ...
+
+    def turn_partial(self, message_id: str, text: str) -> None:
+        """The answer's text so far (a restart closes the turn's card with it)."""
         ...
 
     def turn_finished(self, message_id: str) -> None:
@@ -278,6 +291,10 @@ class BridgeStateBackend(Protocol):
 
     def control_done(self, nonce: str) -> None:
         """The button's choice was made: later taps read "already decided"."""
+        ...
+
+    def open_controls(self, kind: str) -> list[SavedControl]:
+        """Buttons of `kind` whose choice was not made yet, oldest first."""
         ...
 
 
@@ -443,9 +460,16 @@ class BridgeState:
         with self._sql.write() as db:
             db.execute("UPDATE {turns} SET stage = 'started' WHERE message_id = ?", (message_id,))
 
-    def turn_card(self, message_id: str, card_id: str) -> None:
+    def turn_card(self, message_id: str, card_id: str, entity: str | None = None) -> None:
         with self._sql.write() as db:
-            db.execute("UPDATE {turns} SET card_id = ? WHERE message_id = ?", (card_id, message_id))
+            db.execute(
+                "UPDATE {turns} SET card_id = ?, entity = ? WHERE message_id = ?",
+                (card_id, entity, message_id),
+            )
+
+    def turn_partial(self, message_id: str, text: str) -> None:
+        with self._sql.write() as db:
+            db.execute("UPDATE {turns} SET partial = ? WHERE message_id = ?", (text, message_id))
 
     def turn_finished(self, message_id: str) -> None:
         with self._sql.write() as db:
@@ -455,8 +479,8 @@ class BridgeState:
         self, *, owner: str | None = None, dead_before: float | None = None
     ) -> list[PendingTurn]:
         rows = self._sql.read(
-            "SELECT t.message_id, t.chat_id, t.message, t.stage, t.card_id, t.accepted_at"
-            " FROM {turns} t LEFT JOIN {instances} i ON i.id = t.owner"
+            "SELECT t.message_id, t.chat_id, t.message, t.stage, t.card_id, t.accepted_at,"
+            " t.partial, t.entity FROM {turns} t LEFT JOIN {instances} i ON i.id = t.owner"
             " WHERE CAST(? AS TEXT) IS NULL OR t.owner IN ('', ?) OR i.seen_at IS NULL"
             " OR i.seen_at < ? ORDER BY t.accepted_at, t.{ORDER}",
             (owner, owner, dead_before if dead_before is not None else float("inf")),
@@ -469,6 +493,8 @@ class BridgeState:
                 r["stage"],
                 r["card_id"],
                 float(r["accepted_at"]),
+                str(r["partial"] or ""),
+                r["entity"],
             )
             for r in rows
         ]
@@ -551,6 +577,14 @@ class BridgeState:
     def control_done(self, nonce: str) -> None:
         with self._sql.write() as db:
             db.execute("UPDATE {controls} SET done = TRUE WHERE nonce = ?", (nonce,))
+
+    def open_controls(self, kind: str) -> list[SavedControl]:
+        rows = self._sql.read(
+            f"SELECT {_CONTROL} FROM {{controls}} WHERE kind = ? AND done = FALSE"
+            " ORDER BY created_at",
+            (kind,),
+        )
+        return [_control(r) for r in rows]
 
 
 def _control(row: Row) -> SavedControl:

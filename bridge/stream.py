@@ -59,6 +59,17 @@ REOPEN_AFTER_SECONDS = 540.0  # streaming closes 10 min after it was switched on
 _STREAM_CLOSED = frozenset({200850, 200510, 300309})  # "Card streaming timeout" / "closed"
 
 
+def shown_answer(text: str, locale: Locale) -> str:
+    """Model text as a streamed card shows it: escaped, images as links, within the byte budget
+    (a note says it continues below when cut); "" for no text."""
+    shown = escape_card_markdown(images_as_links(text))
+    if body_cost(shown) > STREAM_TEXT_BYTES:
+        while body_cost(shown) > STREAM_TEXT_BYTES:
+            shown = shown[: len(shown) * 9 // 10]
+        shown += "\n\n" + t("continued_below", locale)
+    return shown
+
+
 class StreamReply:
     """The reply side of one turn when streaming: a `bridge.reply.LiveReply`, as `TurnReply`."""
 
@@ -117,6 +128,12 @@ class StreamReply:
     def message_id(self) -> str | None:
         """The reply showing the streaming card, once sent."""
         return self._message_id
+
+    @property
+    def card_entity(self) -> str | None:
+        """The CardKit card entity being streamed into (None once the progress card answers):
+        after a crash it is closed through CardKit, as it was streamed."""
+        return None if self._fell_back else self._card
 
     @property
     def finished(self) -> bool:
@@ -254,12 +271,7 @@ class StreamReply:
         self._opened_at = self._clock()
 
     def _shown_answer(self) -> str:
-        text = escape_card_markdown(images_as_links(self._text))
-        if body_cost(text) > STREAM_TEXT_BYTES:
-            while body_cost(text) > STREAM_TEXT_BYTES:
-                text = text[: len(text) * 9 // 10]
-            text += "\n\n" + t("continued_below", self._locale)
-        return text or t("working", self._locale)
+        return shown_answer(self._text, self._locale) or t("working", self._locale)
 
     def _steps_markdown(self) -> str:
         steps = list(self._steps.values())

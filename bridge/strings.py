@@ -110,6 +110,15 @@ STRINGS: dict[str, dict[Locale, str]] = {
         "interrupted. Please send it again.",
     },
     "restart_title": {"zh": "因重启中断", "en": "Interrupted by a restart"},
+    "restart_nothing_yet": {
+        "zh": "（应用重启时，回答还没有写出内容。）",
+        "en": "(The app restarted before the answer had any text.)",
+    },
+    "approval_restart": {
+        "zh": "应用重启了，这一轮已结束，**{tool}** 的批准请求已关闭，未执行。",
+        "en": "The app restarted and the turn ended, so the approval request for **{tool}** is "
+        "closed; it did not run.",
+    },
     "recalled_card": {
         "zh": "你撤回了这条消息，所以我停止了，没有回答。",
         "en": "You recalled this message, so I stopped and did not answer it.",

@@ -124,7 +124,9 @@ class FeishuBridge:
             self._memory,
         )
         commands = ChatCommands(ctx, self._people, self._lanes, self._delivery, self._memory)
-        self._intake = Intake(ctx, self._people, self._lanes, self._delivery, turns, commands)
+        self._intake = Intake(
+            ctx, self._people, self._lanes, self._delivery, turns, commands, self._controls
+        )
         self._log_handler: logging.Handler | None = None
 
     async def _handle(self, work: Work) -> None:

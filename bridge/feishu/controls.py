@@ -349,6 +349,30 @@ class Controls:
         except (FeishuAPIError, TimeoutError) as exc:
             logger.warning("approval card %s not closed: %s", control.message_id, exc)
 
+    async def ended_by_restart(self, message_ids: set[str]) -> list[tuple[str, dict[str, Any]]]:
+        """At start: the approval cards still asking for turns a restart ended (`message_ids`,
+        the users' messages), each marked decided, with the closed card it should show:
+        (card message id, card). Issue #33: they kept live 批准/拒绝 buttons after a restart."""
+        ctx = self._ctx
+        closing: list[tuple[str, dict[str, Any]]] = []
+        for saved in await ctx.db(ctx.state.open_controls, "approval"):
+            try:
+                msg = message_from_json(saved.message)
+                tool = str(json.loads(saved.data).get("tool") or "")
+            except (ValueError, KeyError, TypeError) as exc:
+                logger.warning("approval button %s unreadable: %s", saved.nonce[:4], exc)
+                continue
+            if msg.message_id not in message_ids:
+                continue  # another living instance's turn, asking right now
+            await ctx.db(ctx.state.control_done, saved.nonce)
+            card = decided_card(
+                t("cancelled_title", msg.locale),
+                "grey",
+                t("approval_restart", msg.locale, tool=escape_card_markdown(tool)),
+            )
+            closing.append((saved.message_id, card))
+        return closing
+
     # --- approvals -------------------------------------------------------------------------------
     def approver(self, msg: IncomingMessage, conversation_id: str) -> Approver:
         """Asks the chat about a tool call the policy marks "ask": an approval card with

@@ -16,8 +16,8 @@ from typing import Any
 from bridge.events import IncomingMessage
 from bridge.feishu.context import BridgeContext
 from bridge.render import MsgType, answer_cards, plain_text, text_content
-from bridge.sender import QUICK_WINDOW, FeishuAPIError, send_uuid
-from bridge.state import OutboxItem
+from bridge.sender import QUICK_WINDOW, FeishuAPIError, late_sequence, send_uuid
+from bridge.state import OutboxItem, OutboxOp
 
 logger = logging.getLogger("bridge.feishu")
 
@@ -105,7 +105,7 @@ class Delivery:
 
     async def outbox_put(
         self,
-        op: str,
+        op: OutboxOp,
         target: str,
         content: dict[str, Any],
         *,
@@ -114,7 +114,7 @@ class Delivery:
     ) -> None:
         item = OutboxItem(
             key,
-            "patch" if op == "patch" else "reply",
+            op,
             target,
             msg_type,
             json.dumps(content, ensure_ascii=False),
@@ -159,6 +159,12 @@ class Delivery:
             try:
                 if item.op == "patch":
                     await sender.patch(item.target, content, window=QUICK_WINDOW)
+                elif item.op == "card":  # a streamed card's final state, through CardKit
+                    sequence = late_sequence()
+                    await sender.card_update(item.target, content, sequence, window=QUICK_WINDOW)
+                    await sender.card_settings(
+                        item.target, {"streaming_mode": False}, sequence + 1, window=QUICK_WINDOW
+                    )
                 else:
                     await sender.reply(
                         item.target,

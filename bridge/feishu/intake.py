@@ -32,6 +32,7 @@ from bridge.events import (
 )
 from bridge.feishu.chat_commands import ChatCommands
 from bridge.feishu.context import BridgeContext
+from bridge.feishu.controls import Controls
 from bridge.feishu.delivery import OUTBOX_KEEP_SECONDS, Delivery
 from bridge.feishu.lanes import Close, Lanes, Notice, Run, Turn, Withdraw, Work
 from bridge.feishu.people import People
@@ -39,6 +40,7 @@ from bridge.feishu.prompt import quoted
 from bridge.feishu.turns import Turns
 from bridge.render import card_content, escape_card_markdown, text_content
 from bridge.sender import send_uuid
+from bridge.stream import shown_answer
 from bridge.strings import t
 
 logger = logging.getLogger("bridge.feishu")
@@ -58,8 +60,10 @@ class Intake:
         delivery: Delivery,
         turns: Turns,
         commands: ChatCommands,
+        controls: Controls,
     ) -> None:
         self._ctx = ctx
+        self._controls = controls
         self._people = people
         self._lanes = lanes
         self._delivery = delivery
@@ -256,7 +260,9 @@ class Intake:
             owner=ctx.instance,
             dead_before=now - INSTANCE_DEAD_SECONDS,
         )
+        ended: set[str] = set()  # the users' messages whose turns this start ends
         for turn in await ctx.db(unfinished):
+            ended.add(turn.message_id)
             try:
                 msg = message_from_json(turn.message)
             except (ValueError, TypeError, KeyError) as exc:
@@ -264,14 +270,19 @@ class Intake:
                 await ctx.db(ctx.state.turn_finished, turn.message_id)
                 continue
             if turn.card_id is not None:
+                # The card keeps what it showed under a red title; the one notice is the reply
+                # below (issue #33: the card said the notice again, over the partial answer).
+                shown = shown_answer(turn.partial, msg.locale)
                 card = card_content(
-                    escape_card_markdown(t("restart_notice", msg.locale)),
+                    shown or escape_card_markdown(t("restart_nothing_yet", msg.locale)),
                     title=t("restart_title", msg.locale),
                     template="red",
                 )
-                await delivery.outbox_put(
-                    "patch", turn.card_id, card, key=send_uuid(msg.message_id, "close")
-                )
+                key = send_uuid(msg.message_id, "close")
+                if turn.entity is not None:  # a streamed card: closed through CardKit
+                    await delivery.outbox_put("card", turn.entity, card, key=key)
+                else:
+                    await delivery.outbox_put("patch", turn.card_id, card, key=key)
             if turn.stage == "accepted" and now - turn.accepted_at < OUTBOX_KEEP_SECONDS:
                 logger.warning(
                     "running %s again: the app stopped before it reached the model", msg.message_id
@@ -287,3 +298,7 @@ class Intake:
                 msg_type="text",
             )
             await ctx.db(ctx.state.turn_finished, msg.message_id)
+        for card_message, card in await self._controls.ended_by_restart(ended):
+            await delivery.outbox_put(
+                "patch", card_message, card, key=send_uuid(card_message, "restart")
+            )

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from agent.events import TextDelta, TurnEvent
 from bridge.events import IncomingMessage
 from bridge.feishu.context import BridgeContext
 from bridge.feishu.controls import Control, Controls
@@ -52,7 +53,9 @@ class Turns:
 
         async def on_card(card_id: str) -> None:
             await self._controls.show(nonce, stop, card_id)
-            await ctx.db(ctx.state.turn_card, msg.message_id, card_id)
+            # a streamed card is a CardKit entity: a restart closes it through CardKit
+            entity = reply.card_entity if isinstance(reply, StreamReply) else None
+            await ctx.db(ctx.state.turn_card, msg.message_id, card_id, entity)
 
         # Stop sits on the turn's card, streaming or progress, until the answer replaces it.
         stop = Control("stop", msg, conversation_id)
@@ -110,11 +113,17 @@ class Turns:
                 return
             # From here a crash cannot simply re-run it.
             await ctx.db(ctx.state.turn_started, msg.message_id)
+            partial = _Partial(ctx, msg.message_id)
+
+            async def on_event(event: TurnEvent) -> None:
+                await reply.on_event(event)
+                await partial.seen(event)
+
             try:
                 result = await ctx.sessions.run_agent(
                     prompt,
                     conversation_id=conversation_id,
-                    on_event=reply.on_event,
+                    on_event=on_event,
                     source="feishu",
                     approver=self._controls.approver(msg, conversation_id),
                     model=await ctx.db(ctx.state.model, ctx.scope(msg).key),
@@ -169,3 +178,33 @@ class Turns:
             await delivery.react_done(msg, delivered=reply.delivered or reply.final is not None)
         except Exception:  # bookkeeping must not take the chat's worker down
             logger.exception("settling the turn of %s failed", msg.message_id)
+
+
+PARTIAL_EVERY_SECONDS = 2.0
+
+
+class _Partial:
+    """The answer's text so far, saved in the turn's row at most every PARTIAL_EVERY_SECONDS:
+    a restart closes the turn's card with what it showed (issue #33: it wrote over it)."""
+
+    def __init__(self, ctx: BridgeContext, message_id: str) -> None:
+        self._ctx = ctx
+        self._message_id = message_id
+        self._text = ""
+        self._saved_at = 0.0
+        self._saved = ""
+
+    async def seen(self, event: TurnEvent) -> None:
+        """Text is saved when PARTIAL_EVERY_SECONDS have passed, and at any other event (a tool
+        step: the text before it is complete, and an approval may keep the turn waiting)."""
+        if isinstance(event, TextDelta):
+            self._text += event.text
+            if time.monotonic() - self._saved_at < PARTIAL_EVERY_SECONDS:
+                return
+        elif self._text == self._saved:
+            return
+        self._saved_at, self._saved = time.monotonic(), self._text
+        try:
+            await self._ctx.db(self._ctx.state.turn_partial, self._message_id, self._text)
+        except Exception:  # a nicety for a crash later: never in the way of the answer
+            logger.exception("partial answer of %s not saved", self._message_id)

@@ -23,8 +23,8 @@ from tests.bridge.conftest import (
     start_bridge_process,
     wait_answer,
 )
-from tests.fakes.anthropic_api import FakeMessagesAPI, text
-from tests.fakes.feishu_platform import OWNER_OPEN_ID, FakeFeishu
+from tests.fakes.anthropic_api import FakeMessagesAPI, text, tool
+from tests.fakes.feishu_platform import OWNER_OPEN_ID, BotMessage, FakeFeishu
 from tests.helpers import assert_private_tree, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -212,7 +212,9 @@ async def test_home_stays_private_after_a_chat_turn_and_a_feishu_message(
 
 
 # --- the app killed mid-turn ---------------------------------------------------------------------
-def _bridge_env(home: Path, fake_feishu: FakeFeishu, fake_model: FakeMessagesAPI) -> dict[str, str]:
+def _bridge_env(
+    home: Path, fake_feishu: FakeFeishu, fake_model: FakeMessagesAPI, **more: str
+) -> dict[str, str]:
     return {
         **{k: v for k, v in os.environ.items() if not k.startswith(("FEISHU_", "CLAUDE_MEMORY_"))},
         "CLAUDE_MEMORY_HOME": str(home),
@@ -225,6 +227,7 @@ def _bridge_env(home: Path, fake_feishu: FakeFeishu, fake_model: FakeMessagesAPI
         "FEISHU_PROGRESS_DELAY_SECONDS": "0.3",
         "FEISHU_CARD_UPDATE_INTERVAL_SECONDS": "0.2",
         "FEISHU_STREAMING": "false",  # the progress card's recovery (as the other tests)
+        **more,
     }
 
 
@@ -269,3 +272,72 @@ async def test_killed_mid_turn_the_restart_answers_or_says_so_and_closes_every_c
     card, notice = replies(fake_feishu, message_id(running))
     assert t("restart_title") in card.text and "never delivered" not in card.text
     assert notice.msg_type == "text" and notice.text == t("restart_notice")
+
+
+async def test_killed_during_an_approval_the_restart_closes_its_cards_and_keeps_the_partial_answer(
+    tmp_path: Path, fake_feishu: FakeFeishu, fake_model: FakeMessagesAPI
+) -> None:
+    # issue #33: after a restart the approval card kept live 批准/拒绝 buttons, the streamed
+    # card's partial answer was written over, and the notice came twice (in the card and below)
+    fake_model.on(
+        "risky job",
+        tool("Bash", {"command": "echo risky"}, say="Half of the answer, before the tool."),
+        text("never delivered"),
+    )
+    env = _bridge_env(
+        tmp_path / "home",
+        fake_feishu,
+        fake_model,
+        FEISHU_STREAMING="true",
+        CLAUDE_MEMORY_ASK_TOOLS="Bash",
+        FEISHU_APPROVAL_TIMEOUT_SECONDS="600",
+    )
+    output = tmp_path / "bridge.txt"
+    proc = await start_bridge_process(env, output)
+    try:
+        await wait_until(lambda: fake_feishu.connected or proc.returncode is not None, timeout=45)
+        assert proc.returncode is None, output.read_text()
+        event = fake_feishu.push_text("risky job please")
+
+        def approval() -> BotMessage | None:
+            asking = [m for m in fake_feishu.replies_to(message_id(event)) if "批准" in m.text]
+            return asking[0] if asking else None
+
+        await wait_until(lambda: approval() is not None, timeout=60)
+        asking = approval()
+        assert asking is not None and fake_feishu.card_buttons(asking.message_id)
+        await asyncio.sleep(1)  # the partial answer is saved with the tool step
+        os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        [streamed] = [m for m in fake_feishu.replies_to(message_id(event)) if m.card_id]
+        assert fake_feishu.cards[streamed.card_id or ""].streaming  # the crash left it so
+
+        proc = await start_bridge_process(env, output)
+        t0 = time.monotonic()
+        await wait_until(lambda: fake_feishu.card_buttons(asking.message_id) == [], timeout=60)
+        closed_in = time.monotonic() - t0
+        await wait_until(
+            lambda: not fake_feishu.cards[streamed.card_id or ""].streaming, timeout=30
+        )
+        await wait_until(
+            lambda: any(m.msg_type == "text" for m in replies(fake_feishu, message_id(event))),
+            timeout=30,
+        )
+        await asyncio.sleep(1)  # nothing more comes
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=30)
+            except TimeoutError:
+                os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+    assert closed_in < 60
+    closed = fake_feishu.messages[asking.message_id]
+    assert closed.content["header"]["template"] == "grey" and "2 分钟" not in closed.text
+    assert "Half of the answer, before the tool." in fake_feishu.messages[streamed.message_id].text
+    assert t("restart_title") in fake_feishu.messages[streamed.message_id].text
+    notices = [m for m in replies(fake_feishu, message_id(event)) if m.msg_type == "text"]
+    assert [m.text for m in notices] == [t("restart_notice")]  # one notice
+    every = "".join(m.text for m in fake_feishu.replies_to(message_id(event)))
+    assert every.count(t("restart_notice")) == 1 and "never delivered" not in every

@@ -79,6 +79,7 @@ def test_wal_mode_and_recorded_migrations(tmp_path: Path) -> None:
         (3,),
         (4,),
         (5,),
+        (6,),
     ]
     conn.close()
 

@@ -243,3 +243,31 @@ def test_a_card_button_outlives_a_restart_until_decided_and_then_a_week(open_sta
     assert again.control_get("n1") is not None
     again.prune(now=button.created_at + CONTROL_KEEP_SECONDS + 60)
     assert again.control_get("n1") is None
+
+
+def test_a_turn_keeps_what_its_streamed_card_showed_for_a_restart(open_state: Open) -> None:
+    # issue #33: a restart closed the card over its partial answer
+    first = open_state()
+    first.turn_accepted("m1", "chat", "{}", now=100)
+    first.turn_card("m1", "om_card", entity="7000123")
+    first.turn_partial("m1", "The first half of the answer")
+    first.turn_partial("m1", "The first half of the answer, and more")
+    first.close()
+    [turn] = open_state().unfinished_turns()
+    assert (turn.card_id, turn.entity) == ("om_card", "7000123")
+    assert turn.partial == "The first half of the answer, and more"
+
+
+def test_the_open_approval_buttons_are_listed_until_decided(open_state: Open) -> None:
+    # issue #33: after a restart an approval card kept live buttons; the start closes them
+    first = open_state()
+    now = time.time()  # a start forgets buttons older than a week
+    for nonce, kind, at in (
+        ("a1", "approval", now),
+        ("f1", "forget", now + 1),
+        ("a2", "approval", now + 2),
+    ):
+        first.control_put(SavedControl(nonce, kind, f"om_{nonce}", "c", "{}", "{}", False, at))
+    first.control_done("a1")
+    again = open_state()
+    assert [c.nonce for c in again.open_controls("approval")] == ["a2"]
