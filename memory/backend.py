@@ -18,7 +18,7 @@ windows): `memory.sqlite.state.StateDB` or `memory.postgres.state.PostgresStateD
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
@@ -28,6 +28,7 @@ from memory.model import Note, NoteDraft, SaveResult, SearchHit, SyncReport
 from memory.search.fusion import SearchMode, SearchOutcome
 from memory.search.plan import QueryVector
 from memory.search.vectors import PendingNote, VectorStats
+from storage.sql import Row, Writer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -217,29 +218,9 @@ class MemoryBackend(Protocol):
 # --- the state database (episodes, pending memories, windows) ------------------------------
 
 
-class StateRow(Protocol):
-    """A result row: `sqlite3.Row` on SQLite, a dict on PostgreSQL. Index by column name."""
-
-    def __getitem__(self, key: str, /) -> Any: ...
-
-
-class StateCursor(Protocol):
-    """What a statement inside `write()` returns."""
-
-    @property
-    def rowcount(self) -> int: ...
-
-    def fetchone(self) -> Any: ...  # a StateRow, or None
-
-    def fetchall(self) -> Sequence[Any]: ...  # StateRows
-
-
-class StateWriter(Protocol):
-    """One write transaction: its statements commit together, or not at all."""
-
-    def execute(self, sql: str, params: Sequence[object] = (), /) -> StateCursor: ...
-
-    def executemany(self, sql: str, params: Iterable[Sequence[object]], /) -> object: ...
+# The row and the writer every state store shares (storage/sql.py), named for the memory.
+StateRow = Row
+StateWriter = Writer
 
 
 class StateBackend(Protocol):
