@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 from errors import ClaudeMemoryError
 from memory import _text
 from memory._record import record
-from memory.loop.personal import is_personal
+from memory.loop.personal import read_prompt
 from memory.loop.recall import is_profile_skeleton, own_world
 from memory.notes.files import PROFILE_PATH
 
@@ -68,7 +68,7 @@ def select_context_entries(
     if query and query.strip():
         hits = store.search(query, limit=limit, scope=scope, record_access=False, floor=floor)
         # after the search: the probe reads the query vector it left in the cache
-        about = own_world(query, scope, is_personal(store, query)) if unasked and hits else None
+        about = own_world(query, scope, read_prompt(store, query)) if unasked and hits else None
         found = [
             (h.id, h.type, h.title, h.summary, h.tags, h.score)
             for h in hits

@@ -387,8 +387,8 @@ class MemoryLoop:
             scope=place.scope,
             limit=RECALL_CANDIDATES,
             floor=floor,
-            # small talk and general questions come to every door: in a project session
-            # (Claude Code, Codex) the project's own notes pass, the rest needs the evidence
+            # small talk and general questions come to every door: the prompt needs evidence
+            # that it is about the person's world, less for a project session's own notes
             unasked=True,
         )
         # a past session and its summary note are one memory: listed once, as the session

@@ -20,6 +20,7 @@ from memory._record import record
 from memory._text import estimate_tokens
 
 if TYPE_CHECKING:
+    from memory.loop.personal import Reading
     from memory.model import Note
 
 # "I", "my", "we", 我, 我们 speak of the person; "tell me", "give us", 给我讲, 帮我写 only ask
@@ -59,17 +60,16 @@ def is_trivial_prompt(prompt: str) -> bool:
 
 
 def own_world(
-    prompt: str, place_scope: str | None, personal: bool | None = None
+    prompt: str, place_scope: str | None, personal: Reading | None = None
 ) -> Callable[[str, str], bool]:
     """A test of hits for one prompt, `(note_text, note_scope) -> bool`: whether the prompt
     gives evidence that it is about the person's own world, so the note may be put into its
     context unasked. The prompt is read once for all its hits (`about_own_world`).
 
-    `personal`: what `memory.loop.personal.is_personal` said of the prompt (None: it cannot
-    tell). When it can tell, it decides for every note but those of the session's own project.
-    Without it, a project session (Claude Code, Codex) lets every hit in, as its prompts are
-    work (there, on keyword search alone, the word rules took the gold note of the life set's
-    related prompts from 26 % to 23 %), and a chat keeps the word rules below."""
+    `personal`: what `memory.loop.personal.read_prompt` read of the prompt (None: no probe can
+    tell, its files missing). When it can tell, it decides, with a lower bar for the notes of the
+    session's own project (its prompts are its work). Without it, a project session (Claude
+    Code, Codex) lets every hit in, and a chat keeps the word rules below."""
     folded = unicodedata.normalize("NFKC", prompt).casefold()
     first_person = _FIRST_PERSON_RE.search(folded) is not None
     said = _text.names(prompt)
@@ -77,10 +77,11 @@ def own_world(
     in_project = (place_scope or "").startswith("project:")
 
     def test(note_text: str, note_scope: str) -> bool:
-        if note_scope.startswith("project:") and note_scope == place_scope:
-            return True
+        own_project = note_scope.startswith("project:") and note_scope == place_scope
         if personal is not None:
-            return personal
+            return personal.lets_in(own_project=own_project)
+        if own_project:
+            return True
         if in_project:  # no probe (the hooks working directly): a session's prompt is its work
             return True
         if first_person:

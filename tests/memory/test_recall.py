@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from memory.loop.personal import Reading
 from memory.loop.recall import (
     FIRST_TURN_LIMIT,
     LATER_TURN_LIMIT,
@@ -120,15 +121,22 @@ def test_asking_for_something_is_not_speaking_of_oneself(prompt: str) -> None:
 @pytest.mark.parametrize(
     ("personal", "scope", "place", "own"),
     [
-        (False, "user", None, False),  # first person and names, yet the probe says no
-        (True, "user", None, True),
-        (False, "project:pg", "project:pg", True),  # the session's own project needs no more
-        (False, "user", "project:pg", False),
-        (True, "project:other", "project:pg", True),
+        (Reading(0.2), "user", None, False),  # first person and names, yet the probe says no
+        (Reading(0.9), "user", None, True),
+        (Reading(0.45), "user", None, False),
+        # the session's own project lets its notes in from a lower probability (its prompts
+        # are its work), never whatever the prompt ("今天天气怎么样？" in a project session)
+        (Reading(0.45), "project:pg", "project:pg", True),
+        (Reading(0.1), "project:pg", "project:pg", False),
+        (Reading(0.25, project_from=0.2), "project:pg", "project:pg", True),  # the text probe
+        (Reading(0.25, project_from=0.2), "user", "project:pg", False),
+        (Reading(0.2), "user", "project:pg", False),
+        (Reading(0.9), "project:other", "project:pg", True),
+        (Reading(0.45), "project:other", "project:pg", False),
     ],
 )
 def test_the_probe_decides_when_it_can_tell(
-    personal: bool, scope: str, place: str | None, own: bool
+    personal: Reading, scope: str, place: str | None, own: bool
 ) -> None:
     test = own_world("I told Zhou Ning my kunlun Kafka plan", place, personal)
     assert test("Zhou Ning reviews the kunlun Kafka plan", scope) is own
