@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 DEDUP_KEEP_SECONDS = 48 * 3600
 CONTROL_KEEP_SECONDS = 7 * 24 * 3600
+SAID_KEEP_SECONDS = 30 * 24 * 3600
 _PRUNE_EVERY_SECONDS = 3600.0
 
 COMPONENT = "feishu"
@@ -119,9 +120,19 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE {turns} ADD COLUMN partial TEXT NOT NULL DEFAULT '';
     ALTER TABLE {turns} ADD COLUMN entity TEXT;
     """,
+    # what the bot's answer cards said: Feishu does not return a JSON 2.0 card's content, so a
+    # member quoting an answer gets it from here
+    """
+    CREATE TABLE {said} (
+        message_id TEXT PRIMARY KEY,
+        text TEXT NOT NULL,
+        said_at {REAL} NOT NULL
+    );
+    CREATE INDEX {said}_by_time ON {said}(said_at);
+    """,
 )
 
-TABLES = ("seen", "chats", "owner", "turns", "outbox", "instances", "controls")
+TABLES = ("seen", "chats", "owner", "turns", "outbox", "instances", "controls", "said")
 SQLITE = Dialect.sqlite(*TABLES)
 POSTGRESQL = Dialect.postgresql(*TABLES, prefix="feishu_")
 
@@ -297,6 +308,14 @@ class BridgeStateBackend(Protocol):
         """Buttons of `kind` whose choice was not made yet, oldest first."""
         ...
 
+    def said_put(self, message_ids: list[str], text: str, *, now: float | None = None) -> None:
+        """The bot's messages `message_ids` showed `text` (an answer, kept SAID_KEEP_SECONDS)."""
+        ...
+
+    def said(self, message_id: str) -> str | None:
+        """What the bot's message showed, if kept."""
+        ...
+
 
 # The chat's highest generation ever, as an expression over its row; in an upsert the old
 # row's columns need the table's name.
@@ -358,6 +377,7 @@ class BridgeState:
         with self._sql.write() as db:
             cursor = db.execute("DELETE FROM {seen} WHERE seen_at < ?", (now - self.keep_seconds,))
             db.execute("DELETE FROM {controls} WHERE created_at < ?", (now - CONTROL_KEEP_SECONDS,))
+            db.execute("DELETE FROM {said} WHERE said_at < ?", (now - SAID_KEEP_SECONDS,))
             return cursor.rowcount
 
     # --- chat generations ------------------------------------------------------------------------
@@ -577,6 +597,21 @@ class BridgeState:
     def control_done(self, nonce: str) -> None:
         with self._sql.write() as db:
             db.execute("UPDATE {controls} SET done = TRUE WHERE nonce = ?", (nonce,))
+
+    def said_put(self, message_ids: list[str], text: str, *, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        with self._sql.write() as db:
+            for message_id in message_ids:
+                db.execute(
+                    "INSERT INTO {said}(message_id, text, said_at) VALUES (?, ?, ?)"
+                    " ON CONFLICT (message_id) DO UPDATE SET text = excluded.text,"
+                    " said_at = excluded.said_at",
+                    (message_id, text, now),
+                )
+
+    def said(self, message_id: str) -> str | None:
+        rows = self._sql.read("SELECT text FROM {said} WHERE message_id = ?", (message_id,))
+        return str(rows[0]["text"]) if rows else None
 
     def open_controls(self, kind: str) -> list[SavedControl]:
         rows = self._sql.read(

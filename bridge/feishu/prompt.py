@@ -130,7 +130,12 @@ class PromptBuilder:
             return t("quoted_unreadable", lang, why="other chat")
         said = item_text(item)
         if said.why == "card":
-            return t("quoted_card", lang)
+            # Feishu does not return a JSON 2.0 card's content; an answer card the bridge
+            # wrote is kept in its state (issue #33: the quote read "cannot be read")
+            kept = await self._ctx.db(self._ctx.state.said, quoted) if said.is_app else None
+            if kept is None:
+                return t("quoted_card", lang)
+            return t("quoted", lang, who=t("the_bot", lang), text=clip(kept, QUOTE_CHARS))
         if said.text is None:
             return t("quoted_unreadable", lang, why=said.why)
         who = t("the_bot", lang) if said.is_app else await self._people.display_name(said.sender)

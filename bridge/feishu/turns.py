@@ -60,25 +60,38 @@ class Turns:
         # Stop sits on the turn's card, streaming or progress, until the answer replaces it.
         stop = Control("stop", msg, conversation_id)
         nonce = self._controls.add(stop)
-        reply = self._reply(msg, {"cm": "stop", "n": nonce}, on_card)
+        reply, progress = self._reply(msg, {"cm": "stop", "n": nonce}, on_card)
         started = time.monotonic()
         since = time.time()
         try:
-            await self._answer(msg, conversation_id, reply)
+            answer = await self._answer(msg, conversation_id, reply)
+            if answer:
+                sent = [*reply.sent_ids, *(progress.sent_ids if progress is not reply else ())]
+                await self._keep_said(sent, answer)
         finally:
             self._controls.drop(nonce)
             await self._controls.close_approvals(msg)
             await self._settle(msg, reply, time.monotonic() - started)
         await self._memory.offer_captures(msg, conversation_id, since)
 
+    async def _keep_said(self, message_ids: list[str], answer: str) -> None:
+        """What the answer's cards said, for a member who quotes one later: Feishu does not
+        return a JSON 2.0 card's content (issue #33: the quote read "cannot be read")."""
+        if not message_ids:
+            return
+        try:
+            await self._ctx.db(self._ctx.state.said_put, message_ids, answer[:SAID_CHARS])
+        except Exception:  # a nicety for a later quote: never in the way of the turn
+            logger.exception("what %s said was not kept", message_ids[0])
+
     def _reply(
         self,
         msg: IncomingMessage,
         stop_value: dict[str, str],
         on_card: Callable[[str], Awaitable[object]],
-    ) -> LiveReply:
+    ) -> tuple[LiveReply, TurnReply]:
         """The turn's live reply: streamed into a CardKit card when FEISHU_STREAMING is on,
-        the progress card otherwise (and as the stream's fallback)."""
+        the progress card otherwise (and as the stream's fallback); and that progress card."""
         settings = self._ctx.settings
         progress = TurnReply(
             self._ctx.api,
@@ -91,8 +104,8 @@ class Turns:
             stop_value=stop_value,
         )
         if not settings.feishu_streaming:
-            return progress
-        return StreamReply(
+            return progress, progress
+        stream = StreamReply(
             self._ctx.api,
             progress,
             reply_to=msg.message_id,
@@ -103,14 +116,18 @@ class Turns:
             stop_value=stop_value,
             on_card=on_card,
         )
+        return stream, progress
 
-    async def _answer(self, msg: IncomingMessage, conversation_id: str, reply: LiveReply) -> None:
+    async def _answer(
+        self, msg: IncomingMessage, conversation_id: str, reply: LiveReply
+    ) -> str | None:
+        """The turn; the answer's text when it ended with one (not an error or a recall)."""
         ctx = self._ctx
         async with reply:
             prompt = await self._prompts.prompt(msg)
             if ctx.recalled(msg.message_id):
                 await reply.withdraw(t("recalled_card", msg.locale))
-                return
+                return None
             # From here a crash cannot simply re-run it.
             await ctx.db(ctx.state.turn_started, msg.message_id)
             partial = _Partial(ctx, msg.message_id)
@@ -133,16 +150,17 @@ class Turns:
                 await reply.finish(
                     t("execution_failed", msg.locale, error=exc.message), is_error=True
                 )
-                return
+                return None
             except Exception as exc:
                 logger.exception("turn for %s failed", msg.message_id)
                 error = f"{exception_text(exc)}; {next_step(exc)}"  # cleaned as at every door
                 await reply.finish(t("execution_crashed", msg.locale, error=error), is_error=True)
-                return
+                return None
             if ctx.recalled(msg.message_id):
                 await reply.withdraw(t("recalled_card", msg.locale))
-                return
+                return None
             await reply.finish_turn(result)
+            return None if result.is_error else result.reply
 
     async def _settle(self, msg: IncomingMessage, reply: LiveReply, elapsed: float) -> None:
         """After a turn: hand what did not arrive to the outbox, close a card left "working",
@@ -181,6 +199,7 @@ class Turns:
 
 
 PARTIAL_EVERY_SECONDS = 2.0
+SAID_CHARS = 20_000  # an answer kept for a quote, at most (a quote reads QUOTE_CHARS of it)
 
 
 class _Partial:

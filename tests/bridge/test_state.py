@@ -80,6 +80,7 @@ def test_wal_mode_and_recorded_migrations(tmp_path: Path) -> None:
         (4,),
         (5,),
         (6,),
+        (7,),
     ]
     conn.close()
 

@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from bridge.state import CONTROL_KEEP_SECONDS, BridgeState, BridgeStateBackend, SavedControl
+from bridge.state import (
+    CONTROL_KEEP_SECONDS,
+    SAID_KEEP_SECONDS,
+    BridgeState,
+    BridgeStateBackend,
+    SavedControl,
+)
 
 Open = Callable[..., BridgeStateBackend]
 
@@ -271,3 +277,16 @@ def test_the_open_approval_buttons_are_listed_until_decided(open_state: Open) ->
     first.control_done("a1")
     again = open_state()
     assert [c.nonce for c in again.open_controls("approval")] == ["a2"]
+
+
+def test_what_an_answer_card_said_is_kept_for_a_quote_then_pruned(open_state: Open) -> None:
+    # issue #33: a member quoting the bot's answer card got "its content cannot be read"
+    first = open_state()
+    first.said_put(["om_1", "om_2"], "The answer, in two cards", now=time.time())
+    first.said_put(["om_2"], "The second card again", now=time.time())
+    again = open_state()
+    assert again.said("om_1") == "The answer, in two cards"
+    assert again.said("om_2") == "The second card again"
+    assert again.said("om_unknown") is None
+    again.prune(now=time.time() + SAID_KEEP_SECONDS + 60)
+    assert again.said("om_1") is None
