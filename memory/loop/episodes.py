@@ -21,6 +21,7 @@ from errors import InvalidInputError, NotFoundError
 from memory import _text
 from memory._patterns import lazy_pattern
 from memory._record import record
+from memory.loop.titles import KINDS_IN_ENGLISH
 from memory.loop.windows import StateWindows, WindowStore
 from memory.model import NoteDraft
 from memory.notes.capture import clean_message, sanitize
@@ -187,15 +188,12 @@ def summary_path(key: str) -> str:
     return f"sessions/{safe}.md"
 
 
-_KINDS_IN_ENGLISH: Final = (("开发会话", "coding session"), ("会话", "session"))
-
-
 def summary_title(episode_title: str, *, chinese: bool) -> str:
     """The summary note's title in the summary's language: "<place> 会话 <time> 摘要" or
     "<place> session <time> summary"."""
     if chinese:
         return f"{episode_title} 摘要"
-    for zh, en in _KINDS_IN_ENGLISH:
+    for zh, en in KINDS_IN_ENGLISH:
         if f" {zh} " in episode_title:
             return episode_title.replace(f" {zh} ", f" {en} ", 1) + " summary"
     return f"{episode_title} summary"

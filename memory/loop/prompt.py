@@ -40,6 +40,7 @@ from memory.loop.recall import (
     render_notes,
     user_notes,
 )
+from memory.loop.titles import reads_chinese, title_in
 from memory.loop.windows import Window, WindowStore
 
 if TYPE_CHECKING:
@@ -161,6 +162,9 @@ def assemble_brief(
         injected += [Injected(n.id, n.title, n.type, "start") for n in used]
         budget -= estimate_tokens(block)
 
+    # the titles the memory wrote, in the language of the sessions they come from (#32)
+    summaries = [e.summary for e in sessions if e.summary]
+    chinese = reads_chinese(*summaries) if summaries else reads_chinese(*(n.body for n in notes))
     if resumed:
         header = "This session so far (its summary):"
     else:
@@ -168,7 +172,8 @@ def assemble_brief(
     lines = [header]
     spent = estimate_tokens(header)
     for episode in sessions:
-        line = f"- [{episode.id}] {episode.title}: {one_line(episode.summary, 300)}"
+        title = title_in(episode.title, chinese=reads_chinese(episode.summary))
+        line = f"- [{episode.id}] {title}: {one_line(episode.summary, 300)}"
         cost = estimate_tokens(line)
         if spent + cost > budget * (1.0 if resumed else 0.45):
             continue
@@ -181,7 +186,7 @@ def assemble_brief(
         budget -= estimate_tokens(block)
 
     if not resumed and tools.observations:
-        table = _observation_table(place, observations, budget, tools)
+        table = _observation_table(place, observations, budget, tools, chinese=chinese)
         if table:
             sections.append(table)
     if not sections:
@@ -190,7 +195,12 @@ def assemble_brief(
 
 
 def _observation_table(
-    place: Place, rows: Sequence[tuple[Episode, EpisodeMessage]], budget: int, tools: Tools
+    place: Place,
+    rows: Sequence[tuple[Episode, EpisodeMessage]],
+    budget: int,
+    tools: Tools,
+    *,
+    chinese: bool,
 ) -> str:
     if not rows:
         return ""
@@ -206,8 +216,10 @@ def _observation_table(
     )
     spent = estimate_tokens("\n".join(head)) + estimate_tokens(footer)
     lines: list[str] = []
-    for _episode, message in rows:
-        title = message.title.replace("|", "/")
+    for episode, message in rows:
+        # a row of a summarised session reads as its summary; of a live one, as the brief
+        own = reads_chinese(episode.summary) if episode.summary else chinese
+        title = title_in(message.title, chinese=own).replace("|", "/")
         when = time.strftime("%m-%d %H:%M", time.localtime(message.created))
         line = f"| {message.id} | {when} | {message.kind} | {title} |"
         cost = estimate_tokens(line) + 1
@@ -222,7 +234,8 @@ def _observation_table(
 
 def session_line(episode: Episode) -> str:
     return (
-        f"- [{episode.id}] session · {one_line(episode.title, 80)}"
+        f"- [{episode.id}] session · "
+        f"{one_line(title_in(episode.title, chinese=reads_chinese(episode.summary)), 80)}"
         f" — {one_line(episode.summary, 160)}"
     )
 

@@ -68,7 +68,7 @@ def test_session_start_injects_user_notes_summaries_and_an_observation_table(
     assert "Latest sessions in app:" in context
     assert "Done: refactor module 0" in context
     assert "| id | time | type | title |" in context
-    row = re.search(r"\| (\d+) \| \d\d-\d\d \d\d:\d\d \| change \| 编辑 src/auth.ts \|", context)
+    row = re.search(r"\| (\d+) \| \d\d-\d\d \d\d:\d\d \| change \| Edited src/auth.ts \|", context)
     assert row, context
     assert "get_observations" in context
 
@@ -683,3 +683,46 @@ def test_a_resumed_session_is_one_episode_and_gets_its_summary(
     brief = context_of(hook("session-start", cwd=project, session_id="s-new", source="startup"))
     listed = [line for line in brief.splitlines() if "gamma migration" in line]
     assert len(listed) == 1  # the session, listed once
+
+
+def _a_session(hook: Hook, project: Path, session: str, prompts: tuple[str, ...]) -> None:
+    hook("session-start", cwd=project, session_id=session, source="startup")
+    for prompt in prompts:
+        hook("user-prompt-submit", cwd=project, session_id=session, prompt=prompt)
+    hook(
+        "post-tool-use",
+        cwd=project,
+        session_id=session,
+        tool_name="Bash",
+        tool_input={"command": "pytest -q tests/billing"},
+        tool_response={"stdout": "12 passed"},
+    )
+    hook("session-end", cwd=project, session_id=session, reason="other")
+
+
+def test_an_english_users_brief_is_in_english(
+    hook: Hook, make_project: Callable[..., Path]
+) -> None:
+    # issue #32: the titles the memory wrote (`app 开发会话 …`, `执行: …`) made an English
+    # user's brief half Chinese
+    project = make_project("billing")
+    prompts = (
+        "add a refund endpoint to the billing API",
+        "then make the invoice totals include tax",
+        "and run the billing tests",
+    )
+    _a_session(hook, project, "s-en", prompts)
+    brief = context_of(hook("session-start", cwd=project, session_id="s-next", source="startup"))
+    assert "billing coding session" in brief and "Ran: pytest -q tests/billing" in brief, brief
+    assert not re.search(r"[\u4e00-\u9fff]", brief), brief
+
+
+def test_a_chinese_users_brief_keeps_chinese_titles(
+    hook: Hook, make_project: Callable[..., Path]
+) -> None:
+    project = make_project("billing")
+    prompts = ("给账单接口加一个退款端点", "然后让发票总额包含税", "再跑一下账单的测试")
+    _a_session(hook, project, "s-zh", prompts)
+    brief = context_of(hook("session-start", cwd=project, session_id="s-next", source="startup"))
+    assert "billing 开发会话" in brief and "执行: pytest -q tests/billing" in brief, brief
+    assert "完成：" in brief  # the summary in the session's language
