@@ -45,6 +45,12 @@ _CHANGE_SUBCOMMANDS: Final = re.compile(
     r"|sed\s+-i)\b"
 )
 _READ_SUBCOMMANDS: Final = re.compile(r"^git\s+(status|log|diff|show|blame|branch)\b")
+_QUOTED: Final = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+_WRITES_A_FILE: Final = re.compile(
+    # `> out.txt`, `>> log`, `| tee out.txt`: output into a file (not a descriptor, not
+    # /dev/null, not `2>` alone: a discarded error stream changes nothing)
+    r"(?:(?<![0-9&<>])>>?|\btee(?:\s+-a)?)\s*(?!&|/dev/null\b)[^\s|;&<>]"
+)
 
 
 def _is_own_tool(name: str) -> bool:
@@ -78,6 +84,8 @@ def _relative(path: str, root: str) -> str:
 def _command_kind(command: str) -> ObservationKind:
     first = command.strip().split(maxsplit=1)[0] if command.strip() else ""
     first = first.rsplit("/", 1)[-1]
+    if _WRITES_A_FILE.search(_QUOTED.sub("''", command)):  # `echo a > out.txt` (issue #32)
+        return "change"
     if _READ_SUBCOMMANDS.match(command.strip()) or first in _READ_COMMANDS:
         return "discovery"
     if _CHANGE_SUBCOMMANDS.match(command.strip()) or first in _CHANGE_COMMANDS:
@@ -157,7 +165,10 @@ def observe_tool(
         if err.strip():
             lines.append("err: " + one_line(err.strip()[-400:], 300))
         kind = _command_kind(command)
-        return Observation(kind, f"执行: {one_line(command, 80)}", "\n".join(lines), (), 0)
+        # a command that changed files is a file change of the session, as an edit is: it
+        # counts for the summary rule (`echo a > out.txt` did not, issue #32)
+        changes = 1 if kind == "change" else 0
+        return Observation(kind, f"执行: {one_line(command, 80)}", "\n".join(lines), (), changes)
     if tool_name == "Read":
         path = arg("file_path")
         where = ""

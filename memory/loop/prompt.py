@@ -219,7 +219,8 @@ def _observation_table(
     for episode, message in rows:
         # a row of a summarised session reads as its summary; of a live one, as the brief
         own = reads_chinese(episode.summary) if episode.summary else chinese
-        title = title_in(message.title, chinese=own).replace("|", "/")
+        # a pipe in a command stays a pipe, escaped for the table (it read as a slash, #32)
+        title = title_in(message.title, chinese=own).replace("|", "\\|")
         when = time.strftime("%m-%d %H:%M", time.localtime(message.created))
         line = f"| {message.id} | {when} | {message.kind} | {title} |"
         cost = estimate_tokens(line) + 1

@@ -717,6 +717,26 @@ def test_an_english_users_brief_is_in_english(
     assert not re.search(r"[\u4e00-\u9fff]", brief), brief
 
 
+def test_a_pipe_in_an_observed_command_stays_a_pipe(
+    hook: Hook, make_project: Callable[..., Path]
+) -> None:
+    project = make_project("app")
+    hook("session-start", cwd=project, session_id="s-p", source="startup")
+    hook("user-prompt-submit", cwd=project, session_id="s-p", prompt="count the sources")
+    command = "ls src | wc -l"
+    hook(
+        "post-tool-use",
+        cwd=project,
+        session_id="s-p",
+        tool_name="Bash",
+        tool_input={"command": command},
+        tool_response={"stdout": "12"},
+    )
+    brief = context_of(hook("session-start", cwd=project, session_id="s-q", source="startup"))
+    # one table cell, escaped as Markdown tables escape it; it read `ls src / wc -l`
+    assert "| Ran: ls src \\| wc -l |" in brief, brief
+
+
 def test_a_chinese_users_brief_keeps_chinese_titles(
     hook: Hook, make_project: Callable[..., Path]
 ) -> None:
@@ -726,3 +746,47 @@ def test_a_chinese_users_brief_keeps_chinese_titles(
     brief = context_of(hook("session-start", cwd=project, session_id="s-next", source="startup"))
     assert "billing 开发会话" in brief and "执行: pytest -q tests/billing" in brief, brief
     assert "完成：" in brief  # the summary in the session's language
+
+
+@pytest.mark.parametrize(
+    ("command", "kind"),
+    [
+        ("echo a > out.txt", "change"),
+        ("echo a >> log.txt", "change"),
+        ("python run.py > out.json 2>&1", "change"),
+        ("ls | tee files.txt", "change"),
+        ("cat a.txt > b.txt", "change"),
+        ("rm -rf build", "change"),
+        ("make 2>/dev/null", "how-it-works"),
+        ("pytest -q 2>&1", "how-it-works"),
+        ('echo "a > b"', "how-it-works"),
+        ("grep -r TODO src > /dev/null", "discovery"),
+        ("cat README.md", "discovery"),
+    ],
+)
+def test_a_shell_command_that_writes_a_file_is_a_change(command: str, kind: str) -> None:
+    # issue #32: `echo a > out.txt` was no change, so a one-prompt session that wrote a file
+    # with the shell got no summary
+    observation = observe_tool("Bash", {"command": command}, {"stdout": ""}, "/r")
+    assert observation is not None
+    assert (observation.kind, observation.changes) == (kind, int(kind == "change"))
+
+
+def test_a_session_that_wrote_a_file_with_the_shell_gets_a_summary(
+    hook: Hook, make_project: Callable[..., Path], state: StateDB, store: MemoryStore
+) -> None:
+    project = make_project("app")
+    hook("session-start", cwd=project, session_id="s-w", source="startup")
+    hook("user-prompt-submit", cwd=project, session_id="s-w", prompt="write the release notes")
+    hook(
+        "post-tool-use",
+        cwd=project,
+        session_id="s-w",
+        tool_name="Bash",
+        tool_input={"command": "echo 'v1.2: faster search' > RELEASE.md"},
+        tool_response={"stdout": ""},
+    )
+    hook("session-end", cwd=project, session_id="s-w", reason="other")
+    (episode,) = _episodes(state, store).list()
+    assert episode.file_changes == 1
+    assert "write the release notes" in episode.summary
