@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bridge.diffs import diff_markdown
 from bridge.inputs import clip
 from bridge.render import escape_card_markdown
 from bridge.strings import Locale, both, t
@@ -18,10 +19,11 @@ def toast(key: str, locale: Locale, kind: str) -> dict[str, Any]:
 
 
 def approval_card(
-    locale: Locale, tool: str, summary: str, minutes: int, nonce: str
+    locale: Locale, tool: str, summary: str, minutes: int, nonce: str, diff: str | None = None
 ) -> dict[str, Any]:
     """Approve / deny buttons for one "ask" call (JSON 2.0: buttons straight in the elements,
-    callback values are objects, as lark-oapi can only read those)."""
+    callback values are objects, as lark-oapi can only read those); `diff`: what an Edit or
+    Write would change (bridge/diffs.py, capped), shown above the buttons."""
 
     def button(kind: str, label: str, style: str) -> dict[str, Any]:
         return {
@@ -45,6 +47,11 @@ def approval_card(
         "body": {
             "elements": [
                 {"tag": "markdown", "content": body},
+                *(
+                    [{"tag": "markdown", "content": escape_card_markdown(diff_markdown(diff))}]
+                    if diff
+                    else []
+                ),
                 button("approve", "approve_button", "primary"),
                 button("deny", "deny_button", "danger"),
             ]

@@ -27,6 +27,7 @@ from agent.policy import Approver
 from agent.policy import Denied as ToolDenied
 from bridge._lark import card_action_response
 from bridge.access import Granted
+from bridge.diffs import DIFF_TOOLS, file_to_read, tool_diff
 from bridge.events import IncomingMessage, message_from_json, message_to_json
 from bridge.feishu.cards import approval_card, decided_card, toast
 from bridge.feishu.context import BridgeContext
@@ -41,6 +42,7 @@ from memory.loop.entities import PendingEntity, PendingStore
 
 logger = logging.getLogger("bridge.feishu")
 
+DIFF_READ_BYTES = 1_000_000  # a Write's current file, read at most this far for its diff
 DECIDED_KEPT = 200  # decided approval cards remembered (a late tap reads "already decided")
 CARD_SENT_WAIT = 1.5
 """Seconds a tap waits for its card's send to return: Feishu shows a card as soon as it has it,
@@ -374,6 +376,18 @@ class Controls:
         return closing
 
     # --- approvals -------------------------------------------------------------------------------
+    def _diff(self, tool_name: str, tool_input: dict[str, Any]) -> str | None:
+        """The approval card's diff (in a thread): a Write's target is read as it is now (a
+        relative path is the workspace's, where the agent runs; none there: a new file)."""
+        before = None
+        if (path := file_to_read(tool_name, tool_input)) is not None:
+            try:
+                with (self._ctx.settings.workspace_dir / path).open("rb") as f:
+                    before = f.read(DIFF_READ_BYTES).decode("utf-8", errors="replace")
+            except OSError:
+                before = None
+        return tool_diff(tool_name, tool_input, before)
+
     def approver(self, msg: IncomingMessage, conversation_id: str) -> Approver:
         """Asks the chat about a tool call the policy marks "ask": an approval card with
         buttons; the first tap of someone with the right decides, no tap in time denies."""
@@ -394,7 +408,11 @@ class Controls:
         control.decision = ctx.loop.create_future()
         summary = step_label(tool_name, summarize_tool_input(tool_name, tool_input))
         nonce = self.add(control)
-        card = approval_card(msg.locale, tool_name, summary, minutes, nonce)
+        diff = None
+        if isinstance(tool_input, dict) and tool_name in DIFF_TOOLS:
+            # what an Edit or Write would change; reading the file and diffing it block
+            diff = await asyncio.to_thread(self._diff, tool_name, tool_input)
+        card = approval_card(msg.locale, tool_name, summary, minutes, nonce, diff)
         try:
             card_id = await ctx.sender.reply(
                 msg.message_id,

@@ -13,7 +13,7 @@ from bridge.strings import t
 from settings import Settings
 from tests.bridge.conftest import feishu_app, message_id, wait_answer, wait_reply_text
 from tests.fakes.anthropic_api import FakeMessagesAPI, text, tool
-from tests.fakes.feishu_platform import BotMessage, FakeFeishu
+from tests.fakes.feishu_platform import BotMessage, FakeFeishu, visible_text
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -350,3 +350,33 @@ async def test_a_stop_while_an_approval_is_asked_closes_the_approval_card(
         await wait_until(lambda: fake_feishu.card_buttons(approval.message_id) == [], timeout=30)
     assert approval.content["header"]["template"] == "grey"
     assert "已关闭" in approval.text and "2 分钟" not in approval.text
+
+
+async def test_a_write_approval_card_shows_the_diff_within_the_card_limits(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    # issue #33: an Edit or Write approval showed only the path, not what it would change
+    plan = "# Plan\n" + "".join(
+        f"step {i}: ship `part {i}` <at id=all></at>\n" for i in range(3000)
+    )
+    fake_model.on(
+        "write the plan",
+        tool("Write", {"file_path": "notes/plan.md", "content": plan}),
+        text("Wrote it."),
+    )
+    settings = streaming(feishu_settings, ask_tools=["Write"])
+    async with feishu_app(settings):
+        asked = fake_feishu.push_text("write the plan please")
+        approval = await _approval_card(fake_feishu, message_id(asked))
+        shown = approval.versions[0]
+        value = button_value(fake_feishu, approval, "approve_btn")
+        await tap(fake_feishu, value, message=approval.message_id)
+        await wait_reply_text(fake_feishu, message_id(asked))
+    text_shown = visible_text("interactive", shown)  # as the chat showed it, before the tap
+    assert "+# Plan" in text_shown and "+step 0: ship `part 0`" in text_shown
+    assert "step 2999" not in text_shown  # capped, the rest counted
+    assert fake_feishu.refused == []  # within the documented card limits
+    assert fake_feishu.mentions == []  # chat text in the diff cannot mention anyone
+    assert (settings.workspace_dir / "notes" / "plan.md").read_text() == plan
