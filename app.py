@@ -60,6 +60,7 @@ from web.page import mount_page
 if TYPE_CHECKING:
     from claude_agent_sdk import SessionStore
 
+    from bridge.feishu import FeishuBridge
     from bridge.state import BridgeStateBackend
     from storage.postgres import PostgresDatabase
 
@@ -287,22 +288,27 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 async def _feishu(app: FastAPI, settings: Settings, container: Container) -> AsyncIterator[None]:
     try:
         if settings.feishu_enabled:
-            from bridge.feishu import FeishuBridge, memory_search
-
-            app.state.feishu = FeishuBridge(
-                settings,
-                container.sessions,
-                search=memory_search(container.memory),
-                state=container.feishu_state,
-                memory=container.memory,
-                pending=container.pending,
-                conflicts=ConflictStore(container.state),
-            )
+            app.state.feishu = _feishu_bridge(settings, container)
             await app.state.feishu.start()
         yield
     finally:
         if app.state.feishu is not None:  # the bridge feeds the sessions: close it first
             await app.state.feishu.aclose()
+
+
+def _feishu_bridge(settings: Settings, container: Container) -> FeishuBridge:
+    """The Feishu bridge over the container (lark-oapi imported only now)."""
+    from bridge.feishu import FeishuBridge, memory_search
+
+    return FeishuBridge(
+        settings,
+        container.sessions,
+        search=memory_search(container.memory),
+        state=container.feishu_state,
+        memory=container.memory,
+        pending=container.pending,
+        conflicts=ConflictStore(container.state),
+    )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -402,8 +408,6 @@ async def run_bridge_alone(settings: Settings, *, stop: asyncio.Event | None = N
     """
     import signal
 
-    from bridge.feishu import FeishuBridge, memory_search
-
     bridge_log = logging.getLogger("bridge.feishu")  # the bridge's own log file
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -417,15 +421,7 @@ async def run_bridge_alone(settings: Settings, *, stop: asyncio.Event | None = N
     try:
         await container.start()
         await _recover_turns(container)
-        bridge = FeishuBridge(
-            settings,
-            container.sessions,
-            search=memory_search(container.memory),
-            state=container.feishu_state,
-            memory=container.memory,
-            pending=container.pending,
-            conflicts=ConflictStore(container.state),
-        )
+        bridge = _feishu_bridge(settings, container)
         try:
             await bridge.start()
             if await bridge.wait_connected(30):
