@@ -558,24 +558,11 @@ def _replace_session(request: HookRequest, session_id: str) -> HookRequest:
 
 
 def session_summary(messages: Sequence[EpisodeMessage]) -> str:
-    """The rule-based summary, plus the files changed when there is room (at most 300 chars)."""
-    from memory.loop.episodes import SUMMARY_LIMIT, rule_based_summary
+    """The rule-based summary, plus the files changed when there is room (at most 300 chars),
+    in the conversation's language (`memory.loop.episodes.files_summary`)."""
+    from memory.loop.episodes import files_summary
 
-    base = rule_based_summary(messages)
-    files: list[str] = []
-    for message in messages:
-        if message.role != "observation" or message.kind != "change":
-            continue
-        for line in message.content.splitlines():
-            if line.startswith("files: "):
-                for name in line[7:].split(", "):
-                    if name and name not in files:
-                        files.append(name)
-    if files:
-        extra = " | Files: " + ", ".join(files[:6])
-        if len(base) + len(extra) <= SUMMARY_LIMIT:
-            base += extra
-    return base
+    return files_summary(messages)
 
 
 # --- requests and answers -------------------------------------------------------------------

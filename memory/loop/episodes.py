@@ -176,6 +176,28 @@ def rule_based_summary(messages: Sequence[EpisodeMessage], limit: int = SUMMARY_
     return _text.shorten(separator.join(parts), limit)
 
 
+def files_summary(messages: Sequence[EpisodeMessage]) -> str:
+    """`rule_based_summary`, plus the files the session changed when there is room, labelled
+    in the same language (`｜文件：` or ` | Files: `; an English label ended Chinese summaries)."""
+    base = rule_based_summary(messages)
+    files: list[str] = []
+    for message in messages:
+        if message.role != "observation" or message.kind != "change":
+            continue
+        for line in message.content.splitlines():
+            if line.startswith("files: "):
+                for name in line[7:].split(", "):
+                    if name and name not in files:
+                        files.append(name)
+    if files:
+        chinese = conversation_is_chinese(messages)
+        label = "｜文件：" if chinese else " | Files: "
+        extra = label + ("、" if chinese else ", ").join(files[:6])
+        if len(base) + len(extra) <= SUMMARY_LIMIT:
+            base += extra
+    return base
+
+
 def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 

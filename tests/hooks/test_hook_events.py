@@ -790,3 +790,29 @@ def test_a_session_that_wrote_a_file_with_the_shell_gets_a_summary(
     (episode,) = _episodes(state, store).list()
     assert episode.file_changes == 1
     assert "write the release notes" in episode.summary
+
+
+def test_a_chinese_sessions_summary_names_its_files_in_chinese(
+    hook: Hook, make_project: Callable[..., Path], state: StateDB, store: MemoryStore
+) -> None:
+    # the files were labelled " | Files: " inside a Chinese summary
+    project = make_project("app")
+    hook("session-start", cwd=project, session_id="s-f", source="startup")
+    for prompt in ("把登录接口改成用令牌", "再加上过期时间", "最后更新文档"):
+        hook("user-prompt-submit", cwd=project, session_id="s-f", prompt=prompt)
+    hook(
+        "post-tool-use",
+        cwd=project,
+        session_id="s-f",
+        tool_name="Edit",
+        tool_input={
+            "file_path": str(project / "src" / "auth.py"),
+            "old_string": "password",
+            "new_string": "token",
+        },
+        tool_response={"success": True},
+    )
+    hook("session-end", cwd=project, session_id="s-f", reason="other")
+    (episode,) = _episodes(state, store).list()
+    assert episode.summary.startswith("完成：把登录接口改成用令牌"), episode.summary
+    assert "｜文件：src/auth.py" in episode.summary and "Files" not in episode.summary
