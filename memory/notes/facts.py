@@ -38,12 +38,15 @@ CONFIDENT_UPDATE_COSINE: Final = 0.78
 """An update is applied by itself from here when the newer note also says it changed
 something (words of change and a changed value)."""
 SAME_COSINE: Final = 0.74
-"""Two notes with nothing changed between them are offered as one fact from here..."""
+"""Two notes with nothing changed between them are offered as one fact from here (another fact
+about the same cat sits at 0.70: "我的猫叫年糕" / "我的猫年糕对鸡肉过敏")..."""
 CROSS_SAME_COSINE: Final = SUBJECT_COSINE
 """...or from here when more than the vectors say so: the two are written in two languages (a
 translation sits at cosine 0.54-0.81 from its original, where a same-language paraphrase sits
 at 0.67-0.81), or they share two names ("Go", "table-driven"; the life set's same-fact groups,
-docs/retrieval.md)..."""
+docs/retrieval.md), or every name one of them writes is in the other ("写 Go 单测的时候我习惯用表
+驱动的写法" / "Go 的单元测试我喜欢写成 table-driven 的形式": the five-ways preference of issue
+#29, whose first two sit at 0.70)..."""
 SHARED_NAMES: Final = 2
 LONGER: Final = 4
 LONG_NOTE: Final = 300
@@ -122,4 +125,11 @@ def _more_evidence(old: str, new: str) -> bool:
     (`CROSS_SAME_COSINE`)."""
     if _text.is_mostly_chinese(old) != _text.is_mostly_chinese(new):
         return True
-    return len(_text.names(old) & _text.names(new)) >= SHARED_NAMES
+    old_names, new_names = _text.names(old), _text.names(new)
+    if len(old_names & new_names) >= SHARED_NAMES:
+        return True
+    # one set of names inside the other, adding at most one: a rewording that spells out one
+    # more thing ("Go" / "Go, table-driven"), where a note naming more is another fact ("Vim" /
+    # "Vim, Markdown, vim-markdown", 0.68)
+    few, more = sorted((old_names, new_names), key=len)
+    return bool(few) and few <= more and len(more - few) <= 1

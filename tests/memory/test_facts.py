@@ -94,6 +94,24 @@ from memory.sqlite.store import MemoryStore
             "same",
             False,
         ),
+        # every name one writes is in the other: the five-ways preference of issue #29
+        (
+            "写 Go 单测的时候我习惯用表驱动的写法。",
+            "Go 的单元测试我喜欢写成 table-driven 的形式。",
+            0.70,
+            True,
+            "same",
+            False,
+        ),
+        # (real cosines) a note naming more is another fact
+        (
+            "我用 Vim 写代码。",
+            "我用 Vim 写 Markdown 文档，配 vim-markdown 插件。",
+            0.68,
+            True,
+            "other",
+            False,
+        ),
         (
             "I like writing tests in Go.",
             "My tests are usually written first.",
