@@ -160,20 +160,25 @@ def rule_based_summary(messages: Sequence[EpisodeMessage], limit: int = SUMMARY_
         if m.role in ("user", "assistant") or m.kind == COMPACTION_KIND
         for s in _text.sentences(m.content)
     ]
+    decisions = _unique(s for s in said if _DECISION().search(s))[:2]
+    open_items = _unique(s for s in said if _OPEN().search(s) and not _DECISION().search(s))[:2]
+    rest = []
+    if decisions:
+        rest.append(decided_label + joiner.join(_text.shorten(s, 70) for s in decisions))
+    if open_items:
+        rest.append(open_label + joiner.join(_text.shorten(s, 60) for s in open_items))
+    # what was asked gets the room the decisions and open items leave (at least 90 characters,
+    # at most 200): requests were cut at 60 whatever the room, and read as clipped logs (#32)
+    room = limit - len(done_label) - sum(len(separator) + len(part) for part in rest)
+    room = max(90, min(200, room))
     if not requests:
         done = "对话" if chinese else "a conversation"
     elif len(requests) == 1 or requests[-1] == requests[0]:
-        done = _text.shorten(requests[0], 90)
+        done = _text.shorten(requests[0], room)
     else:
-        done = f"{_text.shorten(requests[0], 60)}{joiner}{_text.shorten(requests[-1], 60)}"
-    decisions = _unique(s for s in said if _DECISION().search(s))[:2]
-    open_items = _unique(s for s in said if _OPEN().search(s) and not _DECISION().search(s))[:2]
-    parts = [done_label + done]
-    if decisions:
-        parts.append(decided_label + joiner.join(_text.shorten(s, 70) for s in decisions))
-    if open_items:
-        parts.append(open_label + joiner.join(_text.shorten(s, 60) for s in open_items))
-    return _text.shorten(separator.join(parts), limit)
+        half = (room - len(joiner)) // 2
+        done = f"{_text.shorten(requests[0], half)}{joiner}{_text.shorten(requests[-1], half)}"
+    return _text.shorten(separator.join([done_label + done, *rest]), limit)
 
 
 def files_summary(messages: Sequence[EpisodeMessage]) -> str:

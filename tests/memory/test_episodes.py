@@ -224,3 +224,16 @@ def test_a_huge_message_without_spaces_still_searches_sessions(
     episodes.close(ep.id, "Done: 麻薯 xxxxx 体检")
     assert [e.id for e in episodes.search(f"体检 {huge}")] == [ep.id]
     assert len(max(observation_terms(huge), key=len)) <= 64
+
+
+def test_a_summary_keeps_what_was_asked_when_there_is_room() -> None:
+    # issue #32: requests were cut at 60 characters whatever the room, and read as clipped logs
+    asked = (
+        "Please migrate the billing tables from MySQL to PostgreSQL 16, keeping the invoice "
+        "ids stable and the refunds history intact."
+    )
+    summary = rule_based_summary(_said(("user", asked), ("assistant", "Done, all migrated.")))
+    assert summary == f"Done: {asked}"
+    then = "Then update the runbook with the new backup schedule."
+    both = rule_based_summary(_said(("user", asked), ("user", then)))
+    assert len(both) <= 300 and both.endswith(then) and "keeping the invoice ids" in both
