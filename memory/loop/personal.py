@@ -116,14 +116,15 @@ def text_features(text: str) -> dict[int, float]:
 
 @record
 class Reading:
-    """What a probe read of a prompt: how likely it is about the person's world, and the
-    probability from which the session's own project's notes may come in with it."""
+    """What the probes read of a prompt: whether it is about the person's world (any note may
+    come in with it), and whether it reads as the work of a project session (that project's own
+    notes may)."""
 
-    probability: float
-    project_from: float = PROJECT_THRESHOLD
+    personal: bool
+    work: bool
 
     def lets_in(self, *, own_project: bool) -> bool:
-        return self.probability >= (self.project_from if own_project else THRESHOLD)
+        return self.work if own_project else self.personal
 
 
 @record
@@ -154,19 +155,37 @@ def is_personal(store: MemoryBackend, prompt: str) -> bool | None:
     """Whether `prompt` is about the person's own world, by the probe over its query vector;
     None when the probe cannot say (another encoder, none, or no vector for the prompt)."""
     reading = read_prompt(store, prompt)
-    return None if reading is None else reading.lets_in(own_project=False)
+    return None if reading is None else reading.personal
 
 
 def read_prompt(store: MemoryBackend, prompt: str) -> Reading | None:
-    """How likely `prompt` is about the person's own world: by the vector probe when the
-    store's encoder is the one it was trained on, else by the text probe; None when neither is
-    there."""
+    """Whether `prompt` is about the person's own world, and whether it reads as a project's
+    work; None when no probe can tell.
+
+    With the encoder the vector probe was trained on, both probes read the prompt and the mean
+    of their log-odds decides whether it is personal (meaning and words are two witnesses: on the
+    life set's held-out third the vector probe alone let a note into 10 % of the unrelated
+    prompts through the chat, both together 5 %, for 4 % fewer related prompts given their
+    note); whether it is work is the vector probe's alone (the text probe reads work as less
+    personal). Otherwise the text probe decides both, at its own bars."""
+    text_probe = packaged_text_probe()
     found = store.query_vector(prompt)  # first: without an encoder, numpy is never loaded
     if found is not None:
         probe = packaged_probe()
         if probe is not None and found.model == probe.encoder:
-            return Reading(probe.probability(found.vector))
-    text_probe = packaged_text_probe()
+            meaning = probe.probability(found.vector)
+            if text_probe is None:
+                return Reading(meaning >= THRESHOLD, meaning >= PROJECT_THRESHOLD)
+            words = text_probe.probability(prompt)
+            return Reading(
+                _log_odds(meaning) + _log_odds(words) >= 0.0, meaning >= PROJECT_THRESHOLD
+            )
     if text_probe is None:
         return None
-    return Reading(text_probe.probability(prompt), TEXT_PROJECT_THRESHOLD)
+    words = text_probe.probability(prompt)
+    return Reading(words >= THRESHOLD, words >= TEXT_PROJECT_THRESHOLD)
+
+
+def _log_odds(probability: float) -> float:
+    clipped = min(max(probability, 1e-9), 1.0 - 1e-9)
+    return math.log(clipped / (1.0 - clipped))

@@ -17,7 +17,6 @@ from memory.config import MemoryConfig
 from memory.encoders.models import Encoder, EncoderSpec, load_encoder
 from memory.loop.episodes import EpisodeStore
 from memory.loop.personal import (
-    TEXT_PROJECT_THRESHOLD,
     is_personal,
     packaged_probe,
     read_prompt,
@@ -39,6 +38,12 @@ GENERAL = (
     "How do I reverse a list in Python?",
     "给我讲个笑话",
     "Explain the CAP theorem",
+    # the vector probe alone reads these as personal (0.58-0.73); the prompt's words say
+    # otherwise, and the two together decide
+    "Spring Boot 的自动配置原理是什么？",
+    "Redis 集群的槽位是怎么分配的？",
+    "gRPC 和 REST 各适合什么场景？",
+    "我的 Go 程序内存一直涨，一般怎么排查？",
 )
 
 
@@ -77,7 +82,7 @@ def test_another_encoder_leaves_it_to_the_text_probe(tmp_path: Path) -> None:
         store.save(NoteDraft(content="Kunlun is our event streaming platform on Kafka."))
         store.sync_vectors()
         reading = read_prompt(store, "Which port does our billing service listen on?")
-        assert reading is not None and reading.project_from == TEXT_PROJECT_THRESHOLD
+        assert reading is not None and reading.personal
 
 
 @pytest.mark.parametrize(

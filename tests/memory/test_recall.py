@@ -121,18 +121,16 @@ def test_asking_for_something_is_not_speaking_of_oneself(prompt: str) -> None:
 @pytest.mark.parametrize(
     ("personal", "scope", "place", "own"),
     [
-        (Reading(0.2), "user", None, False),  # first person and names, yet the probe says no
-        (Reading(0.9), "user", None, True),
-        (Reading(0.45), "user", None, False),
-        # the session's own project lets its notes in from a lower probability (its prompts
-        # are its work), never whatever the prompt ("今天天气怎么样？" in a project session)
-        (Reading(0.45), "project:pg", "project:pg", True),
-        (Reading(0.1), "project:pg", "project:pg", False),
-        (Reading(0.25, project_from=0.2), "project:pg", "project:pg", True),  # the text probe
-        (Reading(0.25, project_from=0.2), "user", "project:pg", False),
-        (Reading(0.2), "user", "project:pg", False),
-        (Reading(0.9), "project:other", "project:pg", True),
-        (Reading(0.45), "project:other", "project:pg", False),
+        # first person and names, yet the probes say no
+        (Reading(personal=False, work=False), "user", None, False),
+        (Reading(personal=True, work=True), "user", None, True),
+        # the session's own project lets its notes in when the prompt reads as its work, never
+        # whatever the prompt ("今天天气怎么样？" in a project session)
+        (Reading(personal=False, work=True), "project:pg", "project:pg", True),
+        (Reading(personal=False, work=False), "project:pg", "project:pg", False),
+        (Reading(personal=False, work=True), "user", "project:pg", False),
+        (Reading(personal=True, work=True), "project:other", "project:pg", True),
+        (Reading(personal=False, work=True), "project:other", "project:pg", False),
     ],
 )
 def test_the_probe_decides_when_it_can_tell(
