@@ -50,10 +50,9 @@ from memory.vector_sync import VectorSync
 from settings import Settings, load_settings
 from storage.lanes import Lanes
 from storage.private import private_process, tighten_home
-from web import embed, health
+from web import chat_api, embed, health
 from web.access import LoopbackOnly
 from web.auth import require_token
-from web.chat_api import create_chat_router
 from web.errors import install_error_handling
 from web.page import mount_page
 
@@ -328,7 +327,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handling(app)  # the one mapping from errors to answers (web/errors.py)
     app.include_router(health.router)
     app.include_router(embed.router)
-    app.include_router(create_chat_router())
+    app.include_router(chat_api.router)
     _include_memory_api(app)
     app.include_router(  # `claude-memory hook` asks here, signed with the run file's secret
         create_hooks_router(

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
@@ -62,76 +62,76 @@ def _sessions(request: Request) -> SessionManager:
     return sessions
 
 
-def create_chat_router() -> APIRouter:
-    router = APIRouter(prefix="/api", dependencies=[Depends(require_token)], tags=["chat"])
+Sessions = Annotated[SessionManager, Depends(_sessions)]
+"""The running app's sessions (`app.Container.sessions`)."""
 
-    @router.post("/chat", response_model=ChatResponse)
-    async def chat(body: ChatRequest, request: Request) -> dict[str, Any]:
-        sessions = _sessions(request)
-        result = await sessions.run_agent(
-            body.message,
-            conversation_id=body.conversation_id,
-            new_conversation=body.new_conversation,
-        )
-        return result.to_public()
+router = APIRouter(prefix="/api", dependencies=[Depends(require_token)], tags=["chat"])
 
-    @router.post("/chat/stream")
-    async def chat_stream(body: ChatRequest, request: Request) -> StreamingResponse:
-        sessions = _sessions(request)
-        conversation_id = await sessions.resolve_conversation(
-            body.conversation_id, body.new_conversation
-        )
-        # Validate before the stream starts, so bad input is a plain 422, not an SSE event.
-        sessions.validate_message(body.message)
-        return StreamingResponse(
-            _stream(sessions, body.message, conversation_id),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
 
-    @router.get("/conversations")
-    async def list_conversations(request: Request) -> dict[str, Any]:
-        sessions = _sessions(request)
-        live = {s.conversation_id: s for s in sessions.live()}
-        items = []
-        for conv in await sessions.run_state(sessions.store.list):
-            data = conv.to_public()
-            status = live.get(conv.id)
-            data["running"] = bool(status and status.running)
-            data["connected"] = bool(status and status.connected)
-            items.append(data)
-        return {"conversations": items}
+@router.post("/chat", response_model=ChatResponse)
+async def chat(body: ChatRequest, sessions: Sessions) -> dict[str, Any]:
+    result = await sessions.run_agent(
+        body.message,
+        conversation_id=body.conversation_id,
+        new_conversation=body.new_conversation,
+    )
+    return result.to_public()
 
-    @router.get("/conversations/{conversation_id}")
-    async def get_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
-        sessions = _sessions(request)
-        conv = await sessions.run_state(sessions.store.get, conversation_id)
-        if conv is None:
-            raise NotFoundError("conversation", conversation_id)
-        status = sessions.live_status(conversation_id)
+
+@router.post("/chat/stream")
+async def chat_stream(body: ChatRequest, sessions: Sessions) -> StreamingResponse:
+    conversation_id = await sessions.resolve_conversation(
+        body.conversation_id, body.new_conversation
+    )
+    # Validate before the stream starts, so bad input is a plain 422, not an SSE event.
+    sessions.validate_message(body.message)
+    return StreamingResponse(
+        _stream(sessions, body.message, conversation_id),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.get("/conversations")
+async def list_conversations(sessions: Sessions) -> dict[str, Any]:
+    live = {s.conversation_id: s for s in sessions.live()}
+    items = []
+    for conv in await sessions.run_state(sessions.store.list):
         data = conv.to_public()
+        status = live.get(conv.id)
         data["running"] = bool(status and status.running)
         data["connected"] = bool(status and status.connected)
-        turns = await sessions.run_state(sessions.store.turns, conversation_id)
-        data["history"] = [t.to_public() for t in turns]
-        return data
+        items.append(data)
+    return {"conversations": items}
 
-    @router.delete("/conversations/{conversation_id}")
-    async def delete_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
-        sessions = _sessions(request)
-        if await sessions.run_state(sessions.store.get, conversation_id) is None:
-            raise NotFoundError("conversation", conversation_id)
-        await sessions.delete_conversation(conversation_id)
-        return {"deleted": conversation_id}
 
-    @router.post("/conversations/{conversation_id}/interrupt")
-    async def interrupt(conversation_id: str, request: Request) -> dict[str, Any]:
-        sessions = _sessions(request)
-        if await sessions.run_state(sessions.store.get, conversation_id) is None:
-            raise NotFoundError("conversation", conversation_id)
-        return {"interrupted": await sessions.interrupt(conversation_id)}
+@router.get("/conversations/{conversation_id}")
+async def get_conversation(conversation_id: str, sessions: Sessions) -> dict[str, Any]:
+    conv = await sessions.run_state(sessions.store.get, conversation_id)
+    if conv is None:
+        raise NotFoundError("conversation", conversation_id)
+    status = sessions.live_status(conversation_id)
+    data = conv.to_public()
+    data["running"] = bool(status and status.running)
+    data["connected"] = bool(status and status.connected)
+    turns = await sessions.run_state(sessions.store.turns, conversation_id)
+    data["history"] = [t.to_public() for t in turns]
+    return data
 
-    return router
+
+@router.delete("/conversations/{conversation_id}")
+async def delete_conversation(conversation_id: str, sessions: Sessions) -> dict[str, Any]:
+    if await sessions.run_state(sessions.store.get, conversation_id) is None:
+        raise NotFoundError("conversation", conversation_id)
+    await sessions.delete_conversation(conversation_id)
+    return {"deleted": conversation_id}
+
+
+@router.post("/conversations/{conversation_id}/interrupt")
+async def interrupt(conversation_id: str, sessions: Sessions) -> dict[str, Any]:
+    if await sessions.run_state(sessions.store.get, conversation_id) is None:
+        raise NotFoundError("conversation", conversation_id)
+    return {"interrupted": await sessions.interrupt(conversation_id)}
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
