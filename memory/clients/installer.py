@@ -21,8 +21,9 @@ second install changes nothing; `uninstall` removes exactly what install added. 
 its indentation (2 or 4 spaces, tabs), key order and final newline, and when uninstall leaves
 the content an install backup had, the backup's bytes are written back, so the file is byte
 for byte what it was; a file install created is removed again. A file is backed up
-(`<name>.claude-memory-backup-<time>[-n]`, never overwriting an earlier backup) before it is
-changed, written atomically, and `--dry-run` prints the diff without writing anything.
+(`<name>.claude-memory-backup-<time>[-n]`, never overwriting an earlier backup, and not again
+when a backup already holds the same bytes) before it is changed, written atomically, and
+`--dry-run` prints the diff without writing anything.
 Commands use the absolute path of the installed `claude-memory` script, so they work from any
 folder and shell.
 """
@@ -622,9 +623,18 @@ def plan(
     return changes
 
 
-def _backup(path: Path, stamp: str) -> Path:
+def _backup(path: Path, stamp: str) -> Path | None:
     """Copy `path` to a backup name no earlier backup has (`-<stamp>`, then `~2`, `~3`, ...):
-    two installs in the same second keep both originals."""
+    two installs in the same second keep both originals. None when a backup already holds
+    these very bytes: each install/uninstall cycle left two more copies of the same two texts
+    (issue #32); now only the first cycle makes backups."""
+    content = path.read_bytes()
+    for earlier in backups_of(path):
+        try:
+            if earlier.read_bytes() == content:
+                return None
+        except OSError:
+            continue
     number = 1
     while True:
         suffix = stamp if number == 1 else f"{stamp}~{number}"
@@ -650,7 +660,9 @@ def apply(changes: Sequence[FileChange], *, now: float | None = None) -> list[Pa
         change.path.parent.mkdir(parents=True, exist_ok=True)
         mode = 0o600
         if change.before is not None:
-            backups.append(_backup(change.path, stamp))
+            backup = _backup(change.path, stamp)
+            if backup is not None:
+                backups.append(backup)
             mode = change.path.stat().st_mode & 0o777
         if change.after is None:
             change.path.unlink(missing_ok=True)

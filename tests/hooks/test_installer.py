@@ -453,7 +453,10 @@ def test_codex_uninstall_gives_back_config_toml_byte_for_byte(
 def test_backups_made_in_the_same_second_never_overwrite_each_other(claude_dir: Path) -> None:
     original = (claude_dir / "settings.json").read_bytes()
     now = time.time()
+    settings = claude_dir / "settings.json"
     installer.apply(installer.plan("claude-code", dict(os.environ), executable=EXE), now=now)
+    # the person changes something between the runs: three different texts to keep
+    settings.write_text(json.dumps(json.loads(settings.read_text()) | {"theme": "dark"}))
     installer.apply(
         installer.plan("claude-code", dict(os.environ), executable=EXE, remove=True), now=now
     )
@@ -463,3 +466,20 @@ def test_backups_made_in_the_same_second_never_overwrite_each_other(claude_dir: 
     # the very first backup is still the untouched original
     assert original in [b.read_bytes() for b in backups]
     assert backups[-1].read_bytes() == original  # oldest last
+
+
+def test_install_uninstall_cycles_keep_one_backup_per_text(
+    claude_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue #32: each install/uninstall cycle left 4 more backup files, copies of the same texts
+    run("claude-code")
+    run("claude-code", remove=True)
+    first = sorted(p.name for p in claude_dir.glob("*.claude-memory-backup-*"))
+    for _ in range(3):
+        run("claude-code")
+        run("claude-code", remove=True)
+    assert sorted(p.name for p in claude_dir.glob("*.claude-memory-backup-*")) == first
+    assert len(first) == 4  # the original and the installed text of each of the two files
+    assert (claude_dir / "settings.json").read_text() == json.dumps(
+        ORIGINAL_SETTINGS, indent=4
+    ) + "\n"
