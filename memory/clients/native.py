@@ -151,6 +151,7 @@ def read_claude_memory(folder: Path, project: ProjectIdentity) -> list[NativeNot
                         "project",
                         project.scope,
                         _modified(path),
+                        summary=list_summary(body),
                     )
                 )
             continue
@@ -184,10 +185,26 @@ def read_codex_memories(folder: Path) -> list[NativeNote]:
             title = "Codex memory summary" if name == "memory_summary.md" else "Codex memories"
             notes.append(
                 NativeNote(
-                    f"codex:memories:{name}", title, body, "general", "user", _modified(path)
+                    f"codex:memories:{name}",
+                    title,
+                    body,
+                    "general",
+                    "user",
+                    _modified(path),
+                    summary=list_summary(body),
                 )
             )
     return notes
+
+
+def list_summary(body: str, limit: int = 160) -> str | None:
+    """The summary of a note that is a list of facts (an index, Codex's memories): its lines
+    joined, as many as fit, not only the first (issue #32: the index read as its first line)."""
+    from memory._text import derive_summary, shorten
+
+    lines = [derive_summary(raw, limit).rstrip(".。;；") for raw in body.splitlines()]
+    lines = [line for line in lines if line]
+    return shorten("; ".join(lines), limit) if len(lines) > 1 else None
 
 
 def native_folders(

@@ -216,3 +216,11 @@ def test_a_native_memory_still_holding_a_credential_is_refused_and_the_others_im
         assert [Path(s).name for s in report.refused] == ["nas.md"]
         assert len(report.added) == 4
         assert not [n for n in store.iter_notes() if "Zebra-4471" in n.body]
+
+
+def test_a_list_of_memories_is_summarised_by_its_lines_not_the_first_alone() -> None:
+    from memory.clients.native import list_summary
+
+    body = "# Memories\n- The user works on the shop in Go.\n- Deploys on Fridays.\n- Uses uv.\n"
+    assert list_summary(body) == "The user works on the shop in Go; Deploys on Fridays; Uses uv"
+    assert list_summary("- one fact\n") is None  # one line: the usual summary
