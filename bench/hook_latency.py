@@ -63,6 +63,7 @@ from served_latency import (  # noqa: E402
     clean_env,
     machine_busy,
     pct,
+    process_cpu,
     serve,
     write_notes,
 )
@@ -193,9 +194,17 @@ def hook_rows(
     return out
 
 
-def app_cpu(app: App) -> float:
-    """CPU ms the app and its encoder worker have used so far."""
-    return app.cpu_seconds() * 1000
+def app_cpu(app: App) -> tuple[float, float]:
+    """CPU ms the app and its encoder worker have used so far, each."""
+    worker = app.encoder().get("pid")
+    worker_ms = process_cpu(worker) * 1000 if isinstance(worker, int) else 0.0
+    return process_cpu(app.proc.pid) * 1000, worker_ms
+
+
+def per_call(
+    before: tuple[float, float], after: tuple[float, float], calls: int
+) -> tuple[float, float]:
+    return (after[0] - before[0]) / calls, (after[1] - before[1]) / calls
 
 
 # --- the table -----------------------------------------------------------------------------------
@@ -227,8 +236,8 @@ class Row:
     name: str
     samples: list[Sample]
     target: float | None = None
-    app_cpu: float | None = None
-    """The app's and its worker's CPU ms per call over the row."""
+    app_cpu: tuple[float, float] | None = None
+    """The app's and its encoder worker's CPU ms per call over the row."""
     outcomes: str = ""
     """served / app failed / direct, from hooks.log."""
 
@@ -239,7 +248,9 @@ class Row:
     def line(self, target_text: str = "", met: str = "") -> str:
         wall = [s.wall for s in self.samples]
         cpu = statistics.median(s.cpu for s in self.samples)
-        cpu_text = f"{cpu:.0f}" + ("" if self.app_cpu is None else f" + {self.app_cpu:.0f} app")
+        cpu_text = f"{cpu:.0f}"
+        if self.app_cpu is not None:
+            cpu_text += f" + {self.app_cpu[0]:.0f} app + {self.app_cpu[1]:.0f} encoder"
         if self.target is not None and not target_text:
             target_text = f"<= {self.target:.0f}"
             met = "yes" if self.p95 <= self.target else "NO"
@@ -295,8 +306,8 @@ def measure_home(
         before = app_cpu(app)
         hooks_log = HookLog(home)
         samples = hook_rows(prompts, args.runs, env, project, "s")
-        per_call = (app_cpu(app) - before) / (args.runs + WARMUP)
-    served = Row(f"{notes:,} notes, served, app ready", samples, None, per_call)
+        cpu = per_call(before, app_cpu(app), args.runs + WARMUP)
+    served = Row(f"{notes:,} notes, served, app ready", samples, None, cpu)
     served.outcomes = hooks_log.outcomes()
     limit = min(SERVED_TARGET, direct.p95 / 2)
     met = "yes" if served.p95 <= limit else "NO"
@@ -331,9 +342,9 @@ def measure_busy(notes: int, args: argparse.Namespace, prompts: Prompts, base: P
         for _ in range(args.runs):
             language, text = prompts.prompt()
             samples.append(run_hook(payload(text, project, "b"), env, language))
-        per_call = (app_cpu(app) - before) / args.runs
+        cpu = per_call(before, app_cpu(app), args.runs)
         encoder = app.encoder()
-    row = Row(f"{notes:,} notes, served, right after `serve`", samples, None, per_call)
+    row = Row(f"{notes:,} notes, served, right after `serve`", samples, None, cpu)
     row.outcomes = hooks_log.outcomes()
     worst = max(s.wall for s in samples)
     failed = int(row.outcomes.split(" / ")[1])
@@ -400,9 +411,10 @@ def main() -> int:
     )
     print(
         "CPU ms: the hook process's user+system time (p50); served rows add the app's and "
-        "its encoder worker's CPU per call. context: answers that carried additionalContext (a "
-        "prompt that recalls nothing above the relevance floor gets none); served / app failed "
-        "/ direct: how hooks.log says each call was answered (app failed: no context at all)"
+        "its encoder worker's CPU per call, each. context: answers that carried "
+        "additionalContext (a prompt that recalls nothing above the relevance floor gets none); "
+        "served / app failed / direct: how hooks.log says each call was answered (app failed: "
+        "no context at all)"
     )
     print()
     print(
