@@ -22,10 +22,16 @@ from typing import Any, Literal
 
 from bridge.strings import Locale, t
 
-MsgType = Literal["text", "post", "interactive"]
+MsgType = Literal["text", "post", "interactive", "file"]
 
-# Request-body limits (docs say 150 KB / 30 KB; we stay under the decimal reading).
-BODY_LIMITS: dict[str, int] = {"text": 150_000, "post": 30_000, "interactive": 30_000}
+# Request-body limits (docs say 150 KB / 30 KB; we stay under the decimal reading). A file
+# message's body is a key: the text limit, the page names no other.
+BODY_LIMITS: dict[str, int] = {
+    "text": 150_000,
+    "post": 30_000,
+    "interactive": 30_000,
+    "file": 150_000,
+}
 # Room kept for the rest of the request body (msg_type, uuid, card skeleton, notes).
 _ENVELOPE_RESERVE = 1_500
 
@@ -332,6 +338,9 @@ def _code_and_prose(markdown: str) -> list[tuple[str, bool]]:
     if prose:
         runs.append(("\n".join(prose), False))
     return runs
+
+
+code_and_prose = _code_and_prose  # for readers of answers outside rendering (bridge/outputs.py)
 
 
 # --- content builders -----------------------------------------------------------------------------

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import random
@@ -251,6 +252,51 @@ class Sender:
         body = self._patch_body.builder().content(text).build()
         request = self._patch_req.builder().message_id(message_id).request_body(body).build()
         await self._call("patch", self._client.im.v1.message.patch, request, window=window)
+
+    # --- uploads: "上传图片" (server-docs/im-v1/image/create), "上传文件" (…/im-v1/file/create)
+    async def upload_image(self, data: bytes, name: str) -> str:
+        """Upload an image for messages and cards (image_type `message`); its image_key."""
+        from lark_oapi.api.im.v1 import CreateImageRequest, CreateImageRequestBody
+
+        def create(_: object) -> Any:
+            # built anew for every attempt: the SDK turns the body into a one-shot multipart
+            # stream when it sends it
+            body = (
+                CreateImageRequestBody.builder()
+                .image_type("message")
+                .image(_named_stream(data, name))
+                .build()
+            )
+            request = CreateImageRequest.builder().request_body(body).build()
+            return self._client.im.v1.image.create(request)
+
+        resp = await self._call("image upload", create, None, window=QUICK_WINDOW * 4)
+        key = getattr(resp.data, "image_key", None)
+        if not key:
+            raise _failure("image upload", "success without an image_key", transient=True)
+        return str(key)
+
+    async def upload_file(self, data: bytes, name: str, file_type: str) -> str:
+        """Upload a file for a file message (`file_type`: opus, mp4, pdf, doc, xls, ppt or
+        stream); its file_key."""
+        from lark_oapi.api.im.v1 import CreateFileRequest, CreateFileRequestBody
+
+        def create(_: object) -> Any:
+            body = (
+                CreateFileRequestBody.builder()
+                .file_type(file_type)
+                .file_name(name)
+                .file(_named_stream(data, name))
+                .build()
+            )
+            request = CreateFileRequest.builder().request_body(body).build()
+            return self._client.im.v1.file.create(request)
+
+        resp = await self._call("file upload", create, None, window=QUICK_WINDOW * 4)
+        key = getattr(resp.data, "file_key", None)
+        if not key:
+            raise _failure("file upload", "success without a file_key", transient=True)
+        return str(key)
 
     # --- CardKit card entities ("飞书卡片资源概述", cardkit-v1/feishu-card-resource-overview) ---
     # Every call after the creation carries a `sequence` that must strictly increase on the card
@@ -531,6 +577,13 @@ def _check_size(msg_type: MsgType, body: dict[str, Any]) -> None:
             status=None,
             log_id=None,
         )
+
+
+def _named_stream(data: bytes, name: str) -> Any:
+    """The bytes as a multipart part with a file name: a (filename, stream) pair, which the
+    SDK's form encoder (requests-toolbelt) sends as a file part; a bare stream would go without
+    a filename, as a plain field."""
+    return (name or "upload", io.BytesIO(data))
 
 
 def _disposition_name(headers: dict[str, str]) -> str:

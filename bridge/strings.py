@@ -110,6 +110,15 @@ STRINGS: dict[str, dict[Locale, str]] = {
         "interrupted. Please send it again.",
     },
     "restart_title": {"zh": "因重启中断", "en": "Interrupted by a restart"},
+    "files_refused": {
+        "zh": "这些文件没有发送：\n{lines}",
+        "en": "These files were not sent:\n{lines}",
+    },
+    "file_outside": {"zh": "不在工作区内", "en": "it is outside the workspace"},
+    "file_not_a_file": {"zh": "不是普通文件", "en": "it is not a regular file"},
+    "file_empty": {"zh": "是空文件", "en": "it is empty"},
+    "file_too_large": {"zh": "超过 30 MB", "en": "it is over 30 MB"},
+    "file_upload_failed": {"zh": "上传失败（{error}）", "en": "the upload failed ({error})"},
     "restart_nothing_yet": {
         "zh": "（应用重启时，回答还没有写出内容。）",
         "en": "(The app restarted before the answer had any text.)",

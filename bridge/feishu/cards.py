@@ -201,3 +201,18 @@ def decided_card(title: str, template: str, markdown: str) -> dict[str, Any]:
         "header": {"title": {"tag": "plain_text", "content": title}, "template": template},
         "body": {"elements": [{"tag": "markdown", "content": markdown}]},
     }
+
+
+def image_card(label: str, image_key: str) -> dict[str, Any]:
+    """An image the agent made, shown in a card (JSON 2.0 `img`, its key from "上传图片")."""
+    alt = clip(label, 100) or "image"
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True},
+        "body": {
+            "elements": [
+                {"tag": "img", "img_key": image_key, "alt": {"tag": "plain_text", "content": alt}},
+                {"tag": "markdown", "content": escape_card_markdown(alt), "text_size": "notation"},
+            ]
+        },
+    }

@@ -7,21 +7,24 @@ state, and its low-confidence captures are offered."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
 
 from agent.events import TextDelta, TurnEvent
 from bridge.events import IncomingMessage
+from bridge.feishu.cards import image_card
 from bridge.feishu.context import BridgeContext
 from bridge.feishu.controls import Control, Controls
 from bridge.feishu.delivery import Delivery
 from bridge.feishu.memory_chat import MemoryCommands
 from bridge.feishu.prompt import PromptBuilder
+from bridge.outputs import Refused, named_files, resolve
 from bridge.progress import TurnReply
 from bridge.render import card_content, escape_card_markdown, text_content
 from bridge.reply import LiveReply
-from bridge.sender import send_uuid
+from bridge.sender import FeishuAPIError, send_uuid
 from bridge.stream import StreamReply
 from bridge.strings import t
 from errors import ClaudeMemoryError
@@ -68,11 +71,49 @@ class Turns:
             if answer:
                 sent = [*reply.sent_ids, *(progress.sent_ids if progress is not reply else ())]
                 await self._keep_said(sent, answer)
+                await self._send_files(msg, answer)
         finally:
             self._controls.drop(nonce)
             await self._controls.close_approvals(msg)
             await self._settle(msg, reply, time.monotonic() - started)
         await self._memory.offer_captures(msg, conversation_id, since)
+
+    async def _send_files(self, msg: IncomingMessage, answer: str) -> None:
+        """The files the answer names in the workspace, after it (bridge/outputs.py): images
+        uploaded and shown in a card, other files as file messages; what may not go is said in
+        one line. A link to a path that does not exist is no file the agent made: skipped."""
+        named = named_files(answer)
+        if not named:
+            return
+        api, delivery = self._ctx.api, self._delivery
+        workspace = self._ctx.settings.workspace_dir
+        found = await asyncio.to_thread(lambda: [resolve(workspace, n) for n in named])
+        lines: list[str] = []
+        for index, item in enumerate(found):
+            if isinstance(item, Refused):
+                if item.why != "missing":
+                    why = t(f"file_{item.why.replace(' ', '_')}", msg.locale)
+                    lines.append(f"- {item.named.target}: {why}")
+                continue
+            part = f"file:{index}"
+            try:
+                data = await asyncio.to_thread(item.path.read_bytes)
+                if item.kind == "image":
+                    key = await api.upload_image(data, item.path.name)
+                    await delivery.send(
+                        msg, "interactive", image_card(item.named.label, key), part=part
+                    )
+                else:
+                    key = await api.upload_file(data, item.path.name, item.file_type)
+                    await delivery.send(msg, "file", {"file_key": key}, part=part)
+            except (FeishuAPIError, OSError) as exc:
+                logger.warning("%s not sent: %s", item.named.target, exc)
+                error = exc.message if isinstance(exc, FeishuAPIError) else type(exc).__name__
+                failed = t("file_upload_failed", msg.locale, error=error)
+                lines.append(f"- {item.named.target}: {failed}")
+        if lines:
+            text = t("files_refused", msg.locale, lines="\n".join(lines))
+            await delivery.send(msg, "text", text_content(text), part="files")
 
     async def _keep_said(self, message_ids: list[str], answer: str) -> None:
         """What the answer's cards said, for a member who quotes one later: Feishu does not

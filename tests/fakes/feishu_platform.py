@@ -71,9 +71,11 @@ class SentCall:
 
     @property
     def kind(self) -> str:
-        """create / reply / patch / edit / resource / cardkit / reaction / other."""
+        """create / reply / patch / edit / resource / cardkit / upload / reaction / other."""
         if "/cardkit/" in self.path:
             return "cardkit"
+        if self.path.endswith(("/im/v1/images", "/im/v1/files")):
+            return "upload"
         if "/reactions" in self.path:
             return "reaction"
         if self.path.endswith("/reply"):
@@ -494,6 +496,53 @@ def content_refusal(
     return None
 
 
+# --- uploads ------------------------------------------------------------------------------------
+# "上传图片" (server-docs/im-v1/image/create, POST /im/v1/images, multipart `image_type` and
+# `image`): JPG, JPEG, PNG, WEBP, GIF, BMP, ICO, TIFF, HEIC; at most 10 MB, never 0 bytes
+# ("上传的图片大小不能超过 10 MB，且不支持上传大小为 0 的图片"); `image_type` is `message` or
+# `avatar`; the answer's `data.image_key` goes into image messages and cards.
+# "上传文件" (server-docs/im-v1/file/create, POST /im/v1/files, multipart `file_type`,
+# `file_name`, `duration`, `file`): `file_type` one of opus, mp4, pdf, doc, xls, ppt, stream
+# (anything else as stream); "文件大小不得超过 30 MB，且不允许上传空文件"; the answer's
+# `data.file_key` goes into a file message (`msg_type: file`, content `{"file_key": ...}`).
+# The error codes of these refusals are not in the parts of the pages we could read: the fake
+# answers HTTP 400 with 234006 (too large), 234010 (empty) and 234011 (not an image of a listed
+# format), the codes lark-oapi users report for these calls; the bridge never reads the code.
+IMAGE_BYTES = 10 * 1024 * 1024
+FILE_BYTES = 30 * 1024 * 1024
+IMAGE_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "png"),
+    (b"\xff\xd8\xff", "jpeg"),
+    (b"GIF87a", "gif"),
+    (b"GIF89a", "gif"),
+    (b"BM", "bmp"),
+    (b"\x00\x00\x01\x00", "ico"),
+    (b"II*\x00", "tiff"),
+    (b"MM\x00*", "tiff"),
+)
+FILE_TYPES = frozenset({"opus", "mp4", "pdf", "doc", "xls", "ppt", "stream"})
+
+
+def image_format(data: bytes) -> str | None:
+    """The upload format `data` is in by its signature (WEBP and HEIC by their boxes), or None."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    if data[4:8] == b"ftyp" and data[8:12] in (b"heic", b"heix", b"mif1", b"msf1"):
+        return "heic"
+    return next((name for sig, name in IMAGE_SIGNATURES if data.startswith(sig)), None)
+
+
+@dataclass
+class Upload:
+    """An image or a file the bot uploaded."""
+
+    key: str
+    kind: str  # image / file
+    name: str
+    data: bytes
+    file_type: str = ""
+
+
 # --- faults the platform injects (delivery tests) ----------------------------------------------
 # Each behaves as the documentation says the server does (pages under https://open.feishu.cn/
 # document/, mirrored in wxkingstar/doc-hub-mcp):
@@ -678,7 +727,8 @@ class FakeFeishu:
         self.chat_lookups = 0
         self.user_lookups = 0
         self.refused: list[Refusal] = []  # sends and updates refused for a documented limit
-        self.image_keys: set[str] = set()  # image keys a test declares uploaded ("上传图片")
+        self.image_keys: set[str] = set()  # image keys uploaded ("上传图片") or declared by a test
+        self.uploads: dict[str, Upload] = {}  # image_key / file_key -> what was uploaded
         self._failures: list[Failure] = []
         self._answer_late = 0.0
         self.cards: dict[str, CardEntity] = {}  # CardKit card entities by card_id
@@ -751,6 +801,8 @@ class FakeFeishu:
                     self._delete_reaction,
                     methods=["DELETE"],
                 ),
+                Route("/open-apis/im/v1/images", self._upload_image, methods=["POST"]),
+                Route("/open-apis/im/v1/files", self._upload_file, methods=["POST"]),
                 Route("/open-apis/cardkit/v1/cards", self._card_create, methods=["POST"]),
                 Route("/open-apis/cardkit/v1/cards/{card_id}", self._card_update, methods=["PUT"]),
                 Route(
@@ -1803,6 +1855,66 @@ class FakeFeishu:
                 "Failed to create card content, ext=the card entity can only be sent once",
             )
         return entity, None
+
+    # --- uploads ---------------------------------------------------------------------------------
+    async def _upload_image(self, request: Request) -> Response:
+        return await self._upload(request, "image")
+
+    async def _upload_file(self, request: Request) -> Response:
+        return await self._upload(request, "file")
+
+    async def _upload(self, request: Request, kind: str) -> Response:
+        """ "上传图片" / "上传文件", with their documented limits (see "uploads")."""
+        async with request.form() as form:
+            return await self._upload_form(request, kind, form)
+
+    async def _upload_form(self, request: Request, kind: str, form: Any) -> Response:
+        call = SentCall(
+            method=request.method,
+            path=request.url.path,
+            query=dict(request.query_params),
+            body={k: v for k, v in form.items() if isinstance(v, str)},
+            headers={k.lower(): v for k, v in request.headers.items()},
+            at=time.monotonic(),
+        )
+        with self._lock:
+            self.sent.append(call)
+        if not self._authorized(request):
+            return self._token_refused(request)
+        if (failed := self._failure_for(call)) is not None:
+            return failed
+        part = form.get(kind)
+        if part is None or isinstance(part, str):
+            return self._upload_refused(call, 234001, "Invalid request param.")
+        data = await part.read()
+        limit = IMAGE_BYTES if kind == "image" else FILE_BYTES
+        if not data:
+            return self._upload_refused(call, 234010, "File's size can't be 0.")
+        if len(data) > limit:
+            return self._upload_refused(call, 234006, "The file size exceeds the limit.")
+        if kind == "image":
+            if form.get("image_type") not in ("message", "avatar"):
+                return self._upload_refused(call, 234001, "Invalid request param.")
+            if image_format(data) is None:
+                return self._upload_refused(call, 234011, "Can't recognize the image format.")
+            name, file_type = str(getattr(part, "filename", "") or ""), ""
+        else:
+            file_type = str(form.get("file_type") or "")
+            name = str(form.get("file_name") or "")
+            if file_type not in FILE_TYPES or not name:
+                return self._upload_refused(call, 234001, "Invalid request param.")
+        key = f"{'img' if kind == 'image' else 'file'}_v3_{uuid.uuid4().hex[:20]}"
+        with self._lock:
+            self.uploads[key] = Upload(key, kind, name, data, file_type)
+            if kind == "image":
+                self.image_keys.add(key)
+        return JSONResponse({"code": 0, "msg": "success", "data": {f"{kind}_key": key}})
+
+    def _upload_refused(self, call: SentCall, code: int, msg: str) -> Response:
+        with self._lock:
+            call.status = 400
+            self.refused.append(Refusal(call.kind, 400, code, msg))
+        return JSONResponse({"code": code, "msg": msg}, status_code=400)
 
     # --- reactions -------------------------------------------------------------------------------
     def reactions_on(self, message_id: str) -> list[str]:
