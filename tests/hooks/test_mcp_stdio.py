@@ -190,3 +190,21 @@ def test_the_server_names_the_installed_version() -> None:
     from memory.clients.mcp_tools.catalog import SERVER_VERSION
 
     assert version("claude-memory-system") == SERVER_VERSION
+
+
+@pytest.mark.parametrize(
+    ("asked", "answered"),
+    [
+        ("2024-11-05", "2024-11-05"),  # an older client keeps its revision
+        ("2025-06-18", "2025-06-18"),
+        ("2025-11-25", "2025-11-25"),
+        ("1999-01-01", "2025-11-25"),  # unknown: ours, newest; the client decides
+        (None, "2025-11-25"),
+    ],
+)
+def test_the_protocol_revision_is_the_clients_when_the_server_speaks_it(
+    asked: str | None, answered: str
+) -> None:
+    from memory.clients.mcp_stdio import initialized
+
+    assert initialized({"protocolVersion": asked})["protocolVersion"] == answered

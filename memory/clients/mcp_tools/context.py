@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,7 +62,6 @@ class ToolContext:
         self.config = config
         self.home = config.home
         self.project: ProjectIdentity = identify(cwd or os.getcwd())
-        self.session_key = f"mcp:{uuid.uuid4()}"
         self.client_session: str | None = config.client_session
         """The hooks' key of our client session, once known: its episode is ours."""
         self._lock = threading.Lock()
