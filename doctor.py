@@ -65,7 +65,10 @@ def run_doctor(settings: Settings) -> int:
     if settings.database_url is None:
         line(True, "shared state: off (SQLite in the home; CLAUDE_MEMORY_DATABASE_URL shares it)")
     else:
-        for ok, what, hint in _database_checks(settings.database_url.get_secret_value()):
+        url = settings.database_url.get_secret_value()
+        for ok, what, hint in _database_checks(url):
+            line(ok, what, hint)
+        for ok, what, hint in _memory_database_checks(url, settings.database_pool_max_size):
             line(ok, what, hint)
     for ok, what, hint in _feishu_checks(settings):
         line(ok, what, hint)
@@ -235,6 +238,23 @@ def _privacy_checks(settings: Settings) -> list[Check]:
             )
         )
     return checks
+
+
+def _memory_database_checks(url: str, pool_max: int) -> list[Check]:
+    """The memory in the shared database: notes, schema, indexes, vector models, the pool
+    (memory/postgres/health.py). Nothing when the database cannot be read (said above)."""
+    from errors import ConfigurationError
+
+    try:
+        import psycopg
+
+        from memory.postgres.health import doctor_lines, inspect
+    except (ConfigurationError, ImportError):
+        return []  # the driver line above says so
+    try:
+        return doctor_lines(inspect(url), pool_max)
+    except psycopg.Error:
+        return []  # unreachable or refused: the database line above says so
 
 
 def _database_checks(url: str) -> list[Check]:

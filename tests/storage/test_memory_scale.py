@@ -1,0 +1,194 @@
+"""A team's memory at scale (issue #34): what `doctor` says about the memory in PostgreSQL, one
+note per fact when two app instances save it at the same moment, and the SQLite vector search
+of large stores (signs first, then exact) finding what the exact scan finds.
+
+The timings themselves are the bench's (bench/memory_bench.py, docs/search.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from memory.config import MemoryConfig
+from memory.encoders.models import HashingEncoder
+from memory.model import NoteDraft
+from memory.postgres.health import doctor_lines, inspect
+from memory.postgres.store import PostgresMemoryStore
+from memory.sqlite import vectors
+from memory.sqlite.store import MemoryStore
+from settings import Settings
+from storage.postgres import PostgresDatabase
+from tests.conftest import running_app
+
+
+@pytest.fixture
+def pg_store(database_url: str, tmp_path: Path) -> Iterator[PostgresMemoryStore]:
+    db = PostgresDatabase(database_url, min_size=1, max_size=2)
+    db.open()
+    try:
+        store = PostgresMemoryStore.open(db, MemoryConfig.for_home(tmp_path / "pg"))
+        try:
+            yield store
+        finally:
+            store.close()
+    finally:
+        db.close()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MemoryStore]:
+    with MemoryStore.open(MemoryConfig.for_home(tmp_path / "home", fsync=False)) as opened:
+        yield opened
+
+
+def _embed(store: PostgresMemoryStore | MemoryStore, encoder: HashingEncoder) -> None:
+    pending = store.vectors.pending(encoder.name)
+    store.vectors.write(encoder.name, [(n, encoder.encode(list(n.chunks))) for n in pending])
+
+
+def test_doctor_reports_the_notes_indexes_vector_index_and_pool(
+    pg_store: PostgresMemoryStore, database_url: str
+) -> None:
+    for n in range(3):
+        pg_store.save(NoteDraft(content=f"部署步骤 {n}: run the migration before the deploy"))
+    _embed(pg_store, HashingEncoder())
+
+    lines = doctor_lines(inspect(database_url), pool_max=10)
+
+    text = "\n".join(what for _, what, _ in lines)
+    assert all(ok for ok, _, _ in lines), text
+    assert "4 notes, schema" in text  # and the profile skeleton
+    assert "memory_notes_search" not in text  # valid indexes are counted, not named
+    assert "HNSW index memory_note_vectors_hnsw_" in text
+    assert "4 notes, HNSW" in text
+    assert "up to 10 connections in each of an instance's two pools" in text
+
+
+def test_doctor_names_an_invalid_index_and_how_to_rebuild_it(
+    pg_store: PostgresMemoryStore, database_url: str
+) -> None:
+    # what an interrupted CREATE INDEX CONCURRENTLY leaves behind, as the catalog shows it
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pg_index SET indisvalid = false"
+            " WHERE indexrelid = 'memory_notes_tag_keys'::regclass"
+        )
+    try:
+        lines = doctor_lines(inspect(database_url), pool_max=10)
+    finally:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("REINDEX INDEX memory_notes_tag_keys")
+
+    [(ok, what, hint)] = [line for line in lines if line[1].startswith("memory indexes")]
+    assert not ok
+    assert "invalid: memory_notes_tag_keys" in what
+    assert "REINDEX INDEX" in hint
+
+
+def test_doctor_says_when_the_pools_could_exceed_the_server_connections(
+    database_url: str,
+) -> None:
+    state = inspect(database_url)
+    [(ok, what, hint)] = [
+        line
+        for line in doctor_lines(state, pool_max=state.max_connections)
+        if line[1].startswith("database pool")
+    ]
+    assert not ok
+    assert f"the server allows {state.max_connections}" in what
+    assert "CLAUDE_MEMORY_DATABASE_POOL_MAX_SIZE" in hint
+
+
+async def test_the_same_fact_saved_through_two_instances_at_once_is_one_note(
+    make_settings: Callable[..., Settings], database_url: str, tmp_path: Path
+) -> None:
+    a = make_settings(home=tmp_path / "home-a", database_url=database_url)
+    b = make_settings(home=tmp_path / "home-b", database_url=database_url)
+    facts = [
+        f"团队约定 {n}: the staging database is reset every Monday at 0{n}:00" for n in range(4)
+    ]
+    async with running_app(a) as client_a, running_app(b) as client_b:
+        saves = [
+            client.post("/api/memories", json={"content": fact})
+            for fact in facts
+            for client in (client_a, client_b, client_a, client_b)
+        ]
+        answers = await asyncio.gather(*saves)
+        assert {answer.status_code for answer in answers} <= {200, 201}
+    ids = [answer.json()["id"] for answer in answers]
+    for n in range(len(facts)):
+        assert len(set(ids[n * 4 : n * 4 + 4])) == 1, ids  # every save of a fact: one note
+    with psycopg.connect(database_url) as conn:
+        [(notes,)] = conn.execute(
+            "SELECT count(*) FROM memory_notes WHERE body LIKE '团队约定 %'"
+        ).fetchall()
+    assert notes == len(facts)
+
+
+# --- SQLite: large vector matrices -------------------------------------------------------------
+
+
+def _clustered(rows: int, dim: int, seed: int) -> np.ndarray:
+    """Unit vectors around 40 topics, as a text encoder's vectors cluster by subject."""
+    rng = np.random.default_rng(seed)
+    topics = rng.standard_normal((40, dim)).astype(np.float32)
+    matrix = topics[rng.integers(0, 40, rows)] + 0.8 * rng.standard_normal((rows, dim)).astype(
+        np.float32
+    )
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def test_a_large_sqlite_memory_finds_the_nearest_notes_the_exact_scan_finds(
+    store: MemoryStore,
+) -> None:
+    # 21 notes of 1,000 chunks each: past COARSE_MIN_ROWS, so signs pick the rows compared
+    notes = [
+        store.save(NoteDraft(content=f"长笔记 {n}: chunked note number {n}")) for n in range(21)
+    ]
+    matrix = _clustered(21_000, 64, seed=3)
+    pending = {p.id: p for p in store.vectors.pending("clustered-64")}
+    items = [(pending[s.id], matrix[i * 1000 : i * 1000 + 1000]) for i, s in enumerate(notes)]
+    assert store.vectors.write("clustered-64", items) == 21
+    assert vectors.COARSE_MIN_ROWS <= 21_000
+
+    rng = np.random.default_rng(4)
+    for row in rng.choice(21_000, 20, replace=False):
+        query = matrix[row] + 0.05 * rng.standard_normal(64).astype(np.float32)
+        query /= np.linalg.norm(query)
+        scores = matrix @ query
+        best = {notes[int(r) // 1000].id: float(scores[r]) for r in np.argsort(-scores)[::-1]}
+        exact = sorted(best.items(), key=lambda kv: -kv[1])[:5]
+
+        found = store.vectors.search("clustered-64", query, 5)
+
+        assert [i for i, _ in found] == [i for i, _ in exact]
+        assert [round(s, 5) for _, s in found] == [round(s, 5) for _, s in exact]
+
+
+def test_a_large_sqlite_memory_scans_everything_when_the_filters_keep_too_few(
+    store: MemoryStore,
+) -> None:
+    notes = [
+        store.save(NoteDraft(content=f"长笔记 {n}: chunked note number {n}")) for n in range(21)
+    ]
+    matrix = _clustered(21_000, 64, seed=5)
+    pending = {p.id: p for p in store.vectors.pending("clustered-64")}
+    store.vectors.write(
+        "clustered-64",
+        [(pending[s.id], matrix[i * 1000 : i * 1000 + 1000]) for i, s in enumerate(notes)],
+    )
+    query = matrix[0]
+    # the one note the filter keeps is the farthest from the query: the signs' candidates hold
+    # none of its rows, and the search still finds it
+    far = min(range(21), key=lambda i: float((matrix[i * 1000 : i * 1000 + 1000] @ query).max()))
+    keep = {notes[far].id}
+
+    found = store.vectors.search("clustered-64", query, 1, allowed=lambda ids: keep & set(ids))
+
+    assert [i for i, _ in found] == [notes[far].id]
