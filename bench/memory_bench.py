@@ -1360,6 +1360,11 @@ def main() -> int:
         " default) beside the random one, which answers at once; 'none' to skip",
     )
     parser.add_argument(
+        "--hybrid",
+        action="store_true",
+        help="--backend sqlite: also vectors and hybrid searches, in the side-by-side table",
+    )
+    parser.add_argument(
         "--concurrent",
         type=int,
         default=0,
@@ -1395,7 +1400,7 @@ def main() -> int:
             print(f"postgresql: {server.settings()}", file=sys.stderr)
         for size in sizes:
             if args.backend != "postgresql":
-                hybrid = server is not None
+                hybrid = server is not None or args.hybrid
                 row = run_size(
                     size, base, args.seed, args.ops, hybrid=hybrid, keep=args.keep, real=real
                 )
@@ -1431,7 +1436,7 @@ def main() -> int:
     print(f"total {time.perf_counter() - started:.0f} s", file=sys.stderr)
     if not results:
         pass
-    elif args.backend == "sqlite":
+    elif args.backend == "sqlite" and not args.hybrid:
         print_table([row for _, row in results])
     else:
         print_comparison(results)
