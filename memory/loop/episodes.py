@@ -114,6 +114,14 @@ _DECISION = lazy_pattern(
     r"|we will|we'll|switch(?:ed)? to|instead of",
     re.IGNORECASE,
 )
+_AGREED = lazy_pattern(
+    r"决定|选定|采用|改用|确定|定为|\bdecided\b|\bagreed\b|settled on"
+    r"|\bwe(?: will|'ll| chose| are going with)\b",
+    re.IGNORECASE,
+)
+"""A decision in the assistant's words: one stated as made or agreed ("we decided", "我们采用"),
+not the narration of its own next step ("I'll switch to …", "instead of …"), which the
+general pattern above took for the session's decisions (issue #32)."""
 _OPEN = lazy_pattern(
     r"待办|下一步|还需要|还要|尚未|未完成|没完成|以后再|稍后|TODO|next step|remaining|follow[- ]?up"
     r"|still need|not yet|later|open question|left to do",
@@ -155,13 +163,15 @@ def rule_based_summary(messages: Sequence[EpisodeMessage], limit: int = SUMMARY_
     ]
     # a compaction's summary (Claude Code's PostCompact) stands for the turns it replaced
     said = [
-        s
+        (m.role, s)
         for m in messages
         if m.role in ("user", "assistant") or m.kind == COMPACTION_KIND
         for s in _text.sentences(m.content)
     ]
-    decisions = _unique(s for s in said if _DECISION().search(s))[:2]
-    open_items = _unique(s for s in said if _OPEN().search(s) and not _DECISION().search(s))[:2]
+    decisions = _unique(
+        s for role, s in said if (_AGREED if role == "assistant" else _DECISION)().search(s)
+    )[:2]
+    open_items = _unique(s for _, s in said if _OPEN().search(s) and not _DECISION().search(s))[:2]
     rest = []
     if decisions:
         rest.append(decided_label + joiner.join(_text.shorten(s, 70) for s in decisions))

@@ -237,3 +237,24 @@ def test_a_summary_keeps_what_was_asked_when_there_is_room() -> None:
     then = "Then update the runbook with the new backup schedule."
     both = rule_based_summary(_said(("user", asked), ("user", then)))
     assert len(both) <= 300 and both.endswith(then) and "keeping the invoice ids" in both
+
+
+def test_the_assistants_narration_is_no_decision_of_the_session() -> None:
+    # issue #32: "I'll switch to … instead of …" in a reply was listed as a decision
+    summary = rule_based_summary(
+        _said(
+            ("user", "Fix the flaky checkout test."),
+            ("assistant", "I'll switch to a fixed clock instead of sleeping. The test passes."),
+        )
+    )
+    assert "Decisions" not in summary, summary
+    agreed = rule_based_summary(
+        _said(
+            ("user", "Fix the flaky checkout test."),
+            ("assistant", "We decided to freeze the clock in the fixture."),
+        )
+    )
+    assert "Decisions: We decided to freeze the clock in the fixture." in agreed
+    # the person's own words decide as before
+    said = rule_based_summary(_said(("user", "Let's switch to a fixed clock instead.")))
+    assert "Decisions: Let's switch to a fixed clock instead." in said
