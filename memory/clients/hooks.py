@@ -116,13 +116,17 @@ class HookRequest:
 
 
 def parse_payload(raw: str | bytes) -> dict[str, Any]:
-    """The hook's stdin as a JSON object (ValueError otherwise)."""
+    """The hook's stdin as a JSON object (ValueError otherwise). A JSON escape of half a UTF-16
+    pair (`"\\ud800"`: valid JSON, no text) becomes U+FFFD here, once: it failed the prompt's
+    record and its recall with it (issue #32)."""
+    from storage.text import repaired
+
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", errors="replace")
     data = json.loads(raw) if raw.strip() else None
     if not isinstance(data, dict):
         raise ValueError("hook input is not a JSON object")
-    return data
+    return dict(repaired(data))
 
 
 # --- episode titles and windows ----------------------------------------------------------------
@@ -542,9 +546,15 @@ class _TolerantWindows:
 
 
 def _encoder_failed(store: MemoryBackend) -> bool:
-    """The store's encoder is the app's worker and it failed (not: loading, none)."""
+    """The store's encoder is the app's worker and it failed: failed now, or loading again
+    after failing (the client retries with a growing delay). Not: its first load, none."""
     status = getattr(store.encoder, "status_dict", None)
-    return callable(status) and status().get("state") == "failed"
+    if not callable(status):
+        return False
+    state = status()
+    return state.get("state") == "failed" or (
+        state.get("state") == "loading" and bool(state.get("restarts"))
+    )
 
 
 def _place(project: ProjectIdentity) -> Place:

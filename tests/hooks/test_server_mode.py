@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -687,6 +688,11 @@ def test_a_served_prompt_does_not_wait_for_a_frozen_encoder(
         running.stop()
 
 
+CANARY_PROMPT = "how long do our canary releases run and how much traffic do they get?"
+"""A prompt the recall finds worth the canary note on keywords alone (`memory/loop/recall.py`'s
+text probe)."""
+
+
 def test_a_frozen_app_costs_a_prompt_a_fifth_of_a_second_then_the_hook_works_directly(
     app: App, make_project: Callable[..., Path]
 ) -> None:
@@ -696,7 +702,7 @@ def test_a_frozen_app_costs_a_prompt_a_fifth_of_a_second_then_the_hook_works_dir
     project = make_project("app")
     direct = run_hook_process(
         "user-prompt-submit",
-        _payload(project, session_id="d-1", prompt="how do canary releases work?"),
+        _payload(project, session_id="d-1", prompt=CANARY_PROMPT),
         env={"CLAUDE_MEMORY_HOOK_SERVER": "0"},
     )
     assert "canary policy" in json.dumps(direct.output)
@@ -704,7 +710,7 @@ def test_a_frozen_app_costs_a_prompt_a_fifth_of_a_second_then_the_hook_works_dir
     try:
         frozen = run_hook_process(
             "user-prompt-submit",
-            _payload(project, session_id="f-1", prompt="how long do canary releases run?"),
+            _payload(project, session_id="f-1", prompt=CANARY_PROMPT),
         )
     finally:
         os.kill(app.proc.pid, signal.SIGCONT)
@@ -713,3 +719,50 @@ def test_a_frozen_app_costs_a_prompt_a_fifth_of_a_second_then_the_hook_works_dir
     assert "working directly" in _hooks_log(app.home)
     # what the frozen app added: the hello's wait, not a second
     assert frozen.seconds - direct.seconds < 0.6, (frozen.seconds, direct.seconds)
+
+
+def test_a_served_session_hears_once_that_the_encoder_failed(
+    mem_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make_project: Callable[..., Path],
+) -> None:
+    # An embeddings endpoint that refuses connections: the app's encoder fails (and is
+    # retried); prompts are searched on keywords, and the person is told once per session.
+    seed(mem_home)
+    monkeypatch.setenv("CLAUDE_MEMORY_HOOK_SERVER", "1")
+    monkeypatch.setenv("CLAUDE_MEMORY_ENCODER_URL", f"http://127.0.0.1:{free_port()}/v1")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # which sessions were told: this test's own
+    running = start_app(mem_home, tmp_path / "server.log", encoder="openai:embed-small")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            health = httpx.get(f"http://127.0.0.1:{running.port}/health", timeout=5).json()
+            if health.get("encoder", {}).get("state") == "failed":
+                break
+            assert time.monotonic() < deadline, health
+            time.sleep(0.05)
+        project = make_project("app")
+
+        def served(session: str) -> dict[str, Any] | None:
+            """The prompt as the app answered it (None: it was not the app that answered: on
+            a loaded machine a hello may miss HELLO_SECONDS and the hook works directly)."""
+            before = _hooks_log(mem_home).count("handled by the app")
+            run = run_hook_process(
+                "user-prompt-submit",
+                _payload(project, session_id=session, prompt=CANARY_PROMPT),
+            )
+            if _hooks_log(mem_home).count("handled by the app") == before:
+                return None
+            return run.output or {}
+
+        first = next(o for n in range(10) if (o := served(f"enc-{n}")) is not None)
+        again = next(o for _ in range(10) if (o := served("enc-again")) is not None)
+        second = next(o for _ in range(10) if (o := served("enc-again")) is not None)
+    finally:
+        running.stop()
+    assert "canary policy" in first["hookSpecificOutput"]["additionalContext"]
+    assert "text encoder failed" in first["systemMessage"]
+    assert "keywords only" in first["systemMessage"]
+    assert "text encoder failed" in again["systemMessage"]  # each session hears it once
+    assert "systemMessage" not in second
