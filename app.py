@@ -26,14 +26,7 @@ from agent.recorder import MemoryRecorder
 from agent.sessions import SessionManager, TurnLock
 from agent.summarizer import model_summary
 from errors import ConfigurationError
-from memory.api import (
-    create_feedback_router,
-    create_history_router,
-    create_memory_router,
-    create_observations_router,
-    create_pending_router,
-    create_supersessions_router,
-)
+from memory import api
 from memory.backend import MemoryBackend, StateBackend
 from memory.clients.hook_process import announce_app
 from memory.clients.hooks import HookService, create_hooks_router
@@ -44,7 +37,6 @@ from memory.encoders.client import EncoderClient, ThreadEncoder
 from memory.history_store import HistoryStore
 from memory.loop.entities import PendingStore
 from memory.loop.episodes import EpisodeStore
-from memory.loop.feedback import FeedbackStore
 from memory.opening import open_memory, open_state
 from memory.vector_sync import VectorSync
 from settings import Settings, load_settings
@@ -256,6 +248,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     container = await asyncio.to_thread(build_container, settings, rescans_in_background=True)
     container.encoder = encoder
     app.state.container = container
+    app.state.memory_api = _memory_api(container)
     app.state.feishu = None
     try:
         await container.start()
@@ -355,42 +348,29 @@ def _serving(app: FastAPI) -> contextlib.AbstractContextManager[Any]:
 
 
 def _include_memory_api(app: FastAPI) -> None:
-    """The memory's routes (memory/api.py), each asking the running container, behind the
-    token."""
-
-    def container() -> Container:
-        running: Container = app.state.container
-        return running
+    """The memory's routes (memory/api.py) behind the token; what they serve is the running
+    container's (`app.state.memory_api`, set by the lifespan)."""
 
     async def memory_request() -> AsyncIterator[None]:
         with _serving(app):  # the page's searches and edits, as the hooks' requests
             yield
 
     token = [Depends(require_token)]
-    app.include_router(
-        create_pending_router(lambda: container().pending, lambda: container().memory),
-        dependencies=token,
-    )
-    app.include_router(
-        create_supersessions_router(
-            lambda: ConflictStore(container().state), lambda: container().memory
-        ),
-        dependencies=token,
-    )
-    app.include_router(
-        create_memory_router(lambda: container().memory, lambda: container().lanes.memory),
-        dependencies=[*token, Depends(memory_request)],
-    )
-    app.include_router(
-        create_history_router(lambda: container().memory, lambda: HistoryStore(container().state)),
-        dependencies=token,
-    )
-    app.include_router(create_observations_router(lambda: container().episodes), dependencies=token)
-    app.include_router(
-        create_feedback_router(
-            lambda: FeedbackStore(container().state), lambda: container().memory
-        ),
-        dependencies=token,
+    # the fixed paths first, so the memory router's `/{note_id}` never captures them
+    for router in (api.pending_router, api.supersessions_router):
+        app.include_router(router, dependencies=token)
+    app.include_router(api.memory_router, dependencies=[*token, Depends(memory_request)])
+    for router in (api.history_router, api.observations_router, api.feedback_router):
+        app.include_router(router, dependencies=token)
+
+
+def _memory_api(container: Container) -> api.MemoryApi:
+    return api.MemoryApi(
+        store=container.memory,
+        state=container.state,
+        pending=container.pending,
+        episodes=container.episodes,
+        lane=container.lanes.memory,
     )
 
 

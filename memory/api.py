@@ -1,8 +1,11 @@
 """HTTP API: `/api/memories...`, `/api/memories/pending` and a note's history (`/history`,
 docs/history.md); see docs/ARCHITECTURE contract.
 
-The app mounts `create_memory_router(get_store)` and adds auth around it. Store calls block
-(SQLite, files), so every endpoint runs them with `asyncio.to_thread`. Errors are raised,
+Each route is a module-level handler on one of the routers (`memory_router`, `pending_router`,
+`supersessions_router`, `observations_router`, `history_router`, `feedback_router`); what it
+serves comes as a dependency from the app's `MemoryApi` (`app.state.memory_api`). The app
+mounts them and adds auth around them. Store calls block (SQLite, files), so every endpoint
+runs them in a thread (the memory lane when the app gives one). Errors are raised,
 never mapped here: `ClaudeMemoryError` carries its status (unknown id -> 404, bad input -> 422)
 and the app's one handler (web/errors.py) answers it, as it answers anything unexpected.
 Changes made here are recorded in a note's history as made by the `web` door.
@@ -13,13 +16,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from errors import InvalidInputError, NotFoundError
-from memory.backend import MemoryBackend
+from memory._record import record
+from memory.backend import MemoryBackend, StateBackend
 from memory.conflicts import ConflictStore, Supersession
 from memory.conflicts import status_filter as conflict_status
 from memory.history import ChangeSource, acting_as
@@ -279,6 +283,34 @@ def _list_current_first(
 WEB: ChangeSource = ChangeSource("web")
 
 
+# --- what the routes serve ------------------------------------------------------------------
+
+
+@record
+class MemoryApi:
+    """What the memory routes serve: the app sets `app.state.memory_api` once its container is
+    built (a test, on its own FastAPI app, with the parts it asks of). `lane`: the threads the
+    store's calls run on (storage/lanes.py: a locked state database never holds them up; the
+    loop's default pool when None)."""
+
+    store: MemoryBackend
+    state: StateBackend | None = None  # pending supersessions, history, feedback
+    pending: PendingStore | None = None
+    episodes: EpisodeStore | None = None
+    lane: Lane | None = None
+
+
+def _api(request: Request) -> MemoryApi:
+    api: MemoryApi = request.app.state.memory_api
+    return api
+
+
+def _part(part: T | None, name: str) -> T:
+    if part is None:  # the app mounted a route without what it serves: a bug, a 500
+        raise RuntimeError(f"the memory API serves no {name}")
+    return part
+
+
 def _as_web(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     with acting_as(WEB):
         return fn(*args, **kwargs)
@@ -294,11 +326,11 @@ class _OnLane(Protocol):
     def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Awaitable[T]: ...
 
 
-def _on_lane(get_lane: Callable[[], Lane | None]) -> _OnLane:
-    """`_run` on the lane `get_lane()` gives (the loop's default pool when None)."""
+def _on_lane(api: Annotated[MemoryApi, Depends(_api)]) -> _OnLane:
+    """`_run` on the API's lane (the loop's default pool when it has none)."""
+    lane = api.lane
 
     async def run(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        lane = get_lane()
         if lane is None:
             return await _run(fn, *args, **kwargs)
         return await lane.run(_as_web, fn, *args, **kwargs)
@@ -306,167 +338,203 @@ def _on_lane(get_lane: Callable[[], Lane | None]) -> _OnLane:
     return run
 
 
-def create_memory_router(
-    get_store: Callable[[], MemoryBackend], get_lane: Callable[[], Lane | None] = lambda: None
-) -> APIRouter:
-    """Routes under `/api/memories`. `get_store` returns the app's open store; `get_lane` the
-    threads its calls run on (storage/lanes.py: a locked state database never holds them up)."""
-    router = APIRouter(prefix="/api/memories", tags=["memories"])
-    on_lane = _on_lane(get_lane)
+def _store(api: Annotated[MemoryApi, Depends(_api)]) -> MemoryBackend:
+    return api.store
 
-    # Fixed paths first, so `/{note_id}` never captures them.
-    @router.get("/stats")
-    async def memory_stats() -> dict[str, Any]:
-        """Counts by type/scope/status, index and encoder state."""
-        return await on_lane(get_store().stats)
 
-    @router.post("/search", response_model=SearchResponse)
-    async def search_memories(
-        body: SearchRequest,
-        everything: bool = Query(
-            default=False, alias="all", description="Also hits below the relevance floor."
-        ),
-    ) -> SearchResponse:
-        """Ranked search (hybrid keyword + vector when the encoder is ready, else keyword,
-        with a `notice`); results carry their calibrated relevance and score parts. Hits below
-        the relevance floor are left out unless `all` (in the body or `?all=true`)."""
-        outcome = await on_lane(
-            get_store().search_detailed,
-            body.query,
-            limit=body.limit,
-            type=body.type,
-            scope=body.scope,
-            tag=body.tag,
-            include_inactive=body.include_inactive,
-            mode=body.mode,
-            floor=0.0 if everything or body.all else None,
-        )
-        return SearchResponse(
-            results=await on_lane(_hits_out, get_store(), outcome.hits),
-            mode=outcome.mode,
-            notice=outcome.notice,
-        )
+def _pending(api: Annotated[MemoryApi, Depends(_api)]) -> PendingStore:
+    return _part(api.pending, "pending memories")
 
-    @router.post("/rebuild")
-    async def rebuild_index(vectors: bool = False) -> dict[str, Any]:
-        """Rebuild the index from the note files. Vectors survive a rebuild (they are keyed
-        by note id and text); `?vectors=true` drops them so that every note is embedded again,
-        in the background (progress: `encoder.vectors` in `/stats`)."""
-        store = get_store()
-        report = (await on_lane(store.rebuild)).to_dict()
-        if vectors:
-            report["vectors"] = await on_lane(store.reset_vectors)
-        return report
 
-    @router.post("", response_model=SaveResponse)
-    async def save_memory(body: SaveRequest) -> SaveResponse:
-        """Save a memory; a duplicate refreshes the existing note (`deduplicated: true`)."""
-        draft = NoteDraft(
-            content=body.content,
-            title=body.title,
-            summary=body.summary,
-            type=body.type or "general",
-            scope=body.scope or "user",
-            tags=tuple(body.tags or ()),
-            importance=0.5 if body.importance is None else body.importance,
-            expires_at=body.expires_at,
-            source=body.source,
-            supersedes=body.supersedes,
-        )
-        result = await on_lane(get_store().save, draft)
-        return SaveResponse(
-            id=result.id,
-            deduplicated=result.deduplicated,
-            path=result.path,
-            conflicts_with=result.conflicts_with,
-            pending_supersession=result.pending,
-            notice=result.notice() if result.conflicts_with else None,
-        )
+def _episodes(api: Annotated[MemoryApi, Depends(_api)]) -> EpisodeStore:
+    return _part(api.episodes, "observations")
 
-    @router.get("", response_model=NoteList)
-    async def list_memories(
-        type: str | None = None,
-        scope: str | None = None,
-        tag: str | None = None,
-        status: Literal["active", "deprecated", "superseded"] | None = None,
-        limit: int = Query(default=50, ge=1, le=500),
-        offset: int = Query(default=0, ge=0),
-        sort: Literal["updated", "created", "importance", "access"] = "updated",
-    ) -> NoteList:
-        """List notes. Without `status`, all of them with the current ones first: active
-        notes, then deprecated, then superseded ones, each group in the `sort` order."""
-        store = get_store()
 
-        def run() -> tuple[list[Note], int, dict[str, str]]:
-            query: dict[str, Any] = {"type": type, "scope": scope, "tag": tag, "sort": sort}
-            if status is None:
-                notes, total = _list_current_first(store, limit, offset, **query)
-            else:
-                notes = store.list(status=status, limit=limit, offset=offset, **query)
-                total = store.count(type=type, scope=scope, tag=tag, status=status)
-            return notes, total, _titles(store, (n.superseded_by for n in notes))
+def _conflicts(api: Annotated[MemoryApi, Depends(_api)]) -> ConflictStore:
+    return ConflictStore(_part(api.state, "supersessions"))
 
-        notes, total, titles = await on_lane(run)
-        items = [NoteOut.of(n, titles.get(n.superseded_by or "")) for n in notes]
-        return NoteList(items=items, total=total, limit=limit, offset=offset)
 
-    @router.get("/{note_id}", response_model=NoteFull)
-    async def get_memory(note_id: str) -> NoteFull:
-        """A note with its full text, read from its file."""
-        store = get_store()
-        return await on_lane(lambda: _full(store, store.get(note_id)))
+def _history(api: Annotated[MemoryApi, Depends(_api)]) -> HistoryStore:
+    return HistoryStore(_part(api.state, "history"))
 
-    @router.put("/{note_id}", response_model=NoteFull)
-    async def update_memory(note_id: str, body: UpdateRequest) -> NoteFull:
-        """Partial update; the note is rewritten and re-indexed. `{"status": "superseded",
-        "superseded_by": "<newer id>"}` marks it replaced by that note (the page's
-        "Replaces…"); `{"status": "active", "superseded_by": null}` makes it current again."""
-        changes = body.model_dump(exclude_unset=True)
-        if not changes:
-            raise InvalidInputError("send at least one field to change")
-        store = get_store()
-        return await on_lane(lambda: _full(store, store.update(note_id, **changes)))
 
-    @router.delete("/{note_id}", response_model=DeleteResponse)
-    async def delete_memory(note_id: str) -> DeleteResponse:
-        """Delete the note file and its index entry."""
-        await on_lane(get_store().delete, note_id)
-        return DeleteResponse(id=note_id, deleted=True)
+def _feedback(api: Annotated[MemoryApi, Depends(_api)]) -> FeedbackStore:
+    return FeedbackStore(_part(api.state, "feedback"))
 
-    return router
+
+Store = Annotated[MemoryBackend, Depends(_store)]
+OnLane = Annotated[_OnLane, Depends(_on_lane)]
+Pending = Annotated[PendingStore, Depends(_pending)]
+Episodes = Annotated[EpisodeStore, Depends(_episodes)]
+Conflicts = Annotated[ConflictStore, Depends(_conflicts)]
+History = Annotated[HistoryStore, Depends(_history)]
+Feedback = Annotated[FeedbackStore, Depends(_feedback)]
+
+
+# --- /api/memories ----------------------------------------------------------------------------
+
+memory_router = APIRouter(prefix="/api/memories", tags=["memories"])
+"""Mounted after the pending, supersessions and history routers, so `/{note_id}` never
+captures their paths."""
+
+
+# Fixed paths first, so `/{note_id}` never captures them.
+@memory_router.get("/stats")
+async def memory_stats(store: Store, on_lane: OnLane) -> dict[str, Any]:
+    """Counts by type/scope/status, index and encoder state."""
+    return await on_lane(store.stats)
+
+
+@memory_router.post("/search", response_model=SearchResponse)
+async def search_memories(
+    body: SearchRequest,
+    store: Store,
+    on_lane: OnLane,
+    everything: bool = Query(
+        default=False, alias="all", description="Also hits below the relevance floor."
+    ),
+) -> SearchResponse:
+    """Ranked search (hybrid keyword + vector when the encoder is ready, else keyword, with a
+    `notice`); results carry their calibrated relevance and score parts. Hits below the
+    relevance floor are left out unless `all` (in the body or `?all=true`)."""
+    outcome = await on_lane(
+        store.search_detailed,
+        body.query,
+        limit=body.limit,
+        type=body.type,
+        scope=body.scope,
+        tag=body.tag,
+        include_inactive=body.include_inactive,
+        mode=body.mode,
+        floor=0.0 if everything or body.all else None,
+    )
+    return SearchResponse(
+        results=await on_lane(_hits_out, store, outcome.hits),
+        mode=outcome.mode,
+        notice=outcome.notice,
+    )
+
+
+@memory_router.post("/rebuild")
+async def rebuild_index(store: Store, on_lane: OnLane, vectors: bool = False) -> dict[str, Any]:
+    """Rebuild the index from the note files. Vectors survive a rebuild (they are keyed by
+    note id and text); `?vectors=true` drops them so that every note is embedded again, in the
+    background (progress: `encoder.vectors` in `/stats`)."""
+    report = (await on_lane(store.rebuild)).to_dict()
+    if vectors:
+        report["vectors"] = await on_lane(store.reset_vectors)
+    return report
+
+
+@memory_router.post("", response_model=SaveResponse)
+async def save_memory(body: SaveRequest, store: Store, on_lane: OnLane) -> SaveResponse:
+    """Save a memory; a duplicate refreshes the existing note (`deduplicated: true`)."""
+    draft = NoteDraft(
+        content=body.content,
+        title=body.title,
+        summary=body.summary,
+        type=body.type or "general",
+        scope=body.scope or "user",
+        tags=tuple(body.tags or ()),
+        importance=0.5 if body.importance is None else body.importance,
+        expires_at=body.expires_at,
+        source=body.source,
+        supersedes=body.supersedes,
+    )
+    result = await on_lane(store.save, draft)
+    return SaveResponse(
+        id=result.id,
+        deduplicated=result.deduplicated,
+        path=result.path,
+        conflicts_with=result.conflicts_with,
+        pending_supersession=result.pending,
+        notice=result.notice() if result.conflicts_with else None,
+    )
+
+
+@memory_router.get("", response_model=NoteList)
+async def list_memories(
+    store: Store,
+    on_lane: OnLane,
+    type: str | None = None,
+    scope: str | None = None,
+    tag: str | None = None,
+    status: Literal["active", "deprecated", "superseded"] | None = None,
+    limit: int = Query(default=50, ge=1, le=500),
+    offset: int = Query(default=0, ge=0),
+    sort: Literal["updated", "created", "importance", "access"] = "updated",
+) -> NoteList:
+    """List notes. Without `status`, all of them with the current ones first: active notes,
+    then deprecated, then superseded ones, each group in the `sort` order."""
+
+    def run() -> tuple[list[Note], int, dict[str, str]]:
+        query: dict[str, Any] = {"type": type, "scope": scope, "tag": tag, "sort": sort}
+        if status is None:
+            notes, total = _list_current_first(store, limit, offset, **query)
+        else:
+            notes = store.list(status=status, limit=limit, offset=offset, **query)
+            total = store.count(type=type, scope=scope, tag=tag, status=status)
+        return notes, total, _titles(store, (n.superseded_by for n in notes))
+
+    notes, total, titles = await on_lane(run)
+    items = [NoteOut.of(n, titles.get(n.superseded_by or "")) for n in notes]
+    return NoteList(items=items, total=total, limit=limit, offset=offset)
+
+
+@memory_router.get("/{note_id}", response_model=NoteFull)
+async def get_memory(note_id: str, store: Store, on_lane: OnLane) -> NoteFull:
+    """A note with its full text, read from its file."""
+    return await on_lane(lambda: _full(store, store.get(note_id)))
+
+
+@memory_router.put("/{note_id}", response_model=NoteFull)
+async def update_memory(
+    note_id: str, body: UpdateRequest, store: Store, on_lane: OnLane
+) -> NoteFull:
+    """Partial update; the note is rewritten and re-indexed. `{"status": "superseded",
+    "superseded_by": "<newer id>"}` marks it replaced by that note (the page's "Replaces…");
+    `{"status": "active", "superseded_by": null}` makes it current again."""
+    changes = body.model_dump(exclude_unset=True)
+    if not changes:
+        raise InvalidInputError("send at least one field to change")
+    return await on_lane(lambda: _full(store, store.update(note_id, **changes)))
+
+
+@memory_router.delete("/{note_id}", response_model=DeleteResponse)
+async def delete_memory(note_id: str, store: Store, on_lane: OnLane) -> DeleteResponse:
+    """Delete the note file and its index entry."""
+    await on_lane(store.delete, note_id)
+    return DeleteResponse(id=note_id, deleted=True)
 
 
 # --- /api/memories/pending: captured entities waiting for the user's confirm or reject ------
 # Mounted before the main memory router so `/api/memories/{id}` never captures `pending`.
 
+pending_router = APIRouter(prefix="/api/memories/pending", tags=["memories"])
 
-def create_pending_router(
-    get_pending: Callable[[], PendingStore], get_store: Callable[[], MemoryBackend]
-) -> APIRouter:
-    router = APIRouter(prefix="/api/memories/pending", tags=["memories"])
 
-    @router.get("")
-    async def list_pending(
-        status: str = "pending", limit: int = Query(default=100, ge=1, le=500)
-    ) -> dict[str, Any]:
-        wanted = pending_filter(status)  # an unknown status: 422 saying which ones exist
-        items = await _run(get_pending().list, wanted, limit)
-        return {"pending": [p.to_dict() for p in items]}
+@pending_router.get("")
+async def list_pending(
+    pending: Pending, status: str = "pending", limit: int = Query(default=100, ge=1, le=500)
+) -> dict[str, Any]:
+    wanted = pending_filter(status)  # an unknown status: 422 saying which ones exist
+    items = await _run(pending.list, wanted, limit)
+    return {"pending": [p.to_dict() for p in items]}
 
-    @router.post("/{pending_id}/confirm")
-    async def confirm(pending_id: str) -> dict[str, Any]:
-        def run() -> dict[str, Any]:
-            entity, note_id, deduplicated = confirm_pending(get_store(), get_pending(), pending_id)
-            return {"id": note_id, "deduplicated": deduplicated, "pending": entity.to_dict()}
 
-        return await _run(run)
+@pending_router.post("/{pending_id}/confirm")
+async def confirm(pending_id: str, pending: Pending, store: Store) -> dict[str, Any]:
+    def run() -> dict[str, Any]:
+        entity, note_id, deduplicated = confirm_pending(store, pending, pending_id)
+        return {"id": note_id, "deduplicated": deduplicated, "pending": entity.to_dict()}
 
-    @router.post("/{pending_id}/reject")
-    async def reject(pending_id: str) -> dict[str, Any]:
-        resolved = await _run(get_pending().resolve, pending_id, "rejected")
-        return {"pending": resolved.to_dict()}
+    return await _run(run)
 
-    return router
+
+@pending_router.post("/{pending_id}/reject")
+async def reject(pending_id: str, pending: Pending) -> dict[str, Any]:
+    resolved = await _run(pending.resolve, pending_id, "rejected")
+    return {"pending": resolved.to_dict()}
 
 
 # --- /api/memories/supersessions: a new note contradicting an older one, the user's choice ---
@@ -482,102 +550,101 @@ class ResolveRequest(BaseModel):
     )
 
 
-def create_supersessions_router(
-    get_conflicts: Callable[[], ConflictStore], get_store: Callable[[], MemoryBackend]
-) -> APIRouter:
-    router = APIRouter(prefix="/api/memories/supersessions", tags=["memories"])
+supersessions_router = APIRouter(prefix="/api/memories/supersessions", tags=["memories"])
 
-    def with_notes(sup: Supersession) -> dict[str, Any]:
-        """The supersession and both notes in full, side by side (None: deleted since)."""
-        store = get_store()
-        notes: dict[str, Any] = {}
-        for side, note_id in (("new", sup.new_id), ("old", sup.old_id)):
-            try:
-                notes[side] = _full(store, store.get(note_id)).model_dump(mode="json")
-            except NotFoundError:
-                notes[side] = None
-        return {**sup.to_dict(), **notes}
 
-    @router.get("")
-    async def list_supersessions(
-        status: str = "pending", limit: int = Query(default=100, ge=1, le=500)
-    ) -> dict[str, Any]:
-        """Pending (or resolved, or all) supersessions, newest first, each with both notes."""
+def _with_notes(store: MemoryBackend, sup: Supersession) -> dict[str, Any]:
+    """The supersession and both notes in full, side by side (None: deleted since)."""
+    notes: dict[str, Any] = {}
+    for side, note_id in (("new", sup.new_id), ("old", sup.old_id)):
+        try:
+            notes[side] = _full(store, store.get(note_id)).model_dump(mode="json")
+        except NotFoundError:
+            notes[side] = None
+    return {**sup.to_dict(), **notes}
 
-        def run() -> dict[str, Any]:
-            found = get_conflicts().list(conflict_status(status), limit)
-            return {"supersessions": [with_notes(s) for s in found]}
 
-        return await _run(run)
+@supersessions_router.get("")
+async def list_supersessions(
+    conflicts: Conflicts,
+    store: Store,
+    status: str = "pending",
+    limit: int = Query(default=100, ge=1, le=500),
+) -> dict[str, Any]:
+    """Pending (or resolved, or all) supersessions, newest first, each with both notes."""
 
-    @router.get("/{sup_id}")
-    async def get_supersession(sup_id: str) -> dict[str, Any]:
-        return await _run(lambda: with_notes(get_conflicts().get(sup_id)))
+    def run() -> dict[str, Any]:
+        found = conflicts.list(conflict_status(status), limit)
+        return {"supersessions": [_with_notes(store, s) for s in found]}
 
-    @router.post("/{sup_id}/resolve")
-    async def resolve_supersession(sup_id: str, body: ResolveRequest) -> dict[str, Any]:
-        """Keep the new note, the old one or both. Final: the same choice again answers as
-        before, another one is refused (409)."""
+    return await _run(run)
 
-        def run() -> dict[str, Any]:
-            return with_notes(get_conflicts().resolve(get_store(), sup_id, body.keep))
 
-        return await _run(run)
+@supersessions_router.get("/{sup_id}")
+async def get_supersession(sup_id: str, conflicts: Conflicts, store: Store) -> dict[str, Any]:
+    return await _run(lambda: _with_notes(store, conflicts.get(sup_id)))
 
-    return router
+
+@supersessions_router.post("/{sup_id}/resolve")
+async def resolve_supersession(
+    sup_id: str, body: ResolveRequest, conflicts: Conflicts, store: Store
+) -> dict[str, Any]:
+    """Keep the new note, the old one or both. Final: the same choice again answers as before,
+    another one is refused (409)."""
+    return await _run(lambda: _with_notes(store, conflicts.resolve(store, sup_id, body.keep)))
 
 
 # --- /api/observations: what Claude Code and Codex sessions did, searchable -----------------
 # Seed 004's progressive disclosure: search (compact hits with ids) -> the timeline around a
 # hit -> the full observations by id. The MCP server offers the same three steps.
 
+observations_router = APIRouter(prefix="/api/observations", tags=["observations"])
 
-def create_observations_router(get_episodes: Callable[[], EpisodeStore]) -> APIRouter:
-    router = APIRouter(prefix="/api/observations", tags=["observations"])
 
-    @router.get("/search")
-    async def search_observations(
-        q: str = Query(min_length=1, max_length=500, pattern=r"\S"),
-        project: str | None = Query(default=None, max_length=300),
-        limit: int = Query(default=20, ge=1, le=100),
-    ) -> dict[str, Any]:
-        hits = await _run(get_episodes().search_observations, q, project=project, limit=limit)
-        return {"results": [h.to_dict() for h in hits]}
+@observations_router.get("/search")
+async def search_observations(
+    episodes: Episodes,
+    q: str = Query(min_length=1, max_length=500, pattern=r"\S"),
+    project: str | None = Query(default=None, max_length=300),
+    limit: int = Query(default=20, ge=1, le=100),
+) -> dict[str, Any]:
+    hits = await _run(episodes.search_observations, q, project=project, limit=limit)
+    return {"results": [h.to_dict() for h in hits]}
 
-    @router.get("/{observation_id}/timeline")
-    async def timeline(
-        observation_id: int = Path(ge=1, le=ID_MAX),
-        before: int = Query(default=3, ge=0, le=20),
-        after: int = Query(default=3, ge=0, le=20),
-    ) -> dict[str, Any]:
-        episode, messages = await _run(
-            get_episodes().timeline, observation_id, before=before, after=after
-        )
-        return {
-            "episode": {"id": episode.id, "title": episode.title, "project": episode.project},
-            "anchor": observation_id,
-            "messages": [m.to_dict() for m in messages],
-        }
 
-    @router.get("")
-    async def get_observations(
-        ids: str = Query(min_length=1, max_length=1000, description="comma-separated ids"),
-    ) -> dict[str, Any]:
-        try:
-            wanted = [int(part) for part in ids.split(",") if part.strip()]
-        except ValueError:
-            raise InvalidInputError("ids must be numbers separated by commas") from None
-        if not wanted or len(wanted) > 50:
-            raise InvalidInputError("send between 1 and 50 ids")
-        if min(wanted) < 1 or max(wanted) > ID_MAX:
-            raise InvalidInputError(f"ids are positive numbers, at most {ID_MAX}")
-        found = await _run(get_episodes().observations, wanted)
-        observations = [m.to_dict() for m in found if m.role == "observation"]
-        if not observations:
-            raise NotFoundError("observation", ids)
-        return {"observations": observations}
+@observations_router.get("/{observation_id}/timeline")
+async def timeline(
+    episodes: Episodes,
+    observation_id: int = Path(ge=1, le=ID_MAX),
+    before: int = Query(default=3, ge=0, le=20),
+    after: int = Query(default=3, ge=0, le=20),
+) -> dict[str, Any]:
+    episode, messages = await _run(episodes.timeline, observation_id, before=before, after=after)
+    return {
+        "episode": {"id": episode.id, "title": episode.title, "project": episode.project},
+        "anchor": observation_id,
+        "messages": [m.to_dict() for m in messages],
+    }
 
-    return router
+
+@observations_router.get("")
+async def get_observations(
+    episodes: Episodes,
+    ids: str = Query(min_length=1, max_length=1000, description="comma-separated ids"),
+) -> dict[str, Any]:
+    try:
+        wanted = [int(part) for part in ids.split(",") if part.strip()]
+    except ValueError:
+        raise InvalidInputError("ids must be numbers separated by commas") from None
+    if not wanted or len(wanted) > 50:
+        raise InvalidInputError("send between 1 and 50 ids")
+    if min(wanted) < 1 or max(wanted) > ID_MAX:
+        raise InvalidInputError(f"ids are positive numbers, at most {ID_MAX}")
+    found = await _run(episodes.observations, wanted)
+    observations = [m.to_dict() for m in found if m.role == "observation"]
+    if not observations:
+        raise NotFoundError("observation", ids)
+    return {"observations": observations}
 
 
 # --- /api/memories/.../history: every change of a note, and restoring one (docs/history.md) --
@@ -589,65 +656,65 @@ class RestoreResponse(BaseModel):
     versions: int = Field(description="How many versions the note has now.")
 
 
-def create_history_router(
-    get_store: Callable[[], MemoryBackend], get_history: Callable[[], HistoryStore]
-) -> APIRouter:
-    router = APIRouter(prefix="/api/memories", tags=["memories"])
+history_router = APIRouter(prefix="/api/memories", tags=["memories"])
 
-    @router.get("/history/deleted")
-    async def deleted_notes(limit: int = Query(default=50, ge=1, le=500)) -> dict[str, Any]:
-        """Deleted notes, most recent first, each with the version it was deleted with
-        (restore it with `POST /{id}/history/{version}/restore`)."""
-        found = await _run(get_history().deleted, limit)
-        return {"deleted": [v.to_dict(full=False) for v in found]}
 
-    @router.get("/{note_id}/history")
-    async def note_history(note_id: str) -> dict[str, Any]:
-        """A note's versions, newest first: kind, who (door and session), when, title. A
-        note saved before history was kept has none until its next change."""
+@history_router.get("/history/deleted")
+async def deleted_notes(
+    history: History, limit: int = Query(default=50, ge=1, le=500)
+) -> dict[str, Any]:
+    """Deleted notes, most recent first, each with the version it was deleted with (restore
+    it with `POST /{id}/history/{version}/restore`)."""
+    found = await _run(history.deleted, limit)
+    return {"deleted": [v.to_dict(full=False) for v in found]}
 
-        def run() -> dict[str, Any]:
-            history = get_history()
-            try:
-                get_store().get(note_id)  # first: a read sees (and records) hand edits
-                exists = True
-            except NotFoundError:
-                exists = False
-            versions = history.versions(note_id)
-            if not exists and not versions:
-                raise NotFoundError("note", note_id)
-            return {
-                "id": note_id,
-                "exists": exists,
-                "keep": history.keep,
-                "versions": [v.to_dict(full=False) for v in versions],
-            }
 
-        return await _run(run)
+@history_router.get("/{note_id}/history")
+async def note_history(note_id: str, history: History, store: Store) -> dict[str, Any]:
+    """A note's versions, newest first: kind, who (door and session), when, title. A note
+    saved before history was kept has none until its next change."""
 
-    @router.get("/{note_id}/history/{version}")
-    async def note_version(note_id: str, version: int = Path(ge=1, le=ID_MAX)) -> dict[str, Any]:
-        """One version in full: its fields, its text and `text` (fields then body, for a
-        diff)."""
-        found = await _run(get_history().version, note_id, version)
-        return found.to_dict()
+    def run() -> dict[str, Any]:
+        try:
+            store.get(note_id)  # first: a read sees (and records) hand edits
+            exists = True
+        except NotFoundError:
+            exists = False
+        versions = history.versions(note_id)
+        if not exists and not versions:
+            raise NotFoundError("note", note_id)
+        return {
+            "id": note_id,
+            "exists": exists,
+            "keep": history.keep,
+            "versions": [v.to_dict(full=False) for v in versions],
+        }
 
-    @router.post("/{note_id}/history/{version}/restore", response_model=RestoreResponse)
-    async def restore_version(
-        note_id: str, version: int = Path(ge=1, le=ID_MAX)
-    ) -> RestoreResponse:
-        """Bring a version's title, summary, text, tags and status back (a deleted note comes
-        back under its id); the restore is itself a new version."""
+    return await _run(run)
 
-        def run() -> RestoreResponse:
-            store = get_store()
-            note = store.restore_version(note_id, version)
-            count = len(get_history().versions(note.id))
-            return RestoreResponse(note=_full(store, note), restored_from=version, versions=count)
 
-        return await _run(run)
+@history_router.get("/{note_id}/history/{version}")
+async def note_version(
+    note_id: str, history: History, version: int = Path(ge=1, le=ID_MAX)
+) -> dict[str, Any]:
+    """One version in full: its fields, its text and `text` (fields then body, for a diff)."""
+    found = await _run(history.version, note_id, version)
+    return found.to_dict()
 
-    return router
+
+@history_router.post("/{note_id}/history/{version}/restore", response_model=RestoreResponse)
+async def restore_version(
+    note_id: str, history: History, store: Store, version: int = Path(ge=1, le=ID_MAX)
+) -> RestoreResponse:
+    """Bring a version's title, summary, text, tags and status back (a deleted note comes back
+    under its id); the restore is itself a new version."""
+
+    def run() -> RestoreResponse:
+        note = store.restore_version(note_id, version)
+        count = len(history.versions(note.id))
+        return RestoreResponse(note=_full(store, note), restored_from=version, versions=count)
+
+    return await _run(run)
 
 
 # --- /api/memories/{id}/not-relevant: the user's word on a recalled note (issue #19) ---------
@@ -659,23 +726,20 @@ class NotRelevantRequest(BaseModel):
     prompt: SearchText = Field(description="The prompt the note was recalled for.")
 
 
-def create_feedback_router(
-    get_feedback: Callable[[], FeedbackStore], get_store: Callable[[], MemoryBackend]
-) -> APIRouter:
-    router = APIRouter(prefix="/api/memories", tags=["memories"])
+feedback_router = APIRouter(prefix="/api/memories", tags=["memories"])
 
-    @router.post("/{note_id}/not-relevant")
-    async def not_relevant(note_id: str, body: NotRelevantRequest) -> dict[str, Any]:
-        """The note was recalled for `prompt` and did not belong there: from now on prompts
-        like it (the same words, mostly) do not get it injected; it stays searchable
-        (docs/search.md, "Usage and feedback")."""
 
-        def run() -> dict[str, Any]:
-            get_store().get(note_id)  # an unknown note: 404
-            feedback = get_feedback()
-            feedback.mark_not_relevant(note_id, body.prompt)
-            return {"id": note_id, "not_relevant_for": feedback.marks(note_id)}
+@feedback_router.post("/{note_id}/not-relevant")
+async def not_relevant(
+    note_id: str, body: NotRelevantRequest, feedback: Feedback, store: Store
+) -> dict[str, Any]:
+    """The note was recalled for `prompt` and did not belong there: from now on prompts like
+    it (the same words, mostly) do not get it injected; it stays searchable (docs/search.md,
+    "Usage and feedback")."""
 
-        return await _run(run)
+    def run() -> dict[str, Any]:
+        store.get(note_id)  # an unknown note: 404
+        feedback.mark_not_relevant(note_id, body.prompt)
+        return {"id": note_id, "not_relevant_for": feedback.marks(note_id)}
 
-    return router
+    return await _run(run)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from memory.api import create_memory_router
+from memory.api import MemoryApi, memory_router
 from memory.search.relevance import DEFAULT_FLOOR, DEFAULT_INJECT_FLOOR
 from memory.sqlite.store import MemoryStore
 from web.errors import install_error_handling
@@ -19,7 +19,8 @@ from web.errors import install_error_handling
 async def client(store: MemoryStore) -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
     install_error_handling(app)  # the app's one error mapping (web/errors.py)
-    app.include_router(create_memory_router(lambda: store))
+    app.state.memory_api = MemoryApi(store=store)
+    app.include_router(memory_router)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
         yield http

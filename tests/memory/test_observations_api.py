@@ -10,7 +10,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from memory.api import create_observations_router
+from memory.api import MemoryApi, observations_router
 from memory.loop.episodes import EpisodeStore, observation_terms
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
@@ -42,7 +42,8 @@ def episodes(tmp_path: Path, store: MemoryStore) -> EpisodeStore:
 async def client(episodes: EpisodeStore) -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
     install_error_handling(app)  # the app's one error mapping (web/errors.py)
-    app.include_router(create_observations_router(lambda: episodes))
+    app.state.memory_api = MemoryApi(store=episodes.store, episodes=episodes)
+    app.include_router(observations_router)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
         yield http

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from memory.api import create_memory_router, create_pending_router
+from memory.api import MemoryApi, memory_router, pending_router
 from memory.loop.entities import EntityCandidate, PendingStore
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
@@ -26,8 +26,9 @@ def pending(tmp_path: Path) -> PendingStore:
 async def client(store: MemoryStore, pending: PendingStore) -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
     install_error_handling(app)  # the app's one error mapping (web/errors.py)
-    app.include_router(create_pending_router(lambda: pending, lambda: store))
-    app.include_router(create_memory_router(lambda: store))
+    app.state.memory_api = MemoryApi(store=store, pending=pending)
+    app.include_router(pending_router)
+    app.include_router(memory_router)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
         yield http

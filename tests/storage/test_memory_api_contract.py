@@ -12,7 +12,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from memory.api import create_memory_router
+from memory.api import MemoryApi, memory_router
 from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
@@ -60,7 +60,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> Itera
 async def client(store: MemoryBackend) -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
     install_error_handling(app)  # the app's one error mapping (web/errors.py)
-    app.include_router(create_memory_router(lambda: store))
+    app.state.memory_api = MemoryApi(store=store)
+    app.include_router(memory_router)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
         yield http
