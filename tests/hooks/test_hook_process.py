@@ -16,6 +16,7 @@ import pytest
 from memory.clients.conventions import EVENTS
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
+from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
 from tests.hooks.conftest import CLAUDE_MEMORY, run_hook_process
 
@@ -387,3 +388,24 @@ def test_the_served_paths_log_line_carries_its_milliseconds(
     line = (tmp_path / "logs" / "hooks.log").read_text(encoding="utf-8")
     stamp = line.split(f" {os.getpid()} ")[0]
     assert stamp.endswith(",456"), line
+
+
+def test_a_prompt_with_half_a_utf16_pair_is_recorded_and_answered(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    # issue #32: `\ud800` (valid JSON, no text) in a prompt failed the hook: no recall, no record
+    project = make_project("app")
+    raw = (
+        '{"session_id": "s-sur", "cwd": ' + json.dumps(str(project)) + ", "
+        '"prompt": "deploy the api \\ud800 today"}'
+    )
+    run = run_hook_process("user-prompt-submit", raw)
+    assert run.returncode == 0 and run.stderr == ""
+    assert run.output is None or "systemMessage" not in run.output, run.output
+    state = StateDB(mem_home / "state.db")
+    try:
+        rows = state.read("SELECT content FROM mem_episode_messages WHERE role = 'user'")
+    finally:
+        state.close()
+    assert [r["content"] for r in rows] == ["deploy the api \ufffd today"]
+    assert "Traceback" not in (mem_home / "logs" / "hooks.log").read_text(encoding="utf-8")
