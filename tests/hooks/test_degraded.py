@@ -127,12 +127,18 @@ def test_a_read_only_home_gives_the_brief_and_the_recall_and_says_so_once(
     assert "short answers with the command first" in context_of(start.output)
     assert "read-only" in said(start) and "nothing from this session is saved" in said(start)
 
-    prompt = call("user-prompt-submit", "s2", prompt="how is the login rate limit configured?")
+    prompt = call(
+        "user-prompt-submit", "s2", prompt="how is our login rate limit configured in the gateway?"
+    )
     assert "5 attempts per minute" in context_of(prompt.output)
     assert said(prompt) == ""  # once per session
 
     # another session is told too, on its first answer
-    other = call("user-prompt-submit", "s3", prompt="where is the login rate limit set?")
+    other = call(
+        "user-prompt-submit",
+        "s3",
+        prompt="where is our login rate limit set and how many attempts does it allow?",
+    )
     assert "gateway.yaml" in context_of(other.output)
     assert "read-only" in said(other)
     # the events that only write stay silent and exit 0
@@ -147,19 +153,23 @@ def test_a_full_disk_gives_the_brief_and_the_recall_and_saving_resumes_once_free
     start = call("session-start", "s2", source="startup")
     assert "short answers with the command first" in context_of(start.output)
     assert "full" in said(start)
-    prompt = call("user-prompt-submit", "s2", prompt="how is the login rate limit configured?")
+    prompt = call(
+        "user-prompt-submit", "s2", prompt="how is our login rate limit configured in the gateway?"
+    )
     assert "5 attempts per minute" in context_of(prompt.output)
     assert said(prompt) == ""
 
     filler.unlink()
     again = call("session-start", "s4", source="startup")
     assert "short answers" in context_of(again.output) and said(again) == ""
-    recorded = call("user-prompt-submit", "s4", prompt="and the login rate limit for admins?")
+    recorded = call(
+        "user-prompt-submit", "s4", prompt="and where is our login rate limit for admins set?"
+    )
     assert said(recorded) == ""
     with sqlite3.connect(home / "state.db") as db:  # the prompt is on record again
         rows = db.execute("SELECT content FROM mem_episode_messages WHERE role = 'user'").fetchall()
-    assert ("and the login rate limit for admins?",) in rows
-    assert ("how is the login rate limit configured?",) not in rows  # the full disk's
+    assert ("and where is our login rate limit for admins set?",) in rows
+    assert ("how is our login rate limit configured in the gateway?",) not in rows  # full
 
 
 def test_a_home_that_cannot_be_opened_says_memory_is_off_once(tmp_path: Path) -> None:
@@ -217,7 +227,9 @@ def test_the_app_serves_a_full_disk_and_its_later_work_gives_up_quietly(
         start = served("session-start", source="startup")
         assert "short answers" in start["hookSpecificOutput"]["additionalContext"]
         assert "full" in start["systemMessage"]
-        prompt = served("user-prompt-submit", prompt="how is the login rate limit configured?")
+        prompt = served(
+            "user-prompt-submit", prompt="how is our login rate limit configured in the gateway?"
+        )
         assert "5 attempts" in prompt["hookSpecificOutput"]["additionalContext"]
         assert "systemMessage" not in prompt
     finally:
