@@ -365,9 +365,9 @@ def _include_memory_api(app: FastAPI) -> None:
 
 
 def _memory_api(container: Container) -> api.MemoryApi:
-    return api.MemoryApi(
-        store=container.memory,
-        state=container.state,
+    return api.MemoryApi.over(
+        container.memory,
+        container.state,
         pending=container.pending,
         episodes=container.episodes,
         lane=container.lanes.memory,

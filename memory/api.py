@@ -294,10 +294,33 @@ class MemoryApi:
     loop's default pool when None)."""
 
     store: MemoryBackend
-    state: StateBackend | None = None  # pending supersessions, history, feedback
     pending: PendingStore | None = None
     episodes: EpisodeStore | None = None
+    conflicts: ConflictStore | None = None
+    history: HistoryStore | None = None
+    feedback: FeedbackStore | None = None
     lane: Lane | None = None
+
+    @classmethod
+    def over(
+        cls,
+        store: MemoryBackend,
+        state: StateBackend,
+        *,
+        pending: PendingStore,
+        episodes: EpisodeStore,
+        lane: Lane | None = None,
+    ) -> MemoryApi:
+        """Every part, the state's stores built once (the app's)."""
+        return cls(
+            store,
+            pending=pending,
+            episodes=episodes,
+            conflicts=ConflictStore(state),
+            history=HistoryStore(state),
+            feedback=FeedbackStore(state),
+            lane=lane,
+        )
 
 
 def _api(request: Request) -> MemoryApi:
@@ -351,15 +374,15 @@ def _episodes(api: Annotated[MemoryApi, Depends(_api)]) -> EpisodeStore:
 
 
 def _conflicts(api: Annotated[MemoryApi, Depends(_api)]) -> ConflictStore:
-    return ConflictStore(_part(api.state, "supersessions"))
+    return _part(api.conflicts, "supersessions")
 
 
 def _history(api: Annotated[MemoryApi, Depends(_api)]) -> HistoryStore:
-    return HistoryStore(_part(api.state, "history"))
+    return _part(api.history, "history")
 
 
 def _feedback(api: Annotated[MemoryApi, Depends(_api)]) -> FeedbackStore:
-    return FeedbackStore(_part(api.state, "feedback"))
+    return _part(api.feedback, "feedback")
 
 
 Store = Annotated[MemoryBackend, Depends(_store)]
