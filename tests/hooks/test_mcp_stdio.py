@@ -208,3 +208,34 @@ def test_the_protocol_revision_is_the_clients_when_the_server_speaks_it(
     from memory.clients.mcp_stdio import initialized
 
     assert initialized({"protocolVersion": asked})["protocolVersion"] == answered
+
+
+def test_a_bad_setting_is_every_tool_calls_error_not_a_dead_server(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    """The settings are read after the first answers (they cost the start ~0.2 s): a bad one
+    no longer stops the server before `initialize`, where the client saw only 'failed'; each
+    tool call says which variable is wrong."""
+    env = {k: v for k, v in os.environ.items() if k != "CLAUDE_MEMORY_HOME"}
+    lines = [
+        json.dumps(INIT),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        call(3, "memory_status", {}),
+    ]
+    proc = subprocess.run(
+        [str(CLAUDE_MEMORY), "--home", str(mem_home), "mcp"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=make_project("app"),
+        env=env | {"CLAUDE_MEMORY_PORT": "notanumber"},
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0
+    answers = {a["id"]: a for a in map(json.loads, proc.stdout.splitlines())}
+    assert answers[1]["result"]["serverInfo"]["name"] == "claude-memory"
+    assert len(answers[2]["result"]["tools"]) == 11
+    assert answers[3]["result"]["isError"] is True
+    assert "CLAUDE_MEMORY_PORT" in answers[3]["result"]["content"][0]["text"]
+    assert "CLAUDE_MEMORY_PORT" in proc.stderr  # the client's MCP log says it too
