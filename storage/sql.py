@@ -18,8 +18,9 @@ What the subset cannot say is a word in braces, filled in by the dialect:
   timestamps to minutes), `{BOOL}` and `{FALSE}`, `{JSON}`, `{SERIAL}` (an id the database
   assigns, which a copy from another database may still set).
 
-A store that names no tables (the memory state: its consumers write plain SQL) gets its queries
-as they are, braces included; its migrations are still filled in.
+A store that names tables has every query filled in, so a literal brace is written twice
+(`'{{}}'`); a store that names none (the memory state: its consumers write plain SQL) gets its
+queries as they are, braces included. Migrations are always filled in.
 
 The connection contexts stay where they are (`storage.sqlite.SQLiteDB`, the pools of
 `storage.postgres.PostgresDatabase`); `SQLiteTables` and `storage.postgres.PostgresTables` put a
