@@ -2,8 +2,9 @@
 
 `PostgresDatabase` owns two psycopg 3 pools over one URL:
 
-* a synchronous pool for the small synchronous stores (conversations, Feishu state) whose every
-  call is one or two short statements, exactly like their SQLite twins;
+* a synchronous pool for the small synchronous stores (conversations, Feishu state, memory
+  state: one class each for both databases, through `PostgresTables` below and
+  `storage.sql`) whose every call is one or a few short statements;
 * an asynchronous pool for the SDK session store (transcript mirroring) and the per-conversation
   turn locks, which live on the event loop.
 
