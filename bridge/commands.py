@@ -1,6 +1,7 @@
 """Bridge commands (pure parsing): `/clear /new /compact /stop /status /help /pair`, memory
 (`/remember /forget /recall`, `/memory` an alias of `/recall`), and conversations
-(`/model /sessions /resume`). The help text is `help` in bridge/strings.py.
+(`/model /sessions /resume`), and approvals (`/approvers /allowed /revoke`). The help text is
+`help` in bridge/strings.py.
 
 Commands are handled by the bridge and never reach the model as text. `ordered` commands wait
 their turn in the chat's queue (they act on the conversation after the messages before them);
@@ -89,6 +90,29 @@ class Resume:
 
 
 @dataclass(frozen=True, slots=True)
+class Approvers:
+    """/approvers [add|remove @member …]: list, or change, who approves tool calls here."""
+
+    change: str  # "" (list), "add" or "remove"
+    ordered: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class AllowedRules:
+    """/allowed: the "always allow here" rules of this chat, numbered."""
+
+    ordered: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class Revoke:
+    """/revoke <n>: drop rule n of `/allowed` (`None`: not a number)."""
+
+    number: int | None
+    ordered: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
 class Help:
     ordered: ClassVar[bool] = False
 
@@ -116,6 +140,9 @@ Command = (
     | Model
     | Sessions
     | Resume
+    | Approvers
+    | AllowedRules
+    | Revoke
     | Help
     | Pair
     | Unknown
@@ -151,6 +178,14 @@ def parse_command(text: str) -> Command | None:
         case "resume":
             number = arg.isascii() and arg.isdigit() and len(arg) <= 6
             return Resume(int(arg) if number else None)
+        case "approvers":
+            change = arg.split()[0].lower() if arg else ""
+            return Approvers(change if change in ("add", "remove") else "" if not arg else "?")
+        case "allowed":
+            return AllowedRules()
+        case "revoke":
+            number = arg.isascii() and arg.isdigit() and len(arg) <= 6
+            return Revoke(int(arg) if number else None)
         case "help" | "start":
             return Help()
         case "pair":

@@ -127,6 +127,8 @@ class IncomingMessage:
     """The topic (`omt_…`) the message was written in, if any: topic groups, thread replies."""
     locale: Locale = "zh"
     """The sender's client language, from `message.user_agent` (bridge/strings.py)."""
+    mentioned: tuple[str, ...] = ()
+    """The open_ids of the people the message mentions (not the bot, not @all)."""
 
     @property
     def is_group(self) -> bool:
@@ -224,6 +226,13 @@ def _parse_message(
         parent_id=message.get("parent_id") or None,
         thread_id=message.get("thread_id") or None,
         locale=locale_of(str(message.get("user_agent") or "")),
+        mentioned=tuple(
+            str((m.get("id") or {}).get("open_id") or "")
+            for m in mentions
+            if m.get("key") != ALL_MENTION
+            and not _is_bot(m, bot_open_id)
+            and (m.get("id") or {}).get("open_id")
+        ),
     )
 
 
@@ -235,6 +244,7 @@ def message_to_json(msg: IncomingMessage) -> str:
 def message_from_json(text: str) -> IncomingMessage:
     data = json.loads(text)
     data["attachments"] = tuple(Attachment(**a) for a in data.get("attachments") or ())
+    data["mentioned"] = tuple(data.get("mentioned") or ())
     return IncomingMessage(**data)
 
 

@@ -6,9 +6,12 @@ In a direct chat the sender is the only person there: every command acts. In a g
 * `/clear`, `/new` and `/compact` act if the conversation is the sender's own;
 * the assistant's owners (the paired owner, or the users named in `FEISHU_ALLOWED_USERS`) and the
   group's owner and managers may do either;
-* approving or denying a tool call the policy marks "ask" (a card button): only the assistant's
-  owners and the group's owner and managers, never the member who asked (a request must not
-  approve its own tools);
+* approving or denying a tool call the policy marks "ask" (a card button): the assistant's
+  owners, the group's owner and managers, and the group's approvers (`/approvers`, set by an
+  owner); an approver never for the tools of their own request (a request must not approve its
+  own tools). Revoking an "always allow here" rule (`/revoke`) takes the same right, without
+  approvers;
+* setting the group's approvers (`/approvers add|remove`): only the assistant's owners;
 * `/resume` and `/model` change a conversation like `/clear` does: the same rule;
 * `/forget` deletes the assistant's memory, which is its owner's: only the assistant's owners
   and the group's owner and managers;
@@ -26,7 +29,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
-Action = Literal["stop", "clear", "compact", "approve", "resume", "model", "forget", "keep"]
+Action = Literal[
+    "stop", "clear", "compact", "approve", "resume", "model", "forget", "keep", "approvers"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +56,17 @@ def command_right(
     conversation_of: str | None,
     owners: Collection[str],
     chat_admins: Collection[str],
+    approvers: Collection[str] = (),
 ) -> Right:
     """Whether `sender` may do `action` now.
 
     `started_by`: who sent the running turn (None when nothing runs); `conversation_of`: the
     member whose conversation it is (None while the group shares one); `owners`: the
-    assistant's owners; `chat_admins`: the group's owner and managers, as far as known.
+    assistant's owners; `chat_admins`: the group's owner and managers, as far as known;
+    `approvers`: the members an owner named to approve tool calls in this group.
     """
+    if action == "approvers":  # who approves in a group is the assistant owners' choice
+        return Allowed() if sender in owners else Denied("approvers_refused")
     if not in_group or not sender:
         return Allowed()
     if sender in owners or sender in chat_admins:
@@ -68,6 +77,8 @@ def command_right(
                 return Allowed()  # nothing to stop, or their own turn
             return Denied("stop_refused")
         case "approve":
+            if sender in approvers and sender != started_by:
+                return Allowed()
             return Denied("approve_refused")
         case "forget":
             return Denied("forget_refused")

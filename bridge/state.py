@@ -130,9 +130,38 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX {said}_by_time ON {said}(said_at);
     """,
+    # approvals for a team: who approves tool calls in a chat (besides owners and admins), and
+    # the calls a chat always allows
+    """
+    CREATE TABLE {approvers} (
+        chat_id TEXT NOT NULL,
+        open_id TEXT NOT NULL,
+        added_by TEXT NOT NULL,
+        added_at {REAL} NOT NULL,
+        PRIMARY KEY (chat_id, open_id)
+    );
+    CREATE TABLE {allowed} (
+        chat_id TEXT NOT NULL,
+        rule TEXT NOT NULL,
+        added_by TEXT NOT NULL,
+        added_at {REAL} NOT NULL,
+        PRIMARY KEY (chat_id, rule)
+    );
+    """,
 )
 
-TABLES = ("seen", "chats", "owner", "turns", "outbox", "instances", "controls", "said")
+TABLES = (
+    "seen",
+    "chats",
+    "owner",
+    "turns",
+    "outbox",
+    "instances",
+    "controls",
+    "said",
+    "approvers",
+    "allowed",
+)
 SQLITE = Dialect.sqlite(*TABLES)
 POSTGRESQL = Dialect.postgresql(*TABLES, prefix="feishu_")
 
@@ -314,6 +343,23 @@ class BridgeStateBackend(Protocol):
 
     def said(self, message_id: str) -> str | None:
         """What the bot's message showed, if kept."""
+        ...
+
+    def approvers(self, chat_id: str) -> list[str]:
+        """The members who approve tool calls in this chat, in the order they were added."""
+        ...
+
+    def set_approver(self, chat_id: str, open_id: str, *, by: str, on: bool) -> bool:
+        """Add (`on`) or remove an approver; True when that changed something."""
+        ...
+
+    def allowed_rules(self, chat_id: str) -> list[str]:
+        """The calls this chat always allows ("always allow here"), oldest first."""
+        ...
+
+    def set_allowed(self, chat_id: str, rule: str, *, by: str, on: bool) -> bool:
+        """Remember (`on`) or forget an "always allow here" rule; True when that changed
+        something."""
         ...
 
 
@@ -612,6 +658,48 @@ class BridgeState:
     def said(self, message_id: str) -> str | None:
         rows = self._sql.read("SELECT text FROM {said} WHERE message_id = ?", (message_id,))
         return str(rows[0]["text"]) if rows else None
+
+    # --- approvals for a team --------------------------------------------------------------------
+    def approvers(self, chat_id: str) -> list[str]:
+        rows = self._sql.read(
+            "SELECT open_id FROM {approvers} WHERE chat_id = ? ORDER BY added_at, open_id",
+            (chat_id,),
+        )
+        return [str(r["open_id"]) for r in rows]
+
+    def set_approver(self, chat_id: str, open_id: str, *, by: str, on: bool) -> bool:
+        with self._sql.write() as db:
+            if on:
+                cursor = db.execute(
+                    "INSERT INTO {approvers}(chat_id, open_id, added_by, added_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (chat_id, open_id) DO NOTHING",
+                    (chat_id, open_id, by, time.time()),
+                )
+            else:
+                cursor = db.execute(
+                    "DELETE FROM {approvers} WHERE chat_id = ? AND open_id = ?", (chat_id, open_id)
+                )
+            return cursor.rowcount == 1
+
+    def allowed_rules(self, chat_id: str) -> list[str]:
+        rows = self._sql.read(
+            "SELECT rule FROM {allowed} WHERE chat_id = ? ORDER BY added_at, rule", (chat_id,)
+        )
+        return [str(r["rule"]) for r in rows]
+
+    def set_allowed(self, chat_id: str, rule: str, *, by: str, on: bool) -> bool:
+        with self._sql.write() as db:
+            if on:
+                cursor = db.execute(
+                    "INSERT INTO {allowed}(chat_id, rule, added_by, added_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (chat_id, rule) DO NOTHING",
+                    (chat_id, rule, by, time.time()),
+                )
+            else:
+                cursor = db.execute(
+                    "DELETE FROM {allowed} WHERE chat_id = ? AND rule = ?", (chat_id, rule)
+                )
+            return cursor.rowcount == 1
 
     def open_controls(self, kind: str) -> list[SavedControl]:
         rows = self._sql.read(

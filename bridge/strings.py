@@ -28,6 +28,9 @@ STRINGS: dict[str, dict[Locale, str]] = {
         "- `/remember <内容>`：记住一条笔记\n"
         "- `/recall <查询>`（或 `/memory`）：搜索长期记忆\n"
         "- `/forget <笔记 id 或查询>`：删除笔记（按查询时先确认）\n"
+        "- `/approvers [add|remove @成员]`：查看或设置这个群里谁可以批准工具调用"
+        "（助手的主人设置）\n"
+        "- `/allowed`：这里“总是允许”的调用；`/revoke <编号>` 撤销其中一条\n"
         "- `/help`：显示这个列表\n\n"
         "其他消息都会交给助手。在群聊中请 @ 机器人。",
         "en": "**Commands**\n"
@@ -40,6 +43,9 @@ STRINGS: dict[str, dict[Locale, str]] = {
         "- `/remember <text>`: save a note\n"
         "- `/recall <query>` (or `/memory`): search the long-term memory\n"
         "- `/forget <note id or query>`: delete a note (a query asks first)\n"
+        "- `/approvers [add|remove @member]`: who approves tool calls in this group (set by the "
+        "assistant's owner)\n"
+        "- `/allowed`: the calls always allowed here; `/revoke <n>` drops one\n"
         "- `/help`: this list\n\n"
         "Anything else goes to the agent. In group chats, @-mention the bot.",
     },
@@ -419,6 +425,41 @@ STRINGS: dict[str, dict[Locale, str]] = {
         "Denied automatically if nobody approves within {minutes} min.",
     },
     "approve_button": {"zh": "批准", "en": "Approve"},
+    "always_button": {"zh": "总是允许（在这里）", "en": "Always allow here"},
+    "always_by": {
+        "zh": "{who} 批准了 **{tool}**，这里以后同样的调用都会直接允许"
+        "（`/allowed` 查看，`/revoke` 撤销）。",
+        "en": "{who} approved **{tool}**; the same call is always allowed here from now on "
+        "(`/allowed` lists, `/revoke` drops).",
+    },
+    "approvers_refused": {
+        "zh": "只有助手的主人可以设置批准人。",
+        "en": "Only the assistant's owner sets who approves.",
+    },
+    "approvers_list": {
+        "zh": "这个群的批准人（除助手的主人、群主和群管理员外）：{names}",
+        "en": "Approvers in this group (besides the assistant's owners, the group's owner and "
+        "admins): {names}",
+    },
+    "approvers_none": {"zh": "（还没有）", "en": "(none yet)"},
+    "approvers_usage": {
+        "zh": "用法：`/approvers add @成员` 或 `/approvers remove @成员`（@ 要设置的人）。",
+        "en": "Usage: `/approvers add @member` or `/approvers remove @member` (mention them).",
+    },
+    "approvers_changed": {"zh": "已更新。{list}", "en": "Updated. {list}"},
+    "allowed_list": {
+        "zh": "这里总是允许的调用：\n{rules}\n\n发送 `/revoke <编号>` 撤销。",
+        "en": "Always allowed here:\n{rules}\n\nSend `/revoke <n>` to drop one.",
+    },
+    "allowed_none": {
+        "zh": "这里还没有总是允许的调用。",
+        "en": "Nothing is always allowed here yet.",
+    },
+    "revoked": {"zh": "已撤销：{rule}", "en": "Dropped: {rule}"},
+    "revoke_unknown": {
+        "zh": "没有这个编号。发送 `/allowed` 查看。",
+        "en": "No such number. Send `/allowed` for the list.",
+    },
     "deny_button": {"zh": "拒绝", "en": "Deny"},
     "approved_title": {"zh": "已批准", "en": "Approved"},
     "denied_title": {"zh": "已拒绝", "en": "Denied"},

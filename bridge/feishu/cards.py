@@ -19,11 +19,19 @@ def toast(key: str, locale: Locale, kind: str) -> dict[str, Any]:
 
 
 def approval_card(
-    locale: Locale, tool: str, summary: str, minutes: int, nonce: str, diff: str | None = None
+    locale: Locale,
+    tool: str,
+    summary: str,
+    minutes: int,
+    nonce: str,
+    diff: str | None = None,
+    *,
+    always: bool = False,
 ) -> dict[str, Any]:
     """Approve / deny buttons for one "ask" call (JSON 2.0: buttons straight in the elements,
     callback values are objects, as lark-oapi can only read those); `diff`: what an Edit or
-    Write would change (bridge/diffs.py, capped), shown above the buttons."""
+    Write would change (bridge/diffs.py, capped), shown above the buttons; `always`: an
+    "always allow here" button too."""
 
     def button(kind: str, label: str, style: str) -> dict[str, Any]:
         return {
@@ -53,6 +61,7 @@ def approval_card(
                     else []
                 ),
                 button("approve", "approve_button", "primary"),
+                *([button("always", "always_button", "default")] if always else []),
                 button("deny", "deny_button", "danger"),
             ]
         },

@@ -5,11 +5,14 @@ right (bridge/rights.py decides; this gathers what it needs)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from datetime import datetime
 
 from bridge.commands import (
+    AllowedRules,
+    Approvers,
     Clear,
     Command,
     Compact,
@@ -20,6 +23,7 @@ from bridge.commands import (
     Pair,
     Remember,
     Resume,
+    Revoke,
     Sessions,
     Status,
     Stop,
@@ -27,6 +31,7 @@ from bridge.commands import (
 )
 from bridge.events import IncomingMessage
 from bridge.feishu.context import BridgeContext
+from bridge.feishu.controls import rule_label
 from bridge.feishu.delivery import Delivery
 from bridge.feishu.lanes import Lanes
 from bridge.feishu.memory_chat import MemoryCommands
@@ -50,6 +55,7 @@ _RIGHTS_NEEDED: dict[type[Command], Action] = {
     Resume: "resume",
     Model: "model",
     Forget: "forget",
+    Revoke: "approve",  # dropping a rule is an approval's right
 }
 
 
@@ -109,10 +115,70 @@ class ChatCommands:
                 await markdown(msg, await self._sessions_text(msg, scope.key))
             case Resume(number=number):
                 await markdown(msg, await self._resume(msg, scope.key, conversation_id, number))
+            case Approvers(change=change):
+                await markdown(msg, await self._approvers(msg, change))
+            case AllowedRules():
+                await markdown(msg, await self._allowed_text(msg))
+            case Revoke(number=number):
+                await markdown(msg, await self._revoke(msg, number))
             case Help():
                 await markdown(msg, t("help", lang))
             case Unknown(name=name):
                 await notify(msg, t("unknown_command", lang, name=name))
+
+    # --- approvals for a team --------------------------------------------------------------------
+    async def _approvers(self, msg: IncomingMessage, change: str) -> str:
+        """`/approvers`: who approves here; `add|remove @member`: only the assistant's owners
+        change it (the members are the ones the message mentions)."""
+        ctx, lang = self._ctx, msg.locale
+        if change:
+            right = command_right(
+                "approvers",
+                sender=msg.sender_open_id,
+                in_group=msg.is_group,
+                started_by=None,
+                conversation_of=None,
+                owners=self._people.owners(),
+                chat_admins=(),
+            )
+            if isinstance(right, Denied):
+                return t(right.reason, lang)
+            if change not in ("add", "remove") or not msg.mentioned:
+                return t("approvers_usage", lang)
+            for member in msg.mentioned:
+                await ctx.db(
+                    functools.partial(
+                        ctx.state.set_approver, by=msg.sender_open_id, on=change == "add"
+                    ),
+                    msg.chat_id,
+                    member,
+                )
+        names = [
+            await self._people.display_name(o)
+            for o in await ctx.db(ctx.state.approvers, msg.chat_id)
+        ]
+        listed = t("approvers_list", lang, names="、".join(names) or t("approvers_none", lang))
+        return t("approvers_changed", lang, list=listed) if change else listed
+
+    async def _allowed_text(self, msg: IncomingMessage) -> str:
+        rules = await self._ctx.db(self._ctx.state.allowed_rules, msg.chat_id)
+        if not rules:
+            return t("allowed_none", msg.locale)
+        lines = "\n".join(f"{i}. {rule_label(r)}" for i, r in enumerate(rules, start=1))
+        return t("allowed_list", msg.locale, rules=lines)
+
+    async def _revoke(self, msg: IncomingMessage, number: int | None) -> str:
+        ctx = self._ctx
+        rules = await ctx.db(ctx.state.allowed_rules, msg.chat_id)
+        if number is None or not 1 <= number <= len(rules):
+            return t("revoke_unknown", msg.locale)
+        rule = rules[number - 1]
+        await ctx.db(
+            functools.partial(ctx.state.set_allowed, by=msg.sender_open_id, on=False),
+            msg.chat_id,
+            rule,
+        )
+        return t("revoked", msg.locale, rule=rule_label(rule))
 
     # --- rights in groups ------------------------------------------------------------------------
     async def _refused(self, msg: IncomingMessage, action: Action) -> bool:

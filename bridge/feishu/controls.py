@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import secrets
@@ -79,6 +80,7 @@ class Control:
     notes: tuple[tuple[str, str], ...] = ()  # forget: (note id, title) offered
     pending: PendingEntity | None = None  # pending: the capture asked about
     supersession: str = ""  # conflict: the pending supersession's id
+    rule: str = ""  # approval: the "always allow here" rule it offers ("" for none)
     done: bool = False  # forget / pending: decided (a late tap reads "already decided")
     restored: bool = False  # read back from the bridge state: made before this process started
     sent: asyncio.Event = field(default_factory=asyncio.Event)  # set with message_id
@@ -93,6 +95,31 @@ async def _card_sent(control: Control) -> None:
     """Wait (at most CARD_SENT_WAIT) until the card showing `control` has its message id."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(control.sent.wait(), CARD_SENT_WAIT)
+
+
+RULE_CHARS = 2_000  # an "always allow here" rule, at most (a longer call is asked every time)
+
+
+def allow_rule(tool: str, tool_input: Any) -> str | None:
+    """The "always allow here" rule of one call: the tool and, for Bash, the exact command, for
+    any other tool its exact input. Exact on purpose: a prefix or a pattern would allow calls
+    nobody saw. None when the call is too long to be a rule."""
+    if (
+        tool == "Bash"
+        and isinstance(tool_input, dict)
+        and isinstance(tool_input.get("command"), str)
+    ):
+        what = tool_input["command"]
+    else:
+        what = json.dumps(tool_input, ensure_ascii=False, sort_keys=True, default=str)
+    rule = f"{tool}\t{what}"
+    return rule if len(rule) <= RULE_CHARS else None
+
+
+def rule_label(rule: str) -> str:
+    """A rule as the tool steps show a call: the tool and its command or input, on one line."""
+    tool, _, what = rule.partition("\t")
+    return step_label(tool, " ".join(what.split()))
 
 
 class MemoryTaps(Protocol):
@@ -250,9 +277,13 @@ class Controls:
             return toast("not_yours", locale, "error"), None
         action: Action = _TAP_ACTIONS[control.kind]
         tap = dataclasses_replace(control.msg, sender_open_id=operator)
-        right = self._tap_right(tap, control, action, frozenset())
+        approvers: frozenset[str] = frozenset()
+        if control.kind == "approval" and tap.is_group:  # the group's own approvers
+            approvers = frozenset(await self._ctx.db(self._ctx.state.approvers, chat_id))
+        right = self._tap_right(tap, control, action, frozenset(), approvers)
         if isinstance(right, Denied):
-            right = self._tap_right(tap, control, action, await self._people.group_admins(chat_id))
+            admins = await self._people.group_admins(chat_id)
+            right = self._tap_right(tap, control, action, admins, approvers)
         if isinstance(right, Denied):
             logger.info("%s by %s refused in %s", action, operator, chat_id)
             refused = {
@@ -277,23 +308,37 @@ class Controls:
         if control.kind == "stop":
             stopped = await self._ctx.sessions.interrupt(control.conversation_id)
             return toast("stopping" if stopped else "nothing_running", locale, "info"), None
-        return await self._decide(nonce, control, approve=value.get("cm") == "approve", by=operator)
+        cm = value.get("cm")
+        always = cm == "always" and bool(control.rule)
+        return await self._decide(
+            nonce, control, approve=cm == "approve" or always, always=always, by=operator
+        )
 
-    async def _decide(self, nonce: str, control: Control, *, approve: bool, by: str) -> TapAnswer:
-        """An approval tap by someone with the right: the tool call goes ahead or is denied."""
+    async def _decide(
+        self, nonce: str, control: Control, *, approve: bool, by: str, always: bool = False
+    ) -> TapAnswer:
+        """An approval tap by someone with the right: the tool call goes ahead or is denied;
+        `always`: and the same call is always allowed in this chat from now on."""
         locale = control.msg.locale
         assert control.decision is not None
         if control.decision.done():
             return toast("already_decided", locale, "info"), None
         await self._ctx.db(self._ctx.state.control_done, nonce)
         who = self._people.known_name(by)
+        if always:
+            ctx = self._ctx
+            await ctx.db(
+                functools.partial(ctx.state.set_allowed, by=by, on=True),
+                control.msg.chat_id,
+                control.rule,
+            )
         if approve:
             control.decision.set_result(ToolAllowed())
         else:
             control.decision.set_result(
                 ToolDenied(t("denied_reason_user", "en", tool=control.tool))
             )
-        key = "approved_by" if approve else "denied_by"
+        key = "always_by" if always else "approved_by" if approve else "denied_by"
         card = decided_card(
             t("approved_title" if approve else "denied_title", locale),
             "green" if approve else "red",
@@ -302,7 +347,12 @@ class Controls:
         return toast("approved_title" if approve else "denied_title", locale, "success"), card
 
     def _tap_right(
-        self, tap: IncomingMessage, control: Control, action: Action, admins: frozenset[str]
+        self,
+        tap: IncomingMessage,
+        control: Control,
+        action: Action,
+        admins: frozenset[str],
+        approvers: frozenset[str] = frozenset(),
     ) -> Right:
         return command_right(
             action,
@@ -312,6 +362,7 @@ class Controls:
             conversation_of=self._ctx.scope(control.msg).member,
             owners=self._people.owners(),
             chat_admins=admins,
+            approvers=approvers,
         )
 
     async def close_approvals(self, msg: IncomingMessage) -> None:
@@ -404,7 +455,11 @@ class Controls:
         assert ctx.sender is not None and ctx.loop is not None
         timeout = ctx.settings.feishu_approval_timeout_seconds
         minutes = max(round(timeout / 60), 1)
-        control = Control("approval", msg, conversation_id, tool=tool_name)
+        rule = allow_rule(tool_name, tool_input)
+        if rule is not None and rule in await ctx.db(ctx.state.allowed_rules, msg.chat_id):
+            logger.info("%s always allowed in %s; not asked", tool_name, msg.chat_id)
+            return ToolAllowed()
+        control = Control("approval", msg, conversation_id, tool=tool_name, rule=rule or "")
         control.decision = ctx.loop.create_future()
         summary = step_label(tool_name, summarize_tool_input(tool_name, tool_input))
         nonce = self.add(control)
@@ -412,7 +467,9 @@ class Controls:
         if isinstance(tool_input, dict) and tool_name in DIFF_TOOLS:
             # what an Edit or Write would change; reading the file and diffing it block
             diff = await asyncio.to_thread(self._diff, tool_name, tool_input)
-        card = approval_card(msg.locale, tool_name, summary, minutes, nonce, diff)
+        card = approval_card(
+            msg.locale, tool_name, summary, minutes, nonce, diff, always=rule is not None
+        )
         try:
             card_id = await ctx.sender.reply(
                 msg.message_id,

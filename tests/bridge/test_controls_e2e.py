@@ -13,7 +13,7 @@ from bridge.strings import t
 from settings import Settings
 from tests.bridge.conftest import feishu_app, message_id, wait_answer, wait_reply_text
 from tests.fakes.anthropic_api import FakeMessagesAPI, text, tool
-from tests.fakes.feishu_platform import BotMessage, FakeFeishu, visible_text
+from tests.fakes.feishu_platform import OWNER_OPEN_ID, BotMessage, FakeFeishu, visible_text
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -380,3 +380,102 @@ async def test_a_write_approval_card_shows_the_diff_within_the_card_limits(
     assert fake_feishu.refused == []  # within the documented card limits
     assert fake_feishu.mentions == []  # chat text in the diff cannot mention anyone
     assert (settings.workspace_dir / "notes" / "plan.md").read_text() == plan
+
+
+BOB = "ou_bob00000000000000000000000000000"  # a member the owner names as an approver
+
+
+def _group_command(fake: FakeFeishu, text: str, *, sender: str, mentions: list[Any]) -> str:
+    event = fake.text_event(
+        f"@_user_1 {text}",
+        chat_id=GROUP,
+        chat_type="group",
+        sender=sender,
+        mentions=[fake.bot_mention(), *mentions],
+    )
+    fake.push_event(event)
+    return message_id(event)
+
+
+async def test_an_approver_the_owner_names_decides_in_the_group_and_only_the_owner_names_them(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    # issue #33: only owners, the group owner and admins could approve; a team could not name
+    # who approves
+    fake_model.on("list files", tool("Bash", {"command": "ls"}), text("Listed them."))
+    fake_feishu.set_chat(GROUP, owner=CAROL)
+    settings = streaming(feishu_settings, ask_tools=["Bash"], feishu_allowed_chats=[GROUP])
+    bob = FakeFeishu.user_mention(BOB, "Bob", "@_user_2")
+    async with feishu_app(settings):
+        by_alice = _group_command(
+            fake_feishu, "/approvers add @_user_2", sender=ALICE, mentions=[bob]
+        )
+        refused = await wait_reply_text(fake_feishu, by_alice)
+        by_owner = _group_command(
+            fake_feishu, "/approvers add @_user_2", sender=OWNER_OPEN_ID, mentions=[bob]
+        )
+        listed = await wait_reply_text(fake_feishu, by_owner)
+        event = fake_feishu.group_text_event(
+            "list files please", mention_bot=True, chat_id=GROUP, sender=ALICE
+        )
+        fake_feishu.push_event(event)
+        approval = await _approval_card(fake_feishu, message_id(event))
+        value = button_value(fake_feishu, approval, "approve_btn")
+        decided = await tap(
+            fake_feishu, value, message=approval.message_id, chat_id=GROUP, operator=BOB
+        )
+        final = await wait_reply_text(fake_feishu, message_id(event))
+    assert refused == t("approvers_refused")
+    assert "member …" in listed or "Bob" in listed
+    assert decided["toast"]["type"] == "success"
+    assert "Listed them." in final
+
+
+async def test_always_allow_here_skips_the_card_for_the_same_command_until_revoked(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    # issue #33: no "always allow this command in this chat"
+    for i in range(3):
+        fake_model.on(f"round {i}", tool("Bash", {"command": "ls"}), text(f"Listed {i}."))
+    fake_model.on("other", tool("Bash", {"command": "pwd"}), text("Printed."))
+    settings = streaming(feishu_settings, ask_tools=["Bash"])
+    async with feishu_app(settings):
+        first = fake_feishu.push_text("round 0 please")
+        approval = await _approval_card(fake_feishu, message_id(first))
+        always = button_value(fake_feishu, approval, "always_btn")
+        answer = await tap(fake_feishu, always, message=approval.message_id)
+        await wait_reply_text(fake_feishu, message_id(first))
+        second = fake_feishu.push_text("round 1 please")
+        second_text = await wait_reply_text(fake_feishu, message_id(second))
+        other = fake_feishu.push_text("other please")
+        other_card = await _approval_card(fake_feishu, message_id(other))  # another command asks
+        await tap(
+            fake_feishu,
+            button_value(fake_feishu, other_card, "deny_btn"),
+            message=other_card.message_id,
+        )
+        await wait_reply_text(fake_feishu, message_id(other))
+        listed = fake_feishu.push_text("/allowed")
+        listed_text = await wait_reply_text(fake_feishu, message_id(listed))
+        revoke = fake_feishu.push_text("/revoke 1")
+        revoked_text = await wait_reply_text(fake_feishu, message_id(revoke))
+        third = fake_feishu.push_text("round 2 please")
+        third_card = await _approval_card(fake_feishu, message_id(third))  # asks again
+        await tap(
+            fake_feishu,
+            button_value(fake_feishu, third_card, "deny_btn"),
+            message=third_card.message_id,
+        )
+        await wait_reply_text(fake_feishu, message_id(third))
+    assert (
+        answer["toast"]["type"] == "success"
+        and "/revoke" in answer["card"]["data"]["body"]["elements"][0]["content"]
+    )
+    assert "Listed 1." in second_text
+    assert [m for m in fake_feishu.replies_to(message_id(second)) if "批准" in m.text] == []
+    assert "Bash `ls`" in listed_text and "pwd" not in listed_text
+    assert "Bash `ls`" in revoked_text

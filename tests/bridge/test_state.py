@@ -81,6 +81,7 @@ def test_wal_mode_and_recorded_migrations(tmp_path: Path) -> None:
         (5,),
         (6,),
         (7,),
+        (8,),
     ]
     conn.close()
 

@@ -290,3 +290,20 @@ def test_what_an_answer_card_said_is_kept_for_a_quote_then_pruned(open_state: Op
     assert again.said("om_unknown") is None
     again.prune(now=time.time() + SAID_KEEP_SECONDS + 60)
     assert again.said("om_1") is None
+
+
+def test_a_chat_keeps_its_approvers_and_always_allowed_calls(open_state: Open) -> None:
+    first = open_state()
+    assert first.set_approver("oc_team", "ou_alice", by="ou_owner", on=True) is True
+    assert first.set_approver("oc_team", "ou_alice", by="ou_owner", on=True) is False
+    first.set_approver("oc_team", "ou_bob", by="ou_owner", on=True)
+    first.set_allowed("oc_team", "Bash\tls", by="ou_owner", on=True)
+    first.set_allowed("oc_other", "Bash\tpwd", by="ou_owner", on=True)
+    again = open_state()  # a restart (or another instance)
+    assert again.approvers("oc_team") == ["ou_alice", "ou_bob"]
+    assert again.approvers("oc_other") == []
+    assert again.allowed_rules("oc_team") == ["Bash\tls"]
+    assert again.set_approver("oc_team", "ou_alice", by="ou_owner", on=False) is True
+    assert again.set_allowed("oc_team", "Bash\tls", by="ou_owner", on=False) is True
+    assert again.set_allowed("oc_team", "Bash\tls", by="ou_owner", on=False) is False
+    assert (again.approvers("oc_team"), again.allowed_rules("oc_team")) == (["ou_bob"], [])
