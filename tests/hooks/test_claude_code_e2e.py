@@ -249,3 +249,34 @@ def test_two_sessions_in_one_project_keep_their_own_episode_window_and_summary(
     assert summaries[by_first["beta one"]].startswith("Done: beta one")
     log = (mem_home / "logs" / "hooks.log").read_text()
     assert "failed" not in log and "overran" not in log
+
+
+def test_claude_code_gives_the_model_the_tools_text(
+    fake_model: FakeMessagesAPI,
+    mem_home: Path,
+    make_project: Callable[..., Path],
+    claude_code: Callable[..., dict[str, str]],
+) -> None:
+    """The model calls memory_search through the real Claude Code and reads plain text (with an
+    output schema it read `{"result": "..."}`, issue #32)."""
+    seed(mem_home)
+    project = make_project("shop/app")
+    env = claude_code()
+    fake_model.on(
+        "look up the webhook",
+        tool("mcp__claude-memory__memory_search", {"query": "webhook signature HMAC"}),
+        text("Found it."),
+    )
+    run_claude(
+        "please look up the webhook check in memory",
+        cwd=project,
+        env=env,
+        args=("--allowedTools", "mcp__claude-memory__memory_search"),
+    )
+    # Claude Code 2.1.327 defers MCP tools behind its ToolSearch; a call by name still runs
+    (result,) = [r for req in fake_model.message_requests() for r in req.tool_results]
+    content = result["content"]
+    said = content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+    assert not result.get("is_error"), said
+    assert said.startswith("[mem_") and "webhook signature check" in said, said
+    assert '{"result"' not in said
