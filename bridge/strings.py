@@ -380,9 +380,9 @@ STRINGS: dict[str, dict[Locale, str]] = {
         "en": "Got it: {ahead} message(s) ahead of this one, it is number {position} in line.",
     },
     "slots_full": {
-        "zh": "已收到。现在同时在进行的对话已满（{limit} 个），有一个结束就轮到你。",
-        "en": "Got it. {limit} conversations are running at once, the most there can be; yours "
-        "starts as soon as one ends.",
+        "zh": "排队中，前面还有 {ahead} 个。同时进行的对话已满（{limit} 个），轮到你时会自动开始。",
+        "en": "Queued: {ahead} ahead of you. {limit} conversations are running at once, the "
+        "most there can be; yours starts by itself when its turn comes.",
     },
     "queue_full": {
         "zh": "排队的消息已满（最多 {limit} 条），这条没有处理。请等当前回答结束后再发送。",

@@ -40,6 +40,9 @@ class BridgeContext:
         self.started_at = 0.0
         self.closing = False
         self._recalled: OrderedDict[str, None] = OrderedDict()
+        # messages told every turn slot is taken, until their turn starts (the next one told
+        # hears how many are ahead)
+        self.slot_waiting: set[str] = set()
 
     @property
     def api(self) -> Sender:

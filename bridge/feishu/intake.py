@@ -223,9 +223,13 @@ class Intake:
             self._lanes.notice(msg, text, part="queued")
         elif ctx.sessions.turn_slots.locked():
             # nothing ahead in this conversation, but every turn slot of the app is taken (the
-            # 5th member of a busy group waited with only a Typing reaction, issue #33)
+            # 5th member of a busy group waited with only a Typing reaction, issue #33): ahead
+            # of it, the turns that must end first, one running and those told so before it
             limit = ctx.settings.max_concurrent_turns
-            self._lanes.notice(msg, t("slots_full", msg.locale, limit=limit), part="queued")
+            ahead = len(ctx.slot_waiting) + 1
+            ctx.slot_waiting.add(msg.message_id)
+            text = t("slots_full", msg.locale, ahead=ahead, limit=limit)
+            self._lanes.notice(msg, text, part="queued")
 
     # --- what each piece of work does -------------------------------------------------------------
     async def handle(self, work: Work) -> None:

@@ -73,6 +73,7 @@ class Turns:
                 await self._keep_said(sent, answer)
                 await self._send_files(msg, answer)
         finally:
+            ctx.slot_waiting.discard(msg.message_id)
             self._controls.drop(nonce)
             await self._controls.close_approvals(msg)
             await self._settle(msg, reply, time.monotonic() - started)
@@ -174,6 +175,7 @@ class Turns:
             partial = _Partial(ctx, msg.message_id)
 
             async def on_event(event: TurnEvent) -> None:
+                ctx.slot_waiting.discard(msg.message_id)  # it holds a slot now
                 await reply.on_event(event)
                 await partial.seen(event)
 

@@ -323,15 +323,24 @@ async def test_a_turn_waiting_for_a_free_slot_is_told_so(
         await wait_until(lambda: bool(fake_model.requests_for("slow job")), timeout=30)
         other = fake_feishu.push_text("another chat's question", chat_id="oc_otherchat")
         await wait_until(lambda: bool(fake_feishu.replies_to(message_id(other))), timeout=10)
+        third = fake_feishu.push_text("a third chat's question", chat_id="oc_thirdchat")
+        await wait_until(lambda: bool(fake_feishu.replies_to(message_id(third))), timeout=10)
         told = fake_feishu.replies_to(message_id(other))[0].text
+        told_third = fake_feishu.replies_to(message_id(third))[0].text
+        answered = [
+            (message_id(other), "echo: another chat's question"),
+            (message_id(third), "echo: a third chat's question"),
+        ]
         await wait_until(
-            lambda: any(
-                "echo: another chat's question" in m.text
-                for m in fake_feishu.replies_to(message_id(other))
+            lambda: all(
+                any(said in m.text for m in fake_feishu.replies_to(asked))
+                for asked, said in answered
             ),
             timeout=60,
         )
-    assert told.startswith("已收到") and "（1 个）" in told
+    # "排队中，前面还有 N 个": the turns that must end first
+    assert told.startswith("排队中，前面还有 1 个") and "（1 个）" in told
+    assert told_third.startswith("排队中，前面还有 2 个")
 
 
 async def test_a_stop_while_an_approval_is_asked_closes_the_approval_card(
