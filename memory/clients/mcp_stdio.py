@@ -3,8 +3,9 @@
 `ping`, `tools/list`, `tools/call`, and the notifications `initialized` and `cancelled`.
 
 Why not the SDK: importing `mcp` (and pydantic with it) cost `claude-memory mcp` 0.5 s on a
-quiet machine and 1.4-2 s on a busy one before it could answer `initialize`, and Codex does not
-wait that long: its first model request went out without the memory tools (issue #32). Here the
+quiet machine and 1.4-2 s on a busy one before it could answer `initialize`, and Codex waits
+for an optional MCP server 1 s (`mcp_optional_startup_grace_ms`): its first model request went
+out without the memory tools (issue #32). Here the
 answers to `initialize` and `tools/list` come from `mcp_tools.catalog` alone; the tools and the
 memory load afterwards (`ToolRunner.warm`), and a tool call waits for them.
 
