@@ -25,6 +25,14 @@ if TYPE_CHECKING:
     from memory.backend import MemoryBackend
 
 SUMMARY_CHARS: Final = 120
+PERSONAL_FLOOR_SHARE: Final = 0.7
+"""A prompt the probes read as about the person's own world (`memory.loop.personal`) gets its
+notes injected from this share of the inject floor (0.35 of the default 0.5): the probes already
+keep general prompts out, and the floor had become what kept the right note from 28 % of the life
+set's related prompts (relevance 0.35-0.5 for most of them). There it took the gold note injected
+through the chat from 61 % to 74 %, unrelated prompts given a note unchanged (docs/retrieval.md).
+A note of the session's own project that comes in only because the prompt reads as its work keeps
+the whole floor."""
 
 
 @record
@@ -66,13 +74,19 @@ def select_context_entries(
     if budget <= 0:
         return []
     if query and query.strip():
-        hits = store.search(query, limit=limit, scope=scope, record_access=False, floor=floor)
+        # unasked, a prompt the probes read as the person's own needs less of each hit (the
+        # search is made at the lower floor, the rest held to `floor` below)
+        lowered = _personal_floor(store, floor) if unasked else floor
+        hits = store.search(query, limit=limit, scope=scope, record_access=False, floor=lowered)
         # after the search: the probe reads the query vector it left in the cache
-        about = own_world(query, scope, read_prompt(store, query)) if unasked and hits else None
+        reading = read_prompt(store, query) if unasked and hits else None
+        about = own_world(query, scope, reading) if unasked and hits else None
+        personal = reading is not None and reading.personal
         found = [
             (h.id, h.type, h.title, h.summary, h.tags, h.score)
             for h in hits
             if not (h.path == PROFILE_PATH and _untouched_profile(store, h.id))
+            and (floor is None or personal or h.relevance >= floor)
             and (about is None or about(f"{h.title}\n{h.summary}\n{h.snippet}", h.scope))
         ]
     else:
@@ -93,6 +107,14 @@ def select_context_entries(
         budget -= cost
         entries.append(ContextEntry(note_id, title, note_type, summary, tags, score, line, cost))
     return entries
+
+
+def _personal_floor(store: MemoryBackend, floor: float | None) -> float | None:
+    """The floor a prompt about the person's own world injects at: `PERSONAL_FLOOR_SHARE` of
+    the inject floor, never below the search floor."""
+    if floor is None:
+        return None
+    return max(floor * PERSONAL_FLOOR_SHARE, store.config.relevance_floor)
 
 
 def _untouched_profile(store: MemoryBackend, note_id: str) -> bool:

@@ -122,6 +122,8 @@ class Reading:
 
     personal: bool
     work: bool
+    by_meaning: bool = True
+    """Read from the prompt's vector (False: from its words alone, the weaker text probe)."""
 
     def lets_in(self, *, own_project: bool) -> bool:
         return self.work if own_project else self.personal
@@ -183,7 +185,7 @@ def read_prompt(store: MemoryBackend, prompt: str) -> Reading | None:
     if text_probe is None:
         return None
     words = text_probe.probability(prompt)
-    return Reading(words >= THRESHOLD, words >= TEXT_PROJECT_THRESHOLD)
+    return Reading(words >= THRESHOLD, words >= TEXT_PROJECT_THRESHOLD, by_meaning=False)
 
 
 def _log_odds(probability: float) -> float:

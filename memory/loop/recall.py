@@ -68,21 +68,25 @@ def own_world(
 
     `personal`: what `memory.loop.personal.read_prompt` read of the prompt (None: no probe can
     tell, its files missing). When it can tell, it decides, with a lower bar for the notes of the
-    session's own project (its prompts are its work). Without it, a project session (Claude
-    Code, Codex) lets every hit in, and a chat keeps the word rules below."""
+    session's own project (its prompts are its work); the text probe alone decides only in a
+    project session. Otherwise a project session (Claude Code, Codex) lets every hit in, and a
+    chat keeps the word rules below."""
     folded = unicodedata.normalize("NFKC", prompt).casefold()
     first_person = _FIRST_PERSON_RE.search(folded) is not None
     said = _text.names(prompt)
 
     in_project = (place_scope or "").startswith("project:")
 
+    # the text probe stands in for the vector one in a project session only (the hooks working
+    # directly, where the alternative is letting every hit in); a chat without vectors keeps
+    # the word rules, which miss fewer short questions ("what tea do I like": 0.40 to the words)
+    decides = personal is not None and (personal.by_meaning or in_project)
+
     def test(note_text: str, note_scope: str) -> bool:
         own_project = note_scope.startswith("project:") and note_scope == place_scope
-        if personal is not None:
+        if decides and personal is not None:
             return personal.lets_in(own_project=own_project)
-        if own_project:
-            return True
-        if in_project:  # no probe (the hooks working directly): a session's prompt is its work
+        if in_project:  # no probe at all (a broken install): a session's prompt is its work
             return True
         if first_person:
             return True

@@ -131,6 +131,9 @@ def test_asking_for_something_is_not_speaking_of_oneself(prompt: str) -> None:
         (Reading(personal=False, work=True), "user", "project:pg", False),
         (Reading(personal=True, work=True), "project:other", "project:pg", True),
         (Reading(personal=False, work=True), "project:other", "project:pg", False),
+        # the words alone (no vector probe) decide in a project session only
+        (Reading(personal=False, work=False, by_meaning=False), "project:pg", "project:pg", False),
+        (Reading(personal=False, work=False, by_meaning=False), "user", None, True),
     ],
 )
 def test_the_probe_decides_when_it_can_tell(
