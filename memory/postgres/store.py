@@ -839,6 +839,7 @@ _SEARCH_SETTINGS: Final = (
     "set_config('enable_seqscan', 'off', true) AS seqscan,"
     " set_config('work_mem', '32MB', true) AS work_mem,"
     " set_config('synchronous_commit', 'off', true) AS sync,"
+    " set_config('plan_cache_mode', 'force_custom_plan', true) AS plans,"
 )
 """A search transaction's settings (they end with it). No sequential scan: the planner prices a
 tsquery match like a comparison, so for a word in a quarter of the notes it read every note
@@ -846,7 +847,10 @@ and matched each (100k notes: every row's tsvector), where the `search` GIN inde
 matches at once. Room to sort the newest matches in memory (the default 4MB sorted 27k
 matches on disk). And a commit that does not wait for the disk: a search writes only its
 hits' access counts, which a crash may lose (the last moment's, never a note), while every
-search waited for a WAL flush before answering, and held its hits' row locks meanwhile."""
+search waited for a WAL flush before answering, and held its hits' row locks meanwhile. psycopg
+prepares a statement run five times on a connection; a generic plan of a prepared search knows
+neither the words (how many notes hold them) nor the query's constants (`%s::tsquery` parsed
+again on every row ranked), so each search gets a plan of its own values."""
 
 
 SLACK_MIN: Final = 10_000
@@ -1308,9 +1312,11 @@ class PostgresMemoryStore(core.StoreCore):
             return []
         where, where_params = _where(filters)
         rows = conn.execute(
-            # the newest matches by their row address alone (a small sort), then their words
+            # the newest matches by their row address alone (a small sort), then their words.
+            # `changed + 0`: ordered by the `changed` index, the planner walked every note from
+            # the newest, matching each (the LIMIT looked near), instead of the GIN index's list
             f"WITH t AS (SELECT n.ctid AS t FROM memory_notes n"
-            f"   WHERE {_matches(few)} AND {where} ORDER BY n.changed DESC LIMIT %s),"
+            f"   WHERE {_matches(few)} AND {where} ORDER BY n.changed + 0 DESC LIMIT %s),"
             f" m AS (SELECT n.id, n.search, n.fts_tokens FROM memory_notes n"
             f"   WHERE n.ctid = ANY(ARRAY(SELECT t.t FROM t))),"
             # materialized: inlined, each word's count was computed twice
