@@ -236,7 +236,7 @@ def test_the_recall(
     assert part.retrieved == tuple(e.id for e in entries) + tuple(e.id for e in sessions)
     if inject:
         assert part.text.startswith("Memories that may be relevant (summaries; read a note")
-        assert "memory_get_episode_detail" not in part.text  # the chat has no such tool
+        assert "a past session" not in part.text  # the chat has no tool that opens one
     if past:
         assert "- [ep_0] session · ep_0 title — summary 0" in part.text
 
