@@ -61,10 +61,12 @@ CWD_HEADER: Final = "X-Claude-Memory-Cwd"
 """The hook's own folder (hex of its UTF-8 bytes), for a payload without `cwd`."""
 HELLO: Final = "hello"
 """`POST /api/hooks/hello`: no body, does nothing; its proven answer says who listens."""
-HELLO_SECONDS: Final = 0.2
+HELLO_SECONDS: Final = 0.5
 """How long a hook waits for the app's `hello`: the app answers it on its event loop alone (a few
-ms; tens on a loaded machine), so a longer silence is an app frozen or swamped, and working
-directly (~0.1 s) beats waiting for it (1 s before issue #32)."""
+ms when quiet), so a longer silence is an app frozen or swamped, and working directly (~0.1 s)
+beats waiting for it (1 s before issue #32). Not less: on a loaded machine (load 8-10 on two
+cores) a just-started app, busy with its first rescan and embedding, missed 0.2 s, and its
+hooks worked directly (keywords only, ~100 ms more CPU)."""
 SIGNATURE_WINDOW: Final = 60
 """Seconds a signed request's time may be off from the app's clock; its nonce is refused
 again for twice as long (`memory.clients.hooks.SeenNonces`)."""
