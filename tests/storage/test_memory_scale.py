@@ -8,6 +8,8 @@ The timings themselves are the bench's (bench/memory_bench.py, docs/search.md).
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -192,3 +194,23 @@ def test_a_large_sqlite_memory_scans_everything_when_the_filters_keep_too_few(
     found = store.vectors.search("clustered-64", query, 1, allowed=lambda ids: keep & set(ids))
 
     assert [i for i, _ in found] == [notes[far].id]
+
+
+def test_a_search_answers_while_background_embedding_holds_its_hit(
+    pg_store: PostgresMemoryStore, database_url: str
+) -> None:
+    saved = pg_store.save(NoteDraft(content="连接池泄漏 fixed by closing idle connections"))
+    with psycopg.connect(database_url) as writer:
+        # the row lock `vectors.write` holds on each note of its batch until the batch commits
+        writer.execute(
+            "SELECT doc_key FROM memory_notes WHERE id = %s FOR NO KEY UPDATE", (saved.id,)
+        )
+        release = threading.Timer(8, writer.rollback)  # a search that waits, waits 8 s
+        release.start()
+        started = time.perf_counter()
+        hits = pg_store.search("连接池泄漏")
+        waited = time.perf_counter() - started
+        release.cancel()
+        writer.rollback()
+    assert [h.id for h in hits] == [saved.id]
+    assert waited < 5, f"the search waited {waited:.1f} s for the embedding's lock"
