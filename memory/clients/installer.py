@@ -507,6 +507,13 @@ def codex_block(
         f"[mcp_servers.{SERVER_NAME}]",
         f"command = {_toml_string(command[0])}",
         f"args = [{args}]",
+        "",
+        "# Codex asks before each call of an MCP tool that is not read-only, and `codex exec`",
+        "# (approval policy never) refuses it. The read tools say they are read-only; saving a",
+        "# note is what the memory's own text asks the model to do, and what reaches every",
+        "# session or speaks for you waits for your confirmation anyway (docs/permissions.md).",
+        f"[mcp_servers.{SERVER_NAME}.tools.memory_save]",
+        'approval_mode = "approve"',
     ]
     if trust:
         lines += [

@@ -33,15 +33,17 @@ class Step:
     text: str = ""
     name: str = ""
     arguments: dict[str, Any] = field(default_factory=dict)
+    namespace: str = ""
 
 
 def text(value: str) -> Step:
     return Step("text", text=value)
 
 
-def call(name: str, arguments: dict[str, Any]) -> Step:
-    """A function call (Codex's shell tool is `exec_command` with `{"cmd": ...}`)."""
-    return Step("call", name=name, arguments=arguments)
+def call(name: str, arguments: dict[str, Any], *, namespace: str = "") -> Step:
+    """A function call (Codex's shell tool is `exec_command` with `{"cmd": ...}`); `namespace`
+    for a function Codex offered inside a namespace (an MCP server's tools)."""
+    return Step("call", name=name, arguments=arguments, namespace=namespace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,8 @@ def _events(step: Step, model: str) -> Iterator[dict[str, Any]]:
         item_id, call_id = f"fc_{uuid.uuid4().hex[:16]}", f"call_{uuid.uuid4().hex[:16]}"
         arguments = json.dumps(step.arguments)
         item = {"type": "function_call", "id": item_id, "call_id": call_id, "name": step.name}
+        if step.namespace:
+            item["namespace"] = step.namespace
         yield {
             "type": "response.output_item.added",
             "output_index": 0,

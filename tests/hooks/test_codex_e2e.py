@@ -336,3 +336,41 @@ def test_three_codex_exec_resume_runs_are_one_episode_with_a_summary(
         (f"codex:{session}", "completed", 3)
     ]
     assert "gamma migration" in rows[0]["summary"] and "refunds" in rows[0]["summary"]
+
+
+def test_codex_exec_runs_the_memory_tools_and_gives_the_model_their_text(
+    fake_codex_model: FakeResponsesAPI,
+    codex_env: dict[str, str],
+    mem_home: Path,
+    make_project: Callable[..., Path],
+) -> None:
+    """`codex exec` (approval policy never) refused every call of our tools: 'MCP tool call
+    requires approval'. The read tools say they are read-only, and install lets memory_save
+    run without asking (issue #32)."""
+    seed(mem_home)
+    install_codex(codex_env)
+    fake_codex_model.on(
+        "look it up",
+        call("memory_search", {"query": "webhook signature HMAC"}, namespace=NAMESPACE),
+        call("memory_save", {"content": "Deploys go out on Fridays."}, namespace=NAMESPACE),
+        text("Found it and saved the deploy day."),
+    )
+    run_codex("look it up in memory please", cwd=make_project("app"), env=codex_env)
+    outputs = [
+        "".join(part.get("text", "") for part in item["output"])
+        if isinstance(item["output"], list)
+        else str(item["output"])
+        for request in fake_codex_model.requests
+        for item in request.input
+        if item.get("type") == "function_call_output"
+    ]
+    searched = next(o for o in outputs if "webhook signature check" in o)
+    assert "[mem_" in searched and '{"result"' not in searched
+    assert any("Saved as [mem_" in o for o in outputs), outputs
+    assert not any("requires approval" in o for o in outputs), outputs
+    with MemoryStore.open(MemoryConfig.for_home(mem_home)) as store:
+        assert any("Deploys go out on Fridays." in n.body for n in store.iter_notes())
+
+
+NAMESPACE = "mcp__claude_memory"
+"""Codex 0.169 offers an MCP server's tools as the functions of one namespace."""

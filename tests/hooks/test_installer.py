@@ -223,6 +223,8 @@ def test_codex_install_adds_server_hooks_and_trust_idempotently_and_uninstall_re
     assert parsed["mcp_servers"]["claude-memory"] == {
         "command": "/opt/cm/bin/claude-memory",
         "args": ["--home", "/srv/mem", "mcp"],
+        # `codex exec` refuses an MCP call that needs approval: saving does not ask
+        "tools": {"memory_save": {"approval_mode": "approve"}},
     }
     hooks_text = (codex / "hooks.json").read_text()
     hooks = json.loads(hooks_text)
