@@ -70,6 +70,15 @@ def shown_answer(text: str, locale: Locale) -> str:
     return shown
 
 
+def _closing_card(line: str) -> dict[str, Any]:
+    """A streamed card's last state when CardKit failed: one markdown line, streaming off."""
+    return {
+        "schema": "2.0",
+        "config": {"update_multi": True, "streaming_mode": False},
+        "body": {"elements": [{"tag": "markdown", "content": line}]},
+    }
+
+
 class StreamReply:
     """The reply side of one turn when streaming: a `bridge.reply.LiveReply`, as `TurnReply`."""
 
@@ -356,11 +365,7 @@ class StreamReply:
         left open (`_left_open`) for `_close_left_open` to try again once the answer is out."""
         if self._card is None:
             return
-        card = {
-            "schema": "2.0",
-            "config": {"update_multi": True, "streaming_mode": False},
-            "body": {"elements": [{"tag": "markdown", "content": line}]},
-        }
+        card = _closing_card(line)
         attempts: tuple[Callable[[], Awaitable[Any]], ...] = (
             lambda: self._sender.card_update(self._card or "", card, self._next(), window=window),
             lambda: self._sender.card_settings(
@@ -375,6 +380,14 @@ class StreamReply:
                 self._left_open = True
                 return
         self._left_open = False
+
+    @property
+    def stream_left_open(self) -> tuple[str, dict[str, Any]] | None:
+        """(card entity, its closing card) when the streamed card is still open after the turn
+        (the platform refused even after the answer went out): the bridge's outbox closes it."""
+        if not self._left_open or self._card is None:
+            return None
+        return self._card, _closing_card(self._cut_line())
 
     async def _close_left_open(self) -> None:
         """A streamed card the platform would not close when CardKit failed (an outage in

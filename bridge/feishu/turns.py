@@ -235,6 +235,11 @@ class Turns:
             ):
                 push = text_content(t("ready_push", msg.locale))
                 await delivery.send(msg, "text", push, part="ready")
+            if isinstance(reply, StreamReply) and (left := reply.stream_left_open) is not None:
+                # the platform still refused to close the streamed card after the answer: the
+                # outbox closes it once it answers again
+                entity, closing = left
+                await delivery.outbox_put("card", entity, closing, key=send_uuid(key, "cut"))
             await ctx.db(ctx.state.turn_finished, key)
             await delivery.react_done(msg, delivered=reply.delivered or reply.final is not None)
         except Exception:  # bookkeeping must not take the chat's worker down

@@ -156,3 +156,34 @@ async def test_a_streamed_card_cut_by_an_outage_is_closed_with_what_it_showed_an
     assert "Sentence 0 of" in streamed.text  # what it showed stays
     assert t("stream_cut") in streamed.text  # and says where the answer continues
     assert STORY in answer and sum(STORY in m.text for m in rest) == 1
+
+
+@pytest.mark.timeout(300)  # a 40 s outage, then the outbox's backoff
+async def test_a_streamed_card_still_refused_after_the_answer_is_closed_by_the_outbox(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    # an outage longer than the delivery window: the answer waits in the outbox, and so does
+    # the streamed card's close (it stayed streaming when the platform still refused then)
+    fake_model.on("tell a story", text(STORY, chunks=8, chunk_delay=0.5))
+    settings = streaming(feishu_settings, feishu_delivery_window_seconds=3)
+    async with feishu_app(settings):
+        event = fake_feishu.push_text("tell a story please")
+        await wait_until(
+            lambda: any(
+                op.kind == "content" and "Sentence" in op.content and op.code == 0
+                for op in fake_feishu.card_ops()
+            ),
+            timeout=60,
+        )
+        fake_feishu.outage(40, status=503)
+        await wait_until(
+            lambda: any(STORY in m.text for m in replies(fake_feishu, message_id(event))),
+            timeout=200,
+        )  # the outbox may close the card before it delivers the answer, or after
+        answer = await wait_answer(fake_feishu, message_id(event), timeout=60)
+    streamed, *rest = replies(fake_feishu, message_id(event))
+    assert streamed.card_id is not None and not fake_feishu.cards[streamed.card_id].streaming
+    assert t("stream_cut") in streamed.text and "Sentence 0 of" in streamed.text
+    assert STORY in answer and sum(STORY in m.text for m in rest) == 1
