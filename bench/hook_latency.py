@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from memory_bench import pct  # noqa: E402
 from served_latency import (  # noqa: E402
     CACHE,
     EN_QUERIES,
@@ -62,7 +63,6 @@ from served_latency import (  # noqa: E402
     cached_home,
     clean_env,
     machine_busy,
-    pct,
     process_cpu,
     serve,
     write_notes,
