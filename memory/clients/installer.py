@@ -313,6 +313,48 @@ def hook_positions(
     return found
 
 
+def allowed_tools() -> list[str]:
+    """The permission rules `install claude-code` adds (`permissions.allow`): our read-only
+    tools and `memory_save`, as Codex runs them (docs/codex.md, "Tool approvals"). Without
+    them `claude -p` refused every call ("you haven't granted it yet") and an interactive
+    session asked at each search. Retiring, resolving and cleaning up still ask."""
+    from memory.clients.mcp_tools.catalog import SPECS
+
+    names = [spec.name for spec in SPECS if spec.effect == "reads"] + ["memory_save"]
+    return [f"mcp__{SERVER_NAME}__{name}" for name in names]
+
+
+def merge_permissions(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings whose `permissions.allow` holds our rules (pure); other rules untouched."""
+    result = copy.deepcopy(dict(settings))
+    permissions = result.get("permissions")
+    if permissions is None:
+        permissions = {}
+    if not isinstance(permissions, dict) or not isinstance(permissions.get("allow", []), list):
+        raise ConfigurationError("'permissions.allow' is not a list; fix the file by hand first")
+    allow = list(permissions.get("allow", []))
+    allow += [rule for rule in allowed_tools() if rule not in allow]
+    result["permissions"] = {**permissions, "allow": allow}
+    return result
+
+
+def remove_permissions(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings without our rules (pure); an `allow` or `permissions` left empty is dropped."""
+    result = copy.deepcopy(dict(settings))
+    permissions = result.get("permissions")
+    if not isinstance(permissions, dict) or not isinstance(permissions.get("allow"), list):
+        return result
+    ours = set(allowed_tools())
+    allow = [rule for rule in permissions["allow"] if rule not in ours]
+    if allow:
+        permissions["allow"] = allow
+    else:
+        del permissions["allow"]
+    if not permissions:
+        del result["permissions"]
+    return result
+
+
 def mcp_entry(executable: Sequence[str], home: Path | None) -> dict[str, Any]:
     command = [*base_command(executable, home), "mcp"]
     return {"type": "stdio", "command": command[0], "args": command[1:], "env": {}}
@@ -448,13 +490,19 @@ def plan_claude_code(
 ) -> list[FileChange]:
     if remove:
         return [
-            _json_change(claude_settings_path(environ), remove_hooks, remove=True),
+            _json_change(
+                claude_settings_path(environ),
+                lambda d: remove_permissions(remove_hooks(d)),
+                remove=True,
+            ),
             _json_change(claude_state_path(environ), remove_mcp, remove=True),
         ]
     entry = mcp_entry(executable, home)
     specs = hook_specs("claude-code", executable, home)
     return [
-        _json_change(claude_settings_path(environ), lambda d: merge_hooks(d, specs)),
+        _json_change(
+            claude_settings_path(environ), lambda d: merge_permissions(merge_hooks(d, specs))
+        ),
         _json_change(claude_state_path(environ), lambda d: merge_mcp(d, entry)),
     ]
 

@@ -257,26 +257,29 @@ def test_claude_code_gives_the_model_the_tools_text(
     make_project: Callable[..., Path],
     claude_code: Callable[..., dict[str, str]],
 ) -> None:
-    """The model calls memory_search through the real Claude Code and reads plain text (with an
-    output schema it read `{"result": "..."}`, issue #32)."""
+    """The model calls memory_search and memory_save through the real Claude Code, unasked
+    (install allows them; `claude -p` refused them: "you haven't granted it yet"), and reads
+    plain text (with an output schema it read `{"result": "..."}`, issue #32)."""
     seed(mem_home)
     project = make_project("shop/app")
     env = claude_code()
     fake_model.on(
         "look up the webhook",
         tool("mcp__claude-memory__memory_search", {"query": "webhook signature HMAC"}),
+        tool("mcp__claude-memory__memory_save", {"content": "Deploys go out on Fridays."}),
         text("Found it."),
     )
-    run_claude(
-        "please look up the webhook check in memory",
-        cwd=project,
-        env=env,
-        args=("--allowedTools", "mcp__claude-memory__memory_search"),
-    )
+    run_claude("please look up the webhook check in memory", cwd=project, env=env)
     # Claude Code 2.1.327 defers MCP tools behind its ToolSearch; a call by name still runs
-    (result,) = [r for req in fake_model.message_requests() for r in req.tool_results]
-    content = result["content"]
-    said = content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
-    assert not result.get("is_error"), said
-    assert said.startswith("[mem_") and "webhook signature check" in said, said
-    assert '{"result"' not in said
+    results = [r for req in fake_model.message_requests() for r in req.tool_results]
+    said = [
+        r["content"]
+        if isinstance(r["content"], str)
+        else "".join(b.get("text", "") for b in r["content"])
+        for r in results
+    ]
+    assert not any(r.get("is_error") for r in results), said
+    searched, saved = said
+    assert searched.startswith("[mem_") and "webhook signature check" in searched, searched
+    assert '{"result"' not in searched
+    assert saved.startswith("Saved as [mem_"), saved
