@@ -12,6 +12,7 @@ thread.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -64,6 +65,7 @@ class Outgoing:
     kind: Literal["image", "file"]
     file_type: str  # the "上传文件" file_type for a file
     size: int
+    identity: tuple[int, int] = (0, 0)  # (st_dev, st_ino) when it was checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,12 +107,25 @@ def resolve(workspace: Path, named: Named) -> Outgoing | Refused:
         return Refused(named, "outside")  # an absolute path elsewhere, or a symlink out
     if not real.is_file():
         return Refused(named, "not a file")
-    size = real.stat().st_size
+    stat = real.stat()
+    size, identity = stat.st_size, (stat.st_dev, stat.st_ino)
     if size == 0:
         return Refused(named, "empty")
     suffix = real.suffix.lower()
     if suffix in IMAGE_SUFFIXES and size <= IMAGE_BYTES:
-        return Outgoing(named, real, "image", "", size)
+        return Outgoing(named, real, "image", "", size, identity)
     if size > FILE_BYTES:
         return Refused(named, "too large")
-    return Outgoing(named, real, "file", FILE_TYPES.get(suffix, "stream"), size)
+    return Outgoing(named, real, "file", FILE_TYPES.get(suffix, "stream"), size, identity)
+
+
+def read_checked(item: Outgoing) -> bytes:
+    """The file's bytes, only if it is still the file `resolve` checked: opened without
+    following a final symlink and compared by device and inode, so a path swapped for a symlink
+    (or a file moved in) between the check and the read is refused (OSError). In a thread."""
+    fd = os.open(item.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        stat = os.fstat(f.fileno())
+        if (stat.st_dev, stat.st_ino) != item.identity or stat.st_size > FILE_BYTES:
+            raise OSError(f"{item.named.target} changed after it was checked")
+        return f.read(FILE_BYTES + 1)

@@ -20,7 +20,7 @@ from bridge.feishu.controls import Control, Controls
 from bridge.feishu.delivery import Delivery
 from bridge.feishu.memory_chat import MemoryCommands
 from bridge.feishu.prompt import PromptBuilder
-from bridge.outputs import Refused, named_files, resolve
+from bridge.outputs import Refused, named_files, read_checked, resolve
 from bridge.progress import TurnReply
 from bridge.render import card_content, escape_card_markdown, text_content
 from bridge.reply import LiveReply
@@ -98,7 +98,7 @@ class Turns:
                 continue
             part = f"file:{index}"
             try:
-                data = await asyncio.to_thread(item.path.read_bytes)
+                data = await asyncio.to_thread(read_checked, item)
                 if item.kind == "image":
                     key = await api.upload_image(data, item.path.name)
                     await delivery.send(

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bridge.outputs import FILE_BYTES, Named, Outgoing, Refused, named_files, resolve
+import pytest
+
+from bridge.outputs import (
+    FILE_BYTES,
+    Named,
+    Outgoing,
+    Refused,
+    named_files,
+    read_checked,
+    resolve,
+)
 
 
 def test_an_answer_names_workspace_paths_but_not_web_addresses_anchors_or_code() -> None:
@@ -56,3 +66,14 @@ def test_a_big_image_goes_as_a_file_and_a_file_over_30_mb_not_at_all(tmp_path: P
     assert isinstance(report, Outgoing) and report.file_type == "pdf"
     huge = resolve(tmp_path, Named("h", "huge.bin", as_image=False))
     assert isinstance(huge, Refused) and huge.why == "too large"
+
+
+def test_a_file_swapped_for_another_after_the_check_is_not_read(tmp_path: Path) -> None:
+    (tmp_path / "data.csv").write_text("a,b\n")
+    (tmp_path / "secret.txt").write_text("secret")
+    found = resolve(tmp_path, Named("data", "data.csv", as_image=False))
+    assert isinstance(found, Outgoing) and read_checked(found) == b"a,b\n"
+    (tmp_path / "data.csv").unlink()
+    (tmp_path / "data.csv").symlink_to(tmp_path / "secret.txt")  # swapped after the check
+    with pytest.raises(OSError):
+        read_checked(found)
