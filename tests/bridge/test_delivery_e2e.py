@@ -306,7 +306,7 @@ async def test_killed_during_an_approval_the_restart_closes_its_cards_and_keeps_
         await wait_until(lambda: approval() is not None, timeout=60)
         asking = approval()
         assert asking is not None and fake_feishu.card_buttons(asking.message_id)
-        await asyncio.sleep(1)  # the partial answer is saved with the tool step
+        await asyncio.sleep(2)  # the partial answer is saved with the tool step
         os.killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
         [streamed] = [m for m in fake_feishu.replies_to(message_id(event)) if m.card_id]
