@@ -74,7 +74,7 @@ def test_an_injected_note_counts_as_used_once_the_answer_is_out(
         NoteDraft(content="Canary releases get 5% of traffic for an hour.", title="canary policy")
     )
     service = HookService(state, lambda: store, after_answer=True)
-    assert f"[{note.id}]" in _prompt(service, project, "how do canary releases work?")
+    assert f"[{note.id}]" in _prompt(service, project, "what did we decide about canary releases?")
     assert store.get(note.id).access_count == 0
     service.finish()
     assert store.get(note.id).access_count == 1

@@ -108,7 +108,7 @@ def test_two_sessions_in_one_project_keep_their_own_episode_and_window(
 ) -> None:
     project = make_project("app")
     note_id = _save(store, "Deploys go through the staging cluster first.", title="deploy flow")
-    prompt = "how do deploys reach production through staging?"
+    prompt = "how did I say our deploys reach production through staging?"
     hook("session-start", cwd=project, session_id="a", source="startup")
     assert f"[{note_id}]" in context_of(
         hook("user-prompt-submit", cwd=project, session_id="a", prompt=prompt)
@@ -184,7 +184,7 @@ def test_user_prompt_records_the_cleaned_message_and_injects_relevant_memories(
     out = hook(
         "user-prompt-submit",
         cwd=project,
-        prompt="why do webhook retries stop? my api_key=sk-ant-abcdefghijklmnopqrstuvwx",
+        prompt="why do our webhook retries stop? my api_key=sk-ant-abcdefghijklmnopqrstuvwx",
     )
     assert out is not None
     assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
@@ -203,7 +203,7 @@ def test_injected_memories_are_not_repeated_within_the_window(
 ) -> None:
     project = make_project("app")
     note_id = _save(store, "Deploys go through the staging cluster first.", title="deploy flow")
-    prompt = "how do deploys reach production through staging?"
+    prompt = "how did I say our deploys reach production through staging?"
     assert f"[{note_id}]" in context_of(hook("user-prompt-submit", cwd=project, prompt=prompt))
     for _ in range(WINDOW_TURNS):
         assert f"[{note_id}]" not in context_of(
@@ -256,8 +256,12 @@ def test_first_turn_carries_at_most_ten_memories_and_later_turns_five(
             title=f"kubernetes {topic}",
         )
     assert store.count() >= 25
-    first = context_of(hook("user-prompt-submit", cwd=project, prompt="kubernetes pods restart"))
-    second = context_of(hook("user-prompt-submit", cwd=project, prompt="kubernetes pods restart"))
+    first = context_of(
+        hook("user-prompt-submit", cwd=project, prompt="our kubernetes pods restart")
+    )
+    second = context_of(
+        hook("user-prompt-submit", cwd=project, prompt="our kubernetes pods restart")
+    )
     assert len(re.findall(r"^- \[", first, re.M)) == 10
     assert len(re.findall(r"^- \[", second, re.M)) == 5
     assert not set(re.findall(r"\[(mem_\w+)\]", first)) & set(re.findall(r"\[(mem_\w+)\]", second))
@@ -583,7 +587,7 @@ def test_two_projects_named_app_keep_separate_memories(
             "user-prompt-submit",
             cwd=app_b,
             session_id="b1",
-            prompt="which database does billing use? CockroachDB?",
+            prompt="which database does our billing use? CockroachDB?",
         )
     )
     assert "CockroachDB" not in b_prompt
@@ -595,7 +599,7 @@ def test_two_projects_named_app_keep_separate_memories(
             "user-prompt-submit",
             cwd=app_a,
             session_id="a2",
-            prompt="which database does billing use? CockroachDB?",
+            prompt="which database does our billing use? CockroachDB?",
         )
     )
     assert "CockroachDB" in a_prompt
@@ -653,7 +657,11 @@ def test_a_prompt_counts_its_injected_notes_without_rewriting_their_files(
     path = store.abspath(saved.path)
     before = path.read_bytes()
     recalled = context_of(
-        hook("user-prompt-submit", cwd=project, prompt="how is the login rate limit configured?")
+        hook(
+            "user-prompt-submit",
+            cwd=project,
+            prompt="how is our login rate limit configured, as we noted?",
+        )
     )
     assert saved.id in recalled
     assert path.read_bytes() == before

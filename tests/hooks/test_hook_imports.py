@@ -94,7 +94,11 @@ def recalled(mem_home: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "prompt", ["how is the login rate limit configured?", "login rate limit 怎么配置的？"]
+    "prompt",
+    [
+        "how is our login rate limit configured, as we noted?",
+        "我们的 login rate limit 是怎么配置的？",
+    ],
 )
 def test_a_direct_prompt_hook_loads_nothing_it_does_not_use(
     recalled: Path, make_project: Callable[..., Path], prompt: str
@@ -137,7 +141,7 @@ def test_prompt_hooks_that_end_without_closing_sqlite_lose_nothing(
             "session_id": f"s{n}",  # a session injects a note once
             "cwd": str(project),
             "hook_event_name": "UserPromptSubmit",
-            "prompt": f"prompt {n}: how is the login rate limit configured?",
+            "prompt": f"prompt {n}: how is our login rate limit configured, as we noted?",
         }
         proc = subprocess.run(
             [str(CLAUDE_MEMORY), "hook", "user-prompt-submit"],
@@ -186,7 +190,7 @@ def test_a_direct_prompt_compiles_the_cjk_character_class_once(
         "session_id": "s",
         "cwd": str(make_project("app")),
         "hook_event_name": "UserPromptSubmit",
-        "prompt": "login rate limit 怎么配置的？",
+        "prompt": "我们的 login rate limit 是怎么配置的？",
     }
     proc = subprocess.run(
         [sys.executable, "-c", COMPILED_ON_A_PROMPT],

@@ -39,7 +39,7 @@ def real_payloads(cwd: Path, transcript: Path) -> dict[str, dict[str, Any]]:
             **base,
             "hook_event_name": "UserPromptSubmit",
             "permission_mode": "default",
-            "prompt": "how is the login rate limit configured?",
+            "prompt": "how is our login rate limit configured, as we noted?",
         },
         "post-tool-use": {
             **base,
@@ -205,7 +205,7 @@ def test_a_locked_index_overruns_the_budget_and_exits_zero_with_no_output(
     payload = {
         "session_id": "s",
         "cwd": str(make_project("app")),
-        "prompt": "how is the login rate limit configured?",
+        "prompt": "how is our login rate limit configured, as we noted?",
     }
     locks = []
     for name in ("index.db", "state.db"):
@@ -364,7 +364,11 @@ def test_a_chinese_prompt_recalls_a_chinese_note_without_loading_the_dictionary(
         "cli.main(['hook', 'user-prompt-submit'])\n"
         "sys.stderr.write(str('rjieba' in sys.modules))\n"
     )
-    payload = {"session_id": "s", "cwd": str(make_project("app")), "prompt": "连接池泄漏怎么排查？"}
+    payload = {
+        "session_id": "s",
+        "cwd": str(make_project("app")),
+        "prompt": "我们的连接池泄漏之前怎么排查的？",
+    }
     proc = subprocess.run(
         [sys.executable, "-c", code],
         input=json.dumps(payload).encode(),

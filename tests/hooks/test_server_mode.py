@@ -146,7 +146,7 @@ def test_hooks_are_served_by_the_running_app(app: App, make_project: Callable[..
     start = run_hook_process("session-start", _payload(project, source="startup"))
     assert (start.returncode, start.stderr) == (0, "")
     prompt = run_hook_process(
-        "user-prompt-submit", _payload(project, prompt="how do canary releases work?")
+        "user-prompt-submit", _payload(project, prompt="what did we decide about canary releases?")
     )
     assert prompt.output is not None
     context = prompt.output["hookSpecificOutput"]["additionalContext"]
@@ -256,7 +256,7 @@ def test_a_note_edited_in_place_is_recalled_by_a_served_prompt_after_the_backgro
             if door == "web":
                 found = httpx.post(
                     f"http://127.0.0.1:{address.port}/api/memories/search",
-                    json={"query": "which canary runs in zanzibar first?"},
+                    json={"query": "which canary did we say runs in zanzibar first?"},
                     timeout=10,
                 )
                 assert found.status_code == 200
@@ -264,7 +264,7 @@ def test_a_note_edited_in_place_is_recalled_by_a_served_prompt_after_the_backgro
             answer = signed_post(
                 address,
                 "/api/hooks/user-prompt-submit",
-                _payload(project, prompt="which canary runs in zanzibar first?")
+                _payload(project, prompt="which canary did we say runs in zanzibar first?")
                 .replace("srv-1", session)
                 .encode(),
             )
@@ -430,7 +430,7 @@ def _point_run_file_at(home: Path, port: int, pid: int, secret: str = "s" * 64) 
 
 
 def _assert_direct_answer(home: Path, project: Path, why: str) -> None:
-    prompt = "how do canary releases work?"
+    prompt = "what did we decide about canary releases?"
     run = run_hook_process(
         "user-prompt-submit",
         _payload(project, prompt=prompt),
@@ -501,7 +501,9 @@ def test_an_impostor_replaying_a_recorded_answer_of_the_real_app_is_ignored(
         recorded = signed_post(
             address,
             "/api/hooks/user-prompt-submit",
-            _payload(project, session_id="other", prompt="canary releases?").encode(),
+            _payload(
+                project, session_id="other", prompt="what did we decide about canary releases?"
+            ).encode(),
             nonce="1" * 32,
         )
         assert recorded.status_code == 200 and "canary policy" in recorded.text
@@ -523,7 +525,9 @@ def test_an_impostor_replaying_a_recorded_answer_of_the_real_app_is_ignored(
             _point_run_file_at(mem_home, fake.port, os.getpid(), address.secret)
             run = run_hook_process(
                 "user-prompt-submit",
-                _payload(project, session_id=f"s{n}", prompt="how do canary releases work?"),
+                _payload(
+                    project, session_id=f"s{n}", prompt="what did we decide about canary releases?"
+                ),
                 env={"CLAUDE_MEMORY_HOOK_SERVER": "1"},
             )
             assert run.output is not None and "IMPOSTOR" not in run.stdout
@@ -590,7 +594,7 @@ def test_a_squatter_on_a_stale_run_files_port_learns_nothing_and_is_not_asked_ag
 
         again = run_hook_process(
             "user-prompt-submit",
-            _payload(project, prompt="and the canary rollback?"),
+            _payload(project, prompt="and our canary rollback?"),
             env={"CLAUDE_MEMORY_HOOK_SERVER": "1"},
         )
         assert (again.returncode, again.stderr) == (0, "")
@@ -604,7 +608,9 @@ def test_a_squatter_on_a_stale_run_files_port_learns_nothing_and_is_not_asked_ag
     try:
         served = run_hook_process(
             "user-prompt-submit",
-            _payload(project, session_id="srv-2", prompt="how do canary releases work?"),
+            _payload(
+                project, session_id="srv-2", prompt="what did we decide about canary releases?"
+            ),
             env={"CLAUDE_MEMORY_HOOK_SERVER": "1"},
         )
         assert served.output is not None
@@ -674,7 +680,8 @@ def test_a_served_prompt_does_not_wait_for_a_frozen_encoder(
         try:
             started = time.monotonic()
             prompt = run_hook_process(
-                "user-prompt-submit", _payload(project, prompt="how do canary releases work?")
+                "user-prompt-submit",
+                _payload(project, prompt="what did we decide about canary releases?"),
             )
             took = time.monotonic() - started
         finally:

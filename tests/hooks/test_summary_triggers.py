@@ -319,7 +319,7 @@ def test_a_note_edited_by_hand_is_recalled_after_file_changed(
     with open(path, "r+", encoding="utf-8") as handle:
         handle.write(text)
         handle.truncate()
-    prompt = "which canary runs in zanzibar first?"
+    prompt = "which canary did we say runs in zanzibar first?"
     assert f"[{note.id}]" not in context_of(
         hook("user-prompt-submit", cwd=project, session_id="s1", prompt=prompt)
     )  # a prompt hook uses the index as it is (no scan: it must be fast)
