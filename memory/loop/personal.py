@@ -62,6 +62,13 @@ TEXT_PROJECT_THRESHOLD: Final = 0.2
 800ms" 0.24, "How do I read a pprof flame graph?" 0.03): on the life set's direct hooks, from 0.2
 the project's notes reached 0 % (tune) and 2 % (held-out) of the unrelated prompts, against 15 %
 and 5 % letting them all in, with the related prompts' gold unchanged."""
+TEXT_BEYOND_PROJECT_THRESHOLD: Final = 0.3
+"""...and from which the text probe lets a note from outside the project into a project
+session (the person's own notes, another project's): a coding request reads low to the words
+("please check the webhook signatures" 0.35, "how is the login rate limit configured?" ~0.3), a
+question of general knowledge lower. On the life set's direct hooks, from 0.3 no tune and 3 %
+of the held-out unrelated prompts got a note (from 0.25: 9 %), the related prompts' gold as
+from 0.5."""
 
 
 @record
@@ -122,11 +129,18 @@ class Reading:
 
     personal: bool
     work: bool
+    beyond_project: bool | None = None
+    """In a project session, whether notes from outside the project may come in (None: as
+    `personal`)."""
     by_meaning: bool = True
     """Read from the prompt's vector (False: from its words alone, the weaker text probe)."""
 
-    def lets_in(self, *, own_project: bool) -> bool:
-        return self.work if own_project else self.personal
+    def lets_in(self, *, own_project: bool, in_project: bool = False) -> bool:
+        if own_project:
+            return self.work
+        if in_project and self.beyond_project is not None:
+            return self.beyond_project
+        return self.personal
 
 
 @record
@@ -185,7 +199,12 @@ def read_prompt(store: MemoryBackend, prompt: str) -> Reading | None:
     if text_probe is None:
         return None
     words = text_probe.probability(prompt)
-    return Reading(words >= THRESHOLD, words >= TEXT_PROJECT_THRESHOLD, by_meaning=False)
+    return Reading(
+        words >= THRESHOLD,
+        words >= TEXT_PROJECT_THRESHOLD,
+        beyond_project=words >= TEXT_BEYOND_PROJECT_THRESHOLD,
+        by_meaning=False,
+    )
 
 
 def _log_odds(probability: float) -> float:

@@ -85,7 +85,7 @@ def own_world(
     def test(note_text: str, note_scope: str) -> bool:
         own_project = note_scope.startswith("project:") and note_scope == place_scope
         if decides and personal is not None:
-            return personal.lets_in(own_project=own_project)
+            return personal.lets_in(own_project=own_project, in_project=in_project)
         if in_project:  # no probe at all (a broken install): a session's prompt is its work
             return True
         if first_person:

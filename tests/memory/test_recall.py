@@ -133,6 +133,19 @@ def test_asking_for_something_is_not_speaking_of_oneself(prompt: str) -> None:
         (Reading(personal=False, work=True), "project:other", "project:pg", False),
         # the words alone (no vector probe) decide in a project session only
         (Reading(personal=False, work=False, by_meaning=False), "project:pg", "project:pg", False),
+        # ...where a coding request lets the person's own notes in from a lower bar
+        (
+            Reading(personal=False, work=True, beyond_project=True, by_meaning=False),
+            "user",
+            "project:pg",
+            True,
+        ),
+        (
+            Reading(personal=False, work=True, beyond_project=False, by_meaning=False),
+            "user",
+            "project:pg",
+            False,
+        ),
         (Reading(personal=False, work=False, by_meaning=False), "user", None, True),
     ],
 )
