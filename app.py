@@ -32,9 +32,9 @@ from memory.clients.hook_process import announce_app
 from memory.clients.hooks import HookService, create_hooks_router
 from memory.clients.notes_watch import NoteFiles
 from memory.clients.rescans import RescanPolicy, Rescans
-from memory.conflicts import ConflictStore
 from memory.encoders.client import EncoderClient, ThreadEncoder
-from memory.history_store import HistoryStore
+from memory.history.conflicts import ConflictStore
+from memory.history.store import HistoryStore
 from memory.loop.entities import PendingStore
 from memory.loop.episodes import EpisodeStore
 from memory.opening import open_memory, open_state

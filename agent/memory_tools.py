@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from errors import ClaudeMemoryError
 from memory.backend import MemoryBackend
-from memory.history import ChangeSource, acting_as, conversation_source
-from memory.history_store import HistoryStore
+from memory.history.changes import ChangeSource, acting_as, conversation_source
+from memory.history.store import HistoryStore
 from memory.inputs import SearchText, Text, between, describe
 from memory.loop.entities import ChangeAction, PendingEntity, PendingStore
 from memory.model import Note, NoteDraft

@@ -639,7 +639,7 @@ def life_store(home: Path, encoder: Encoder, clock: Clock) -> tuple[MemoryStore,
     """A store as the app opens it on a home: default config (dedup and conflicts on), the
     encoder attached, every change kept in the history of `<home>/state.db` (so a save that
     contradicts a note proposes a pending supersession)."""
-    from memory.history_store import HistoryStore
+    from memory.history.store import HistoryStore
     from memory.opening import open_state
 
     store = MemoryStore.open(
@@ -673,7 +673,7 @@ def _draft(note: dict[str, Any]) -> NoteDraft:
 
 def _pending_pairs(state: StateBackend) -> set[tuple[str, str]]:
     """(new id, old id) of every pending supersession."""
-    from memory.conflicts import ConflictStore
+    from memory.history.conflicts import ConflictStore
 
     return {(s.new_id, s.old_id) for s in ConflictStore(state).list("pending", limit=100_000)}
 

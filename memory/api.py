@@ -24,10 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from errors import InvalidInputError, NotFoundError
 from memory._record import record
 from memory.backend import MemoryBackend, StateBackend
-from memory.conflicts import ConflictStore, Supersession
-from memory.conflicts import status_filter as conflict_status
-from memory.history import ChangeSource, acting_as
-from memory.history_store import HistoryStore
+from memory.history.changes import ChangeSource, acting_as
+from memory.history.conflicts import ConflictStore, Supersession
+from memory.history.conflicts import status_filter as conflict_status
+from memory.history.store import HistoryStore
 from memory.inputs import ID_MAX, Flag, SearchText
 from memory.loop.entities import PendingStore, confirm_pending, pending_filter
 from memory.loop.episodes import EpisodeStore
@@ -561,7 +561,7 @@ async def reject(pending_id: str, pending: Pending) -> dict[str, Any]:
 
 
 # --- /api/memories/supersessions: a new note contradicting an older one, the user's choice ---
-# (memory.conflicts). Mounted before the main memory router, as the pending router is.
+# (memory.history.conflicts). Mounted before the main memory router, as the pending router is.
 
 
 class ResolveRequest(BaseModel):

@@ -22,8 +22,8 @@ from errors import ClaudeMemoryError, ConfigurationError, InvalidInputError
 from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
 from memory.encoders.models import EncoderSpec, load_encoder
-from memory.history import ChangeSource, acting_as
-from memory.history_store import HistoryStore
+from memory.history.changes import ChangeSource, acting_as
+from memory.history.store import HistoryStore
 from memory.model import NOTE_STATUSES, NOTE_TYPES, SORT_KEYS, NoteDraft
 from memory.notes.files import render_note
 from memory.opening import open_memory, open_state

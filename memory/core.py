@@ -11,7 +11,7 @@ lock or transaction.
 
 Every committed change passes here on its way out (`save`, `update`, `supersede`, `deprecate`,
 `delete`, `restore_version`, and the SQLite store's sync for hand edits), so this is where a
-note's history is recorded (`memory.history`, when a `HistoryRecorder` is attached).
+note's history is recorded (`memory.history.changes`, when a `HistoryRecorder` is attached).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from errors import InvalidInputError, NotFoundError
 from memory import _text
 from memory._record import record
 from memory.config import MemoryConfig
-from memory.history import (
+from memory.history.changes import (
     HAND_EDIT,
     ChangeKind,
     ChangeSource,
@@ -463,7 +463,7 @@ class StoreCore:
         (`save_locked`). Text is sanitized first (`<private>` spans dropped, secrets
         redacted). A duplicate changes no content, so it makes no version. A new note that
         contradicts an older one (`find_duplicate`) is saved, and with history attached a
-        pending supersession links the two (`memory.conflicts`): the result says so."""
+        pending supersession links the two (`memory.history.conflicts`): the result says so."""
         if self.history is not None and draft.supersedes:
             self._catch_up(self.get(draft.supersedes))
         result = self._save(draft)
@@ -594,7 +594,7 @@ class StoreCore:
         if_changed: bool = False,
     ) -> None:
         """One version of `note` as it is now. Who: `source`, else the front door that said
-        (`memory.history.acting_as`), else the note's own `source` field."""
+        (`memory.history.changes.acting_as`), else the note's own `source` field."""
         if self.history is None:
             return
         who = source or current_source() or infer_source(note.source)
@@ -850,9 +850,9 @@ class StoreCore:
         encoder): for each note saved by this process and now embedded, whether it repeats or
         updates an older active note of its scope (`memory.notes.facts.judge`, on the vectors'
         cosine and the two texts). Confident cases are applied (the older note is superseded
-        by the newer, its history kept); unsure ones become pending choices (`memory.conflicts`,
-        when history is attached). Called by background embedding and `sync_vectors` after
-        each batch."""
+        by the newer, its history kept); unsure ones become pending choices
+        (`memory.history.conflicts`, when history is attached). Called by background embedding
+        and `sync_vectors` after each batch."""
         # a long note is never folded into another by its first part
         taken = [(p, v, self._unchecked.take(p.id)) for p, v in items]
         single = [(p, v, saved_here) for p, v, saved_here in taken if len(p.chunks) == 1]

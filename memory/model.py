@@ -368,7 +368,7 @@ class SaveResult:
     conflicts_with: str | None = None
     """A new note that makes a different claim (a negation, a number) about what an older
     active note of its scope and type says: that note's id. Both stay active until the user
-    chooses (`memory.conflicts`)."""
+    chooses (`memory.history.conflicts`)."""
     conflict_reason: str = ""
     pending: str | None = None
     """The pending supersession recorded for the conflict (None when the store keeps no

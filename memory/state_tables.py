@@ -65,7 +65,7 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
     """
-    -- versions of notes (memory.history_store): not derived from the notes, so here
+    -- versions of notes (memory.history.store): not derived from the notes, so here
     CREATE TABLE mem_note_versions (
         note_id TEXT NOT NULL,
         version INTEGER NOT NULL,
@@ -81,7 +81,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX mem_note_versions_by_kind ON mem_note_versions(kind, at)
     """,
     """
-    -- a new note that contradicts an older one, until the user chooses (memory.conflicts)
+    -- a new note that contradicts an older one, until the user chooses (memory.history.conflicts)
     CREATE TABLE mem_supersessions (
         id TEXT PRIMARY KEY,
         new_id TEXT NOT NULL,

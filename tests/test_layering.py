@@ -31,7 +31,12 @@ OURS = (
 """Every top-level package and module of ours."""
 
 _MEMORY_ABOVE_LOOP: frozenset[str] = frozenset({"clients", "cli", "api", "opening", "transfer"})
-_MEMORY_ABOVE_BACKENDS = _MEMORY_ABOVE_LOOP | {"loop", "vector_sync", "history_store", "conflicts"}
+_MEMORY_ABOVE_BACKENDS = _MEMORY_ABOVE_LOOP | {
+    "loop",
+    "vector_sync",
+    "history.store",
+    "history.conflicts",
+}
 _MEMORY_ABOVE_SEARCH = _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres", "backend"}
 _MEMORY_ABOVE_ENCODERS = _MEMORY_ABOVE_SEARCH | {"search", "notes"}
 
@@ -72,17 +77,14 @@ RULES: dict[str, frozenset[str]] = {
     "memory.loop": frozenset({"memory." + p for p in _MEMORY_ABOVE_LOOP | {"sqlite", "postgres"}}),
     # the input rules both front doors share (MCP tools, HTTP bodies): pydantic only
     "memory.inputs": frozenset(OURS),
-    # what a version is (pure, below the core that records them) and where versions are kept
-    # (over the state seam, like the loop)
+    # a note's history (docs/history.md): where versions and pending supersessions are kept,
+    # over the state seam, below the loop; what a change is (`changes`) is pure, at the notes'
+    # level, so the seam and the core that records versions can use it
     "memory.history": frozenset(
-        {"memory." + p for p in _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres", "backend", "core"}}
+        {"memory." + p for p in _MEMORY_ABOVE_LOOP | {"loop", "sqlite", "postgres"}}
     ),
-    "memory.history_store": frozenset(
-        {"memory." + p for p in _MEMORY_ABOVE_LOOP | {"sqlite", "postgres"}}
-    ),
-    # pending supersessions (a new note contradicting an older one): over the state seam too
-    "memory.conflicts": frozenset(
-        {"memory." + p for p in _MEMORY_ABOVE_LOOP | {"sqlite", "postgres", "history_store"}}
+    "memory.history.changes": frozenset(
+        {"memory." + p for p in _MEMORY_ABOVE_SEARCH | {"search", "encoders", "core"}}
     ),
 }
 """Layer (a package, a module, or a sub-package such as `memory.search`) -> what it must never

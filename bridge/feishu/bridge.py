@@ -59,7 +59,7 @@ from bridge.sender import FeishuAPIError, RetryPolicy, Sender
 from bridge.state import BridgeState, BridgeStateBackend
 from errors import ConfigurationError
 from memory.backend import MemoryBackend
-from memory.conflicts import ConflictStore
+from memory.history.conflicts import ConflictStore
 from memory.loop.entities import PendingStore
 from memory.notes.capture import RedactingFilter
 from settings import Settings

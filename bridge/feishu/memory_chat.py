@@ -28,8 +28,8 @@ from bridge.sender import QUICK_WINDOW, FeishuAPIError, send_uuid
 from bridge.strings import Locale, both, t
 from errors import ClaudeMemoryError, ConfigurationError
 from memory.backend import MemoryBackend
-from memory.conflicts import ConflictStore
-from memory.history import ChangeSource, acting_as
+from memory.history.changes import ChangeSource, acting_as
+from memory.history.conflicts import ConflictStore
 from memory.loop.entities import PendingEntity, PendingStore, confirm_pending
 from memory.model import NoteDraft, SaveResult
 from storage.public_text import clean_error, exception_text, next_step
@@ -126,8 +126,8 @@ class MemoryCommands:
     async def _offer_conflict(
         self, msg: IncomingMessage, new_id: str, old_id: str, supersession: str
     ) -> None:
-        """A new note contradicts an older one (`memory.conflicts`): both stay until the user
-        chooses on a card: keep the new one, the old one, or both."""
+        """A new note contradicts an older one (`memory.history.conflicts`): both stay until the
+        user chooses on a card: keep the new one, the old one, or both."""
         if self.memory is None or self.conflicts is None or self._ctx.sender is None:
             return
         try:

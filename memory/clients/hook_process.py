@@ -594,7 +594,7 @@ def run_direct(settings: HookSettings, request: HookRequest, *, leave_open: bool
             logging.getLogger(__name__).warning("index not brought up to date: %s", exc)
             store = open_memory(config, database=database, sync=False)
         opened.append(store)
-        from memory.history_store import HistoryStore
+        from memory.history.store import HistoryStore
 
         # what this hook saves (captured decisions, session summaries) keeps its history, as
         # in the app; who saved it comes from the note's source (`claude-code:<session>`)

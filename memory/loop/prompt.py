@@ -426,7 +426,7 @@ class MemoryLoop:
         return render(brief, recall)
 
     def _person_made(self, notes: Sequence[Note]) -> list[Note]:
-        from memory.history_store import HistoryStore
+        from memory.history.store import HistoryStore
         from memory.reach import person_made
 
         history = HistoryStore(self.episodes.db)

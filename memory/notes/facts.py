@@ -19,7 +19,7 @@ another fact about the same cat at 0.70. So `judge` weighs three kinds of eviden
 A change (value or words) on one subject is an `update`; the same subject with nothing changed is
 `same`. `confident` marks what the store may apply by itself (the older note superseded, its
 history kept, restorable); the rest becomes a pending choice for the person ("keep new / keep
-old / keep both", `memory.conflicts`). The thresholds come from the life set of
+old / keep both", `memory.history.conflicts`). The thresholds come from the life set of
 `bench/retrieval_eval.py` (docs/retrieval.md).
 """
 

@@ -93,8 +93,8 @@ def current_first(
     past), and deprecated notes after every other; otherwise the ranking's order.
 
     `pending` (old id -> new id): updates the person has not decided on yet
-    (`memory.conflicts`) order the two the same way, both still shown ("我喜欢深色主题" then "我现在
-    不喜欢深色主题了": the newer says what holds unless the person keeps the older)."""
+    (`memory.history.conflicts`) order the two the same way, both still shown ("我喜欢深色主题"
+    then "我现在不喜欢深色主题了": the newer says what holds unless the person keeps the older)."""
     by_id = {h.id: h for h in hits}
     links = dict(pending or {})
     groups: dict[str, list[tuple[int, int, SearchHit]]] = {}

@@ -198,8 +198,8 @@ def test_a_long_note_is_found_by_a_later_chunk(
 def test_a_paraphrase_is_one_fact_once_embedded_and_a_changed_claim_is_pending(
     tmp_path: Path, encoder: ScriptedEncoder
 ) -> None:
-    from memory.conflicts import ConflictStore
-    from memory.history_store import HistoryStore
+    from memory.history.conflicts import ConflictStore
+    from memory.history.store import HistoryStore
     from memory.sqlite.state import StateDB
 
     encoder.directions = {

@@ -626,7 +626,7 @@ def test_observation_rules_skip_noise_and_shorten_paths() -> None:
 def test_a_decision_captured_by_a_direct_hook_has_its_history(
     hook: Hook, make_project: Callable[..., Path], state: StateDB, store: MemoryStore
 ) -> None:
-    from memory.history_store import HistoryStore
+    from memory.history.store import HistoryStore
 
     project = make_project("app")
     hook(

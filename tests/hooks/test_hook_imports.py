@@ -46,7 +46,7 @@ NOT_ON_THE_DIRECT_PROMPT_PATH = (
     "rjieba",
     "numpy",
     "memory.encoders.models",
-    "memory.conflicts",
+    "memory.history.conflicts",
     "memory.clients.observations",
     "memory.clients.installer",
     "memory.clients.mcp_server",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from memory.history_store import HistoryStore
+from memory.history.store import HistoryStore
 from memory.sqlite.state import StateDB
 from tests.hooks.test_mcp_server import call, ids_in, mcp_session
 

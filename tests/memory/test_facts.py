@@ -169,7 +169,7 @@ def test_a_weekday_is_one_character_after_its_word() -> None:
 
 
 def test_a_pending_update_is_listed_before_the_note_it_may_update(tmp_path: Path) -> None:
-    from memory.history_store import HistoryStore
+    from memory.history.store import HistoryStore
     from memory.sqlite.state import StateDB
 
     state = StateDB(tmp_path / "state.db")
@@ -269,9 +269,9 @@ def test_notes_another_process_saved_are_checked_when_they_get_their_vectors(
 ) -> None:
     # a hook working directly (no encoder) saves; the app embeds and checks later. Before, only
     # notes the embedding process saved itself were checked: these stayed two unlinked notes
-    from memory.conflicts import ConflictStore
     from memory.encoders.models import EncoderSpec, load_encoder
-    from memory.history_store import HistoryStore
+    from memory.history.conflicts import ConflictStore
+    from memory.history.store import HistoryStore
     from memory.sqlite.state import StateDB
 
     home = tmp_path / "home"
@@ -297,9 +297,9 @@ def test_notes_another_process_saved_are_checked_when_they_get_their_vectors(
 def test_an_old_note_embedded_again_is_not_judged_again(tmp_path: Path) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from memory.conflicts import ConflictStore
     from memory.encoders.models import EncoderSpec, load_encoder
-    from memory.history_store import HistoryStore
+    from memory.history.conflicts import ConflictStore
+    from memory.history.store import HistoryStore
     from memory.sqlite.state import StateDB
 
     home = tmp_path / "home"

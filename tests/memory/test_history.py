@@ -15,7 +15,7 @@ import pytest
 
 from errors import InvalidInputError
 from memory.config import MemoryConfig
-from memory.history import (
+from memory.history.changes import (
     KEEP_VERSIONS,
     ChangeSource,
     Snapshot,
@@ -26,7 +26,7 @@ from memory.history import (
     kind_of_update,
     versions_to_drop,
 )
-from memory.history_store import HistoryStore
+from memory.history.store import HistoryStore
 from memory.model import NoteDraft
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore

@@ -21,7 +21,7 @@ import pytest
 
 from bridge.state import BridgeState
 from memory.encoders.models import HashingEncoder
-from memory.history_store import HistoryStore
+from memory.history.store import HistoryStore
 from memory.loop.entities import EntityCandidate, PendingStore
 from memory.loop.episodes import EpisodeStore
 from memory.model import NoteDraft

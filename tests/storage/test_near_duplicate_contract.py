@@ -15,8 +15,8 @@ import pytest
 from errors import ConflictError, InvalidInputError, NotFoundError
 from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
-from memory.conflicts import ConflictStore
-from memory.history_store import HistoryStore
+from memory.history.conflicts import ConflictStore
+from memory.history.store import HistoryStore
 from memory.model import NoteDraft
 from memory.postgres.state import PostgresStateDB
 from memory.postgres.store import PostgresMemoryStore

@@ -16,7 +16,7 @@ from memory._record import record
 from memory.backend import MemoryBackend, StateBackend
 from memory.clients.project import ProjectIdentity, identify
 from memory.config import MemoryConfig
-from memory.history_store import HistoryStore
+from memory.history.store import HistoryStore
 from memory.loop.entities import PendingStore
 from memory.loop.episodes import Episode, EpisodeStore
 from memory.opening import open_database, open_memory, open_state

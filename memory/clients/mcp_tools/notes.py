@@ -10,7 +10,7 @@ from typing import Any
 from errors import ClaudeMemoryError, InvalidInputError
 from memory.clients.mcp_tools.context import ToolContext
 from memory.clients.mcp_tools.schema import Arguments
-from memory.history_store import HistoryStore
+from memory.history.store import HistoryStore
 from memory.loop.entities import ChangeAction
 from memory.loop.episodes import Episode
 from memory.model import ENTITY_TYPE_MAP, Note, NoteDraft, normalize_type

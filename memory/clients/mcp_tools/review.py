@@ -6,7 +6,7 @@ from __future__ import annotations
 from errors import ClaudeMemoryError, InvalidInputError
 from memory.clients.mcp_tools.context import ToolContext
 from memory.clients.mcp_tools.schema import Arguments
-from memory.conflicts import ConflictStore, keep_choice
+from memory.history.conflicts import ConflictStore, keep_choice
 from memory.loop.entities import confirm_pending
 
 

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from errors import InvalidInputError, NotFoundError
 from memory.backend import StateBackend, StateWriter
-from memory.history import (
+from memory.history.changes import (
     CHANGE_KINDS,
     KEEP_VERSIONS,
     ChangeKind,
@@ -30,7 +30,7 @@ _COLUMNS = "note_id, version, kind, door, session, at, snapshot, restored_from"
 
 
 class HistoryStore:
-    """The `memory.history.HistoryRecorder` over a `StateBackend`, and the reads the API and
+    """The `memory.history.changes.HistoryRecorder` over a `StateBackend`, and the reads the API and
     the web page make."""
 
     def __init__(
@@ -123,7 +123,7 @@ class HistoryStore:
             )
 
     def propose_supersession(self, new_id: str, old_id: str, reason: str) -> str:
-        from memory.conflicts import ConflictStore  # only a save that contradicts a note
+        from memory.history.conflicts import ConflictStore  # only a save that contradicts a note
 
         return ConflictStore(self.state).propose(new_id, old_id, reason).id
 

@@ -85,7 +85,7 @@ class Supersession:
 
 
 class ConflictStore:
-    """Pending supersessions over a `StateBackend`; `memory.history_store.HistoryStore`
+    """Pending supersessions over a `StateBackend`; `memory.history.store.HistoryStore`
     records new ones for the store (`propose`), the API, the MCP server and the web page
     list and resolve them."""
 

@@ -6,7 +6,7 @@ content before a delete), what kind of change it was and who made it (`ChangeSou
 front door, which session). The versions live in the state database, not in the derived
 SQLite index nor in a git repository over the notes folder: the state database is there on
 both backends (SQLite `state.db`, or the shared PostgreSQL), while the PostgreSQL backend has
-no notes folder a git repository could cover. `memory.history_store.HistoryStore` stores them;
+no notes folder a git repository could cover. `memory.history.store.HistoryStore` stores them;
 `memory.core.StoreCore` records them at its one write path, through `HistoryRecorder`.
 
 Who made a change travels in a context variable rather than through every call: each front
@@ -262,7 +262,7 @@ def versions_to_drop(newest: int, keep: int = KEEP_VERSIONS) -> int:
 
 
 class HistoryRecorder(Protocol):
-    """Where `memory.core.StoreCore` records versions (`memory.history_store.HistoryStore`)."""
+    """Where `memory.core.StoreCore` records versions (`memory.history.store.HistoryStore`)."""
 
     def append(
         self,
@@ -293,7 +293,7 @@ class HistoryRecorder(Protocol):
 
     def propose_supersession(self, new_id: str, old_id: str, reason: str) -> str:
         """A new note contradicts an older one: record the pending supersession (the user
-        chooses, `memory.conflicts`); its id."""
+        chooses, `memory.history.conflicts`); its id."""
         ...
 
     def pending_successors(self, note_ids: Sequence[str]) -> dict[str, str]:
