@@ -6,7 +6,7 @@ is a module-level function of a session's `ToolContext` and its checked argument
 `TOOLS` (as the SDK's `create_sdk_mcp_server(tools=[...])` takes them); `build_memory_tools`
 binds the list to one session.
 
-The agent's reach is limited (`memory.reach`, docs/permissions.md "Memory"): a pin, a change of
+The agent's reach is limited (`memory.loop.reach`, docs/permissions.md "Memory"): a pin, a change of
 the person's own files, of a pinned note or of a note the person wrote, and more than
 `CHANGE_LIMIT` changes of existing notes in one turn wait for the person as pending changes,
 and the tool says plainly that nothing was done. Every change made or proposed is listed with
@@ -31,8 +31,7 @@ from memory.history.changes import ChangeSource, acting_as, conversation_source
 from memory.history.store import HistoryStore
 from memory.inputs import SearchText, Text, between, describe
 from memory.loop.entities import ChangeAction, PendingEntity, PendingStore
-from memory.model import Note, NoteDraft
-from memory.reach import (
+from memory.loop.reach import (
     ChangeBudget,
     Waits,
     person_made,
@@ -43,6 +42,7 @@ from memory.reach import (
     review_save,
     waiting_answer,
 )
+from memory.model import Note, NoteDraft
 from memory.search.ranking import check_updatable, clean_changes
 
 logger = logging.getLogger(__name__)

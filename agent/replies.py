@@ -175,7 +175,7 @@ class TurnOutcome:
     """What the endpoint answered instead of the Messages API when the turn was to start (a
     plain web server, a wrong path): the turn never reached the CLI."""
     memory_waiting: tuple[str, ...] = ()
-    """Memory changes the model asked for that wait for the person (memory.reach), one line
+    """Memory changes the model asked for that wait for the person (memory.loop.reach), one line
     each: stated with the reply, so a model that claims it changed the memory cannot hide it."""
 
 

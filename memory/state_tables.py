@@ -114,7 +114,7 @@ MIGRATIONS: tuple[str, ...] = (
     )
     """,
     """
-    -- a model's memory change that waits for the person (memory.reach): a pending entry
+    -- a model's memory change that waits for the person (memory.loop.reach): a pending entry
     -- that is not a new note holds what to do to which note
     ALTER TABLE mem_pending ADD COLUMN action TEXT NOT NULL DEFAULT 'save';
     ALTER TABLE mem_pending ADD COLUMN target TEXT;

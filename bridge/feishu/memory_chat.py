@@ -346,7 +346,7 @@ class MemoryCommands:
 
 def _pending_text(entity: PendingEntity) -> str:
     """A capture's words, or what a model's change would do and why it waits for the person
-    (memory.reach)."""
+    (memory.loop.reach)."""
     if not entity.proposed:
         return entity.content
     return f"{entity.title}\n{entity.content}\n\n(waits for you: it {entity.why})"

@@ -35,7 +35,7 @@ PendingStatus = Literal["pending", "confirmed", "rejected"]
 ChangeAction = Literal["save", "update", "deprecate", "supersede"]
 """What a pending entry does when confirmed: `save` a new note (a capture, or a model's note
 that waits, such as a pin), or change an existing one (`target`) as a model asked
-(memory.reach)."""
+(memory.loop.reach)."""
 
 
 def pending_filter(status: str) -> PendingStatus | None:
@@ -269,7 +269,7 @@ class PendingStore:
         type: str = "general",
         scope: str = "user",
     ) -> PendingEntity:
-        """A model's change that waits for the person (memory.reach): `content` says what it
+        """A model's change that waits for the person (memory.loop.reach): `content` says what it
         does in words a person reads, `change` holds it (JSON) to apply on confirm. The same
         change already pending is that entry. Its text is kept as a note's is: redacted, and
         refused while a credential is left in it (`CredentialError`)."""

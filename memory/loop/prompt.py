@@ -427,7 +427,7 @@ class MemoryLoop:
 
     def _person_made(self, notes: Sequence[Note]) -> list[Note]:
         from memory.history.store import HistoryStore
-        from memory.reach import person_made
+        from memory.loop.reach import person_made
 
         history = HistoryStore(self.episodes.db)
         return [n for n in notes if person_made(n, history.latest(n.id))]
@@ -440,7 +440,7 @@ class MemoryLoop:
         notes = self.store.list(scope="user", status="active", limit=200, sort="updated")
         pinned = self.store.list(tag=PIN_TAG, status="active", limit=PINNED_NOTES, sort="updated")
         # what the brief presents as the person's own (their files, their pins) must be theirs:
-        # a note a model wrote or last changed comes only as recalled data (memory.reach)
+        # a note a model wrote or last changed comes only as recalled data (memory.loop.reach)
         notes = self._person_made(user_notes(notes))
         pinned = self._person_made(pinned_notes(pinned, place.scope))
         if resumed:

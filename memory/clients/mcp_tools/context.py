@@ -19,8 +19,8 @@ from memory.config import MemoryConfig
 from memory.history.store import HistoryStore
 from memory.loop.entities import PendingStore
 from memory.loop.episodes import Episode, EpisodeStore
+from memory.loop.reach import MCP_WINDOW_SECONDS, ChangeBudget, Waits
 from memory.opening import open_database, open_memory, open_state
-from memory.reach import MCP_WINDOW_SECONDS, ChangeBudget, Waits
 
 if TYPE_CHECKING:
     from memory.encoders.models import Encoder, EncoderSpec
@@ -73,7 +73,7 @@ class ToolContext:
         self._database_url = config.memory.database_url
         self._database: PostgresDatabase | None = None
         # a model calls these tools: more than a few changes of existing notes within an hour
-        # wait for the person (memory.reach)
+        # wait for the person (memory.loop.reach)
         self._budget = ChangeBudget(window_seconds=MCP_WINDOW_SECONDS)
 
     def attach_encoder(self, encoder: Encoder | None) -> None:

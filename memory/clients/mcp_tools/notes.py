@@ -13,8 +13,7 @@ from memory.clients.mcp_tools.schema import Arguments
 from memory.history.store import HistoryStore
 from memory.loop.entities import ChangeAction
 from memory.loop.episodes import Episode
-from memory.model import ENTITY_TYPE_MAP, Note, NoteDraft, normalize_type
-from memory.reach import (
+from memory.loop.reach import (
     person_made,
     propose_change,
     propose_save,
@@ -22,6 +21,7 @@ from memory.reach import (
     review_save,
     waiting_answer,
 )
+from memory.model import ENTITY_TYPE_MAP, Note, NoteDraft, normalize_type
 from memory.search.fusion import SearchOutcome
 from memory.search.ranking import check_updatable, clean_changes
 
@@ -209,7 +209,7 @@ def _change(
     apply: Callable[[], Note],
     done: Callable[[Note], str],
 ) -> str:
-    """A change of an existing note, made now or proposed to the person (memory.reach)."""
+    """A change of an existing note, made now or proposed to the person (memory.loop.reach)."""
     note, persons = _read_target(ctx, note_id)
     waits = ctx.budget(review_change(note, change if action == "update" else None, persons=persons))
     if waits is not None:
