@@ -68,7 +68,7 @@ def test_installed_hooks_inject_memory_and_record_observations(
     run_claude("what did we do last time?", cwd=project, env=env)
     seen_next = first_request(fake_model, "what did we do last time").all_text()
     assert f"| {observations[0]['id']} |" in seen_next
-    assert "执行: echo signature-verified" in seen_next
+    assert "Ran: echo signature-verified" in seen_next  # stored 执行:, an English session
     assert "get_observations" in seen_next
 
     log = (mem_home / "logs" / "hooks.log").read_text()
