@@ -26,7 +26,6 @@ from agent.recorder import MemoryRecorder
 from agent.sessions import SessionManager, TurnLock
 from agent.summarizer import model_summary
 from errors import ConfigurationError
-from memory import api
 from memory.backend import MemoryBackend, StateBackend
 from memory.clients.hook_process import announce_app
 from memory.clients.hooks import HookService, create_hooks_router
@@ -42,7 +41,7 @@ from memory.vector_sync import VectorSync
 from settings import Settings, load_settings
 from storage.lanes import Lanes
 from storage.private import private_process, tighten_home
-from web import chat_api, embed, health
+from web import chat_api, embed, health, memory_api
 from web.access import LoopbackOnly
 from web.auth import require_token
 from web.errors import install_error_handling
@@ -348,7 +347,7 @@ def _serving(app: FastAPI) -> contextlib.AbstractContextManager[Any]:
 
 
 def _include_memory_api(app: FastAPI) -> None:
-    """The memory's routes (memory/api.py) behind the token; what they serve is the running
+    """The memory's routes (web/memory_api.py) behind the token; what they serve is the running
     container's (`app.state.memory_api`, set by the lifespan)."""
 
     async def memory_request() -> AsyncIterator[None]:
@@ -357,15 +356,19 @@ def _include_memory_api(app: FastAPI) -> None:
 
     token = [Depends(require_token)]
     # the fixed paths first, so the memory router's `/{note_id}` never captures them
-    for router in (api.pending_router, api.supersessions_router):
+    for router in (memory_api.pending_router, memory_api.supersessions_router):
         app.include_router(router, dependencies=token)
-    app.include_router(api.memory_router, dependencies=[*token, Depends(memory_request)])
-    for router in (api.history_router, api.observations_router, api.feedback_router):
+    app.include_router(memory_api.memory_router, dependencies=[*token, Depends(memory_request)])
+    for router in (
+        memory_api.history_router,
+        memory_api.observations_router,
+        memory_api.feedback_router,
+    ):
         app.include_router(router, dependencies=token)
 
 
-def _memory_api(container: Container) -> api.MemoryApi:
-    return api.MemoryApi.over(
+def _memory_api(container: Container) -> memory_api.MemoryApi:
+    return memory_api.MemoryApi.over(
         container.memory,
         container.state,
         pending=container.pending,

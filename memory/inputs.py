@@ -1,6 +1,6 @@
 """What the memory's front doors accept, written once (issue #19: nonsense was taken silently).
 
-The MCP tools (`memory/clients/mcp_server.py`) and the HTTP routes (`memory/api.py`) both
+The MCP tools (`memory/clients/mcp_server.py`) and the HTTP routes (`web/memory_api.py`) both
 validate their arguments with pydantic, so the rules are pydantic annotations both use: an
 argument annotated `SearchText` refuses an empty or blank query at either door, and the
 constraints show in the tool's JSON schema and in the OpenAPI page, so a model or a script sees

@@ -7,7 +7,7 @@ next step, and the log file to read with an error id to search it for. The full 
 to that log only (through `RedactingFilter`), never to the caller. Every text is cleaned as at
 every other door (`storage.public_text.clean_error`: no URL credential, no server path).
 
-Routers raise and never map (memory/api.py, web/chat_api.py, the hooks router): the handlers
+Routers raise and never map (web/memory_api.py, web/chat_api.py, the hooks router): the handlers
 installed here are the only place an error becomes an answer.
 """
 

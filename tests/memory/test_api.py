@@ -9,10 +9,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from memory.api import MemoryApi, memory_router
 from memory.search.relevance import DEFAULT_FLOOR, DEFAULT_INJECT_FLOOR
 from memory.sqlite.store import MemoryStore
 from web.errors import install_error_handling
+from web.memory_api import MemoryApi, memory_router
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from memory.api import MemoryApi, observations_router
 from memory.loop.episodes import EpisodeStore, observation_terms
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
 from web.errors import install_error_handling
+from web.memory_api import MemoryApi, observations_router
 
 
 @pytest.mark.parametrize(

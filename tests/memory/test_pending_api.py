@@ -10,11 +10,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from memory.api import MemoryApi, memory_router, pending_router
 from memory.loop.entities import EntityCandidate, PendingStore
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
 from web.errors import install_error_handling
+from web.memory_api import MemoryApi, memory_router, pending_router
 
 
 @pytest.fixture

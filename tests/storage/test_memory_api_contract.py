@@ -12,7 +12,6 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from memory.api import MemoryApi, memory_router
 from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
@@ -20,6 +19,7 @@ from memory.postgres.store import PostgresMemoryStore
 from memory.sqlite.store import MemoryStore
 from storage.postgres import PostgresDatabase
 from web.errors import install_error_handling
+from web.memory_api import MemoryApi, memory_router
 
 
 class Clock:
