@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _register_optional(sub: Any) -> None:
     """Subcommands owned by other packages register themselves here."""
-    from memory import cli as memory_cli
+    from memory.cli import commands as memory_cli
 
     memory_sub = memory_cli.register(
         sub,
@@ -237,7 +237,7 @@ def cmd_import_native(args: argparse.Namespace) -> int:
 def cmd_migrate(args: argparse.Namespace) -> int:
     import json
 
-    from memory.cli import ProgressBar
+    from memory.cli.commands import ProgressBar
     from migration import migrate_home
 
     settings = _settings(args)

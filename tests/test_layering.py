@@ -30,7 +30,7 @@ OURS = (
 )
 """Every top-level package and module of ours."""
 
-_MEMORY_ABOVE_LOOP: frozenset[str] = frozenset({"clients", "cli", "opening", "transfer"})
+_MEMORY_ABOVE_LOOP: frozenset[str] = frozenset({"clients", "cli", "opening"})
 _MEMORY_ABOVE_BACKENDS = _MEMORY_ABOVE_LOOP | {
     "loop",
     "vector_sync",

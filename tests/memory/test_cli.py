@@ -1,4 +1,5 @@
-"""CLI: `claude-memory memory ...` through `memory.cli.register` and `python -m memory.cli`."""
+"""CLI: `claude-memory memory ...` through `memory.cli.commands.register` and
+`python -m memory.cli`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.cli import main, module_command, register
+from memory.cli.commands import main, module_command, register
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
 from memory.sqlite.store import MemoryStore

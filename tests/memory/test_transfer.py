@@ -6,10 +6,10 @@ import io
 import json
 from pathlib import Path
 
-from memory.cli import ProgressBar
+from memory.cli.commands import ProgressBar
+from memory.cli.transfer import export_jsonl, import_path, split_sections
 from memory.model import NoteDraft
 from memory.sqlite.store import MemoryStore
-from memory.transfer import export_jsonl, import_path, split_sections
 
 
 def test_a_file_without_repeated_headings_is_one_section() -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from errors import InvalidInputError, NotFoundError
 from memory.backend import MemoryBackend, NoteVectors
+from memory.cli.transfer import export_markdown, import_path
 from memory.config import MemoryConfig
 from memory.core import StoreCore
 from memory.encoders.models import HashingEncoder
@@ -29,7 +30,6 @@ from memory.search.fusion import SearchMode
 from memory.search.keyword import parse_query
 from memory.search.plan import QueryVector
 from memory.sqlite.store import MemoryStore
-from memory.transfer import export_markdown, import_path
 from storage.postgres import PostgresDatabase
 from tests.memory.corpus import CORPUS
 from tests.memory.test_search_bilingual import QUERIES

@@ -3,7 +3,7 @@
 The root `cli.py` calls `register(subparsers, get_config, get_encoder)` with functions that
 build the configuration from its settings; the `memory` parser sets `func`, so the root runs
 `args.func(args)` and exits with the code it returns. Nothing here reads the environment.
-For development: `uv run python -m memory.cli --home DIR search 连接池`, which runs
+For development: `uv run python -m memory.cli --home DIR search 连接池` (`__main__`), which runs
 `claude-memory [--home DIR] memory search 连接池` (the same settings, database included).
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -340,7 +339,7 @@ def _reindex(store: MemoryBackend, args: argparse.Namespace) -> int:
 
 
 def _export(store: MemoryBackend, args: argparse.Namespace) -> int:
-    from memory.transfer import export_jsonl, export_markdown
+    from memory.cli.transfer import export_jsonl, export_markdown
 
     fmt = args.format or (
         "jsonl" if args.dest == "-" or args.dest.endswith(".jsonl") else "markdown"
@@ -359,7 +358,7 @@ def _export(store: MemoryBackend, args: argparse.Namespace) -> int:
 
 
 def _import(store: MemoryBackend, args: argparse.Namespace) -> int:
-    from memory.transfer import import_path
+    from memory.cli.transfer import import_path
 
     report = import_path(
         store, args.path, scope=args.scope, note_type=args.type, progress=ProgressBar()
@@ -421,7 +420,3 @@ def module_command(argv: Sequence[str]) -> list[str]:
         rest = rest[1:]
     home = ["--home", known.home] if known.home else []
     return [sys.executable, "-m", "cli", *home, "memory", *rest]
-
-
-if __name__ == "__main__":
-    sys.exit(subprocess.call(module_command(sys.argv[1:])))
