@@ -1,7 +1,7 @@
 """The seam between the app and wherever the memory lives.
 
 `MemoryBackend` is the surface the app, the agent tools, the hooks, the MCP server and the CLI
-use of a memory store; `NoteVectors` the part of it that `memory.vector_sync.VectorSync`
+use of a memory store; `NoteVectors` the part of it that `memory.clients.vector_sync.VectorSync`
 uses to embed notes in the background. Two implementations satisfy both:
 
 * `memory.sqlite.store.MemoryStore`: markdown files as the truth, a SQLite index (one machine);

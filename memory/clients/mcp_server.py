@@ -185,8 +185,8 @@ async def _embed_in_background(ctx: ToolContext, client: EncoderClient) -> None:
     before, or by the hooks and the CLI meanwhile), as the app's `VectorSync` does."""
     import asyncio
 
+    from memory.clients.vector_sync import VectorSync
     from memory.encoders.client import EncoderDisabled, EncoderReady
-    from memory.vector_sync import VectorSync
 
     while not isinstance(status := await client.wait_ready(60), EncoderReady):
         if isinstance(status, EncoderDisabled):

@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable, Iterator
 
 from errors import ClaudeMemoryError
-from memory._background import BackgroundTask
 from memory._record import record
+from memory.clients._background import BackgroundTask
 from memory.clients.notes_watch import NoteFiles
 
 log = logging.getLogger("memory.clients.rescans")

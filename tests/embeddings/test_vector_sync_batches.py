@@ -1,10 +1,11 @@
-"""Background embedding sends requests of a bounded size (`memory.vector_sync.within_chunks`):
-every save reaches the vectors through it, long notes too."""
+"""Background embedding sends requests of a bounded size
+(`memory.clients.vector_sync.within_chunks`): every save reaches the vectors through it, long
+notes too."""
 
 from __future__ import annotations
 
+from memory.clients.vector_sync import BULK_CHUNKS, bulk_time_limit, within_chunks
 from memory.search.vectors import PendingNote
-from memory.vector_sync import BULK_CHUNKS, bulk_time_limit, within_chunks
 
 
 def note(note_id: str, chunks: int) -> PendingNote:

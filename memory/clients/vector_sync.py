@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from memory._background import BackgroundTask
+from memory.clients._background import BackgroundTask
 from memory.encoders.client import BULK_PRIORITY, EncoderClient, EncoderReady
 from memory.encoders.models import EncoderUnavailableError
 from memory.search.vectors import PendingNote, by_note
