@@ -30,6 +30,7 @@ from memory.backend import MemoryBackend, StateBackend
 from memory.clients.hook_process import announce_app
 from memory.clients.hooks import HookService, create_hooks_router
 from memory.clients.notes_watch import NoteFiles
+from memory.clients.opening import open_memory, open_state
 from memory.clients.rescans import RescanPolicy, Rescans
 from memory.clients.vector_sync import VectorSync
 from memory.encoders.client import EncoderClient, ThreadEncoder
@@ -37,7 +38,6 @@ from memory.history.conflicts import ConflictStore
 from memory.history.store import HistoryStore
 from memory.loop.entities import PendingStore
 from memory.loop.episodes import EpisodeStore
-from memory.opening import open_memory, open_state
 from settings import Settings, load_settings
 from storage.lanes import Lanes
 from storage.private import private_process, tighten_home

@@ -213,8 +213,8 @@ def _register_optional(sub: Any) -> None:
 
 def cmd_import_native(args: argparse.Namespace) -> int:
     from memory.clients.native import NativeClient, find_native, import_notes
+    from memory.clients.opening import open_memory
     from memory.clients.project import identify
-    from memory.opening import open_memory
 
     clients: tuple[NativeClient, ...] = (
         ("claude-code", "codex") if args.client == "all" else (args.client,)

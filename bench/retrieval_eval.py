@@ -639,8 +639,8 @@ def life_store(home: Path, encoder: Encoder, clock: Clock) -> tuple[MemoryStore,
     """A store as the app opens it on a home: default config (dedup and conflicts on), the
     encoder attached, every change kept in the history of `<home>/state.db` (so a save that
     contradicts a note proposes a pending supersession)."""
+    from memory.clients.opening import open_state
     from memory.history.store import HistoryStore
-    from memory.opening import open_state
 
     store = MemoryStore.open(
         MemoryConfig.for_home(home, fsync=False, **FLOOR_OVERRIDE), clock=clock
@@ -1010,7 +1010,7 @@ def _direct_turns(
 
     import memory.core
     from memory.clients.hook_process import HookSettings, run_direct
-    from memory.opening import open_state
+    from memory.clients.opening import open_state
     from memory.search.keyword import segment_without_dictionary
 
     segment_without_dictionary()

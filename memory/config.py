@@ -69,7 +69,7 @@ class MemoryConfig:
     """`_index.json` lists the newest this many notes (`count` still gives the total)."""
     database_url: str | None = field(default=None, repr=False)
     """The shared PostgreSQL database (CLAUDE_MEMORY_DATABASE_URL): the notes live there
-    instead of in `root` (memory.opening chooses). None: files and SQLite in the home."""
+    instead of in `root` (memory.clients.opening chooses). None: files and SQLite in the home."""
 
     @property
     def injection_floor(self) -> float:

@@ -30,7 +30,7 @@ OURS = (
 )
 """Every top-level package and module of ours."""
 
-_MEMORY_ABOVE_LOOP: frozenset[str] = frozenset({"clients", "cli", "opening"})
+_MEMORY_ABOVE_LOOP: frozenset[str] = frozenset({"clients", "cli"})
 _MEMORY_ABOVE_BACKENDS = _MEMORY_ABOVE_LOOP | {"loop", "history.store", "history.conflicts"}
 _MEMORY_ABOVE_SEARCH = _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres", "backend"}
 _MEMORY_ABOVE_ENCODERS = _MEMORY_ABOVE_SEARCH | {"search", "notes"}

@@ -558,15 +558,15 @@ def run_direct(settings: HookSettings, request: HookRequest, *, leave_open: bool
     Returns what the hook prints. `leave_open`: SQLite handles go to `_LEFT_OPEN` instead of
     being closed (only a process that ends with `exit_process`)."""
     from memory.clients.hooks import HookService, answer
-    from memory.opening import open_database, open_state
+    from memory.clients.opening import open_database, open_state
 
     database = open_database(settings.database_url) if settings.database_url else None
     state = open_state(settings.home / "state.db", database=database)
     opened: list[Any] = []
 
     def open_store() -> Any:
+        from memory.clients.opening import open_memory
         from memory.config import MemoryConfig
-        from memory.opening import open_memory
         from memory.search.keyword import segment_without_dictionary
 
         segment_without_dictionary()  # any event that writes a summary indexes it: no rjieba

@@ -207,7 +207,7 @@ def test_the_app_serves_a_full_disk_and_its_later_work_gives_up_quietly(
     """The app's side (the hook route's `HookService`, work left for after the answer), its
     store and state opened before the disk filled up, as in a running app."""
     from memory.clients.hooks import HookService, answer, build_request
-    from memory.opening import open_state
+    from memory.clients.opening import open_state
 
     project = make_project("served")
     state = open_state(home / "state.db")

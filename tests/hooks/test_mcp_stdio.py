@@ -110,7 +110,7 @@ def test_the_server_answers_a_request_it_cannot_parse_and_goes_on(
 
 
 HEAVY = (
-    *("mcp", "pydantic", "settings", "memory.sqlite", "memory.opening", "numpy", "asyncio"),
+    *("mcp", "pydantic", "settings", "memory.sqlite", "memory.clients.opening", "numpy", "asyncio"),
     *("dataclasses", "inspect"),  # ~8 ms of CPU, a sixth of the start
 )
 """What `claude-memory mcp` must not import before its first answer (issue #32: the SDK and

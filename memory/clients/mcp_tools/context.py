@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 from memory._record import record
 from memory.backend import MemoryBackend, StateBackend
+from memory.clients.opening import open_database, open_memory, open_state
 from memory.clients.project import ProjectIdentity, identify
 from memory.config import MemoryConfig
 from memory.history.store import HistoryStore
 from memory.loop.entities import PendingStore
 from memory.loop.episodes import Episode, EpisodeStore
 from memory.loop.reach import MCP_WINDOW_SECONDS, ChangeBudget, Waits
-from memory.opening import open_database, open_memory, open_state
 
 if TYPE_CHECKING:
     from memory.encoders.models import Encoder, EncoderSpec
