@@ -27,7 +27,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from errors import ClaudeMemoryError
 from memory.backend import MemoryBackend
-from memory.history.changes import ChangeSource, acting_as, conversation_source
 from memory.history.store import HistoryStore
 from memory.inputs import SearchText, Text, between, describe
 from memory.loop.entities import ChangeAction, PendingEntity, PendingStore
@@ -43,6 +42,7 @@ from memory.loop.reach import (
     waiting_answer,
 )
 from memory.model import Note, NoteDraft
+from memory.notes.changes import ChangeSource, acting_as, conversation_source
 from memory.search.ranking import check_updatable, clean_changes
 
 logger = logging.getLogger(__name__)

@@ -23,8 +23,8 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 from memory.config import MemoryConfig
-from memory.history.changes import HistoryRecorder
 from memory.model import Note, NoteDraft, SaveResult, SearchHit, SyncReport
+from memory.notes.changes import HistoryRecorder
 from memory.search.fusion import SearchMode, SearchOutcome
 from memory.search.plan import QueryVector
 from memory.search.vectors import PendingNote, VectorStats
@@ -122,7 +122,7 @@ class MemoryBackend(Protocol):
 
     def deprecate(self, note_id: str, reason: str | None = None) -> Note: ...
 
-    # --- history (memory.history.changes) ---------------------------------------------------------
+    # --- history (memory.notes.changes) ---------------------------------------------------------
     def attach_history(self, history: HistoryRecorder | None) -> None:
         """Record every change of a note as a version from now on (None: no history)."""
         ...

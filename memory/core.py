@@ -11,7 +11,7 @@ lock or transaction.
 
 Every committed change passes here on its way out (`save`, `update`, `supersede`, `deprecate`,
 `delete`, `restore_version`, and the SQLite store's sync for hand edits), so this is where a
-note's history is recorded (`memory.history.changes`, when a `HistoryRecorder` is attached).
+note's history is recorded (`memory.notes.changes`, when a `HistoryRecorder` is attached).
 """
 
 from __future__ import annotations
@@ -29,16 +29,6 @@ from errors import InvalidInputError, NotFoundError
 from memory import _text
 from memory._record import record
 from memory.config import MemoryConfig
-from memory.history.changes import (
-    HAND_EDIT,
-    ChangeKind,
-    ChangeSource,
-    HistoryRecorder,
-    current_source,
-    infer_source,
-    kind_of_update,
-    snapshot_of,
-)
 from memory.model import (
     TYPE_PROFILES,
     Note,
@@ -51,6 +41,16 @@ from memory.model import (
     utcnow,
 )
 from memory.notes.capture import sanitize
+from memory.notes.changes import (
+    HAND_EDIT,
+    ChangeKind,
+    ChangeSource,
+    HistoryRecorder,
+    current_source,
+    infer_source,
+    kind_of_update,
+    snapshot_of,
+)
 from memory.notes.files import note_from_draft, render_note
 from memory.search import bilingual
 from memory.search.engine import SearchQueries
@@ -594,7 +594,7 @@ class StoreCore:
         if_changed: bool = False,
     ) -> None:
         """One version of `note` as it is now. Who: `source`, else the front door that said
-        (`memory.history.changes.acting_as`), else the note's own `source` field."""
+        (`memory.notes.changes.acting_as`), else the note's own `source` field."""
         if self.history is None:
             return
         who = source or current_source() or infer_source(note.source)

@@ -30,9 +30,12 @@ OURS = (
 )
 """Every top-level package and module of ours."""
 
+# memory/'s sub-packages from the top (docs/architecture.md, "memory/, by job"); the modules
+# left at the package root (the vocabulary, the seam `backend` and the algorithm `core` behind
+# it) are named where they stand.
 _MEMORY_ABOVE_LOOP: frozenset[str] = frozenset({"clients", "cli"})
-_MEMORY_ABOVE_BACKENDS = _MEMORY_ABOVE_LOOP | {"loop", "history.store", "history.conflicts"}
-_MEMORY_ABOVE_SEARCH = _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres", "backend"}
+_MEMORY_ABOVE_BACKENDS = _MEMORY_ABOVE_LOOP | {"loop", "history"}
+_MEMORY_ABOVE_SEARCH = _MEMORY_ABOVE_BACKENDS | {"sqlite", "postgres", "backend", "core"}
 _MEMORY_ABOVE_ENCODERS = _MEMORY_ABOVE_SEARCH | {"search", "notes"}
 
 RULES: dict[str, frozenset[str]] = {
@@ -54,7 +57,8 @@ RULES: dict[str, frozenset[str]] = {
     # Inside memory/ (docs/architecture.md, "memory/, by job"): from the bottom, the encoders
     # and the notes know nothing of search; search is pure and backend-neutral; the two
     # backends know neither each other nor what is built on them (the conversation loop, the
-    # clients, the chooser); the loop works over the seam, never a backend.
+    # notes' history, the clients and the chooser among them); the loop and the history work
+    # over the seam, never a backend.
     "memory.encoders": frozenset({"memory." + p for p in _MEMORY_ABOVE_ENCODERS}),
     "memory.notes": frozenset(
         {"memory." + p for p in (_MEMORY_ABOVE_ENCODERS - {"notes"}) | {"encoders"}}
@@ -72,14 +76,10 @@ RULES: dict[str, frozenset[str]] = {
     "memory.loop": frozenset({"memory." + p for p in _MEMORY_ABOVE_LOOP | {"sqlite", "postgres"}}),
     # the input rules both front doors share (MCP tools, HTTP bodies): pydantic only
     "memory.inputs": frozenset(OURS),
-    # a note's history (docs/history.md): where versions and pending supersessions are kept,
-    # over the state seam, below the loop; what a change is (`changes`) is pure, at the notes'
-    # level, so the seam and the core that records versions can use it
+    # a note's history kept in the state database (versions, pending supersessions): over the
+    # state seam like the loop, which reads it, never a backend
     "memory.history": frozenset(
         {"memory." + p for p in _MEMORY_ABOVE_LOOP | {"loop", "sqlite", "postgres"}}
-    ),
-    "memory.history.changes": frozenset(
-        {"memory." + p for p in _MEMORY_ABOVE_SEARCH | {"search", "encoders", "core"}}
     ),
 }
 """Layer (a package, a module, or a sub-package such as `memory.search`) -> what it must never

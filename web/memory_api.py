@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from errors import InvalidInputError, NotFoundError
 from memory._record import record
 from memory.backend import MemoryBackend, StateBackend
-from memory.history.changes import ChangeSource, acting_as
 from memory.history.conflicts import ConflictStore, Supersession
 from memory.history.conflicts import status_filter as conflict_status
 from memory.history.store import HistoryStore
@@ -33,6 +32,7 @@ from memory.loop.entities import PendingStore, confirm_pending, pending_filter
 from memory.loop.episodes import EpisodeStore
 from memory.loop.feedback import FeedbackStore
 from memory.model import Note, NoteDraft, NoteStatus, SearchHit
+from memory.notes.changes import ChangeSource, acting_as
 from storage.lanes import Lane
 
 T = TypeVar("T")

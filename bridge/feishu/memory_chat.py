@@ -28,10 +28,10 @@ from bridge.sender import QUICK_WINDOW, FeishuAPIError, send_uuid
 from bridge.strings import Locale, both, t
 from errors import ClaudeMemoryError, ConfigurationError
 from memory.backend import MemoryBackend
-from memory.history.changes import ChangeSource, acting_as
 from memory.history.conflicts import ConflictStore
 from memory.loop.entities import PendingEntity, PendingStore, confirm_pending
 from memory.model import NoteDraft, SaveResult
+from memory.notes.changes import ChangeSource, acting_as
 from storage.public_text import clean_error, exception_text, next_step
 
 logger = logging.getLogger("bridge.feishu")

@@ -22,9 +22,9 @@ from memory.backend import MemoryBackend
 from memory.clients.opening import open_memory, open_state
 from memory.config import MemoryConfig
 from memory.encoders.models import EncoderSpec, load_encoder
-from memory.history.changes import ChangeSource, acting_as
 from memory.history.store import HistoryStore
 from memory.model import NOTE_STATUSES, NOTE_TYPES, SORT_KEYS, NoteDraft
+from memory.notes.changes import ChangeSource, acting_as
 from memory.notes.files import render_note
 from memory.sqlite.store import MemoryStore
 

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from errors import InvalidInputError, NotFoundError
 from memory.backend import StateBackend, StateWriter
-from memory.history.changes import (
+from memory.notes.changes import (
     CHANGE_KINDS,
     KEEP_VERSIONS,
     ChangeKind,
@@ -30,7 +30,7 @@ _COLUMNS = "note_id, version, kind, door, session, at, snapshot, restored_from"
 
 
 class HistoryStore:
-    """The `memory.history.changes.HistoryRecorder` over a `StateBackend`, and the reads the API and
+    """The `memory.notes.changes.HistoryRecorder` over a `StateBackend`, and the reads the API and
     the web page make."""
 
     def __init__(

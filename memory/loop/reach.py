@@ -19,7 +19,7 @@ person (`confirm_pending`).
 
 `person_made` is the other half: what a session-start brief may present as the person's own
 (the `user/` files and the pins) must have been written or confirmed by the person, by the
-note's history (`memory.history.changes.PERSON_DOORS`).
+note's history (`memory.notes.changes.PERSON_DOORS`).
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from memory._record import record
 from memory._text import one_line
-from memory.history.changes import by_person, infer_source, snapshot_of
 from memory.loop.recall import PIN_TAG, PROFILE_FOLDER
+from memory.notes.changes import by_person, infer_source, snapshot_of
 
 if TYPE_CHECKING:
-    from memory.history.changes import Version
     from memory.loop.entities import ChangeAction, PendingEntity, PendingStore
     from memory.model import Note, NoteDraft
+    from memory.notes.changes import Version
 
 CHANGE_LIMIT: Final = 3
 """Changes of existing notes a model makes without the person, per chat turn (or MCP hour)."""

@@ -9,10 +9,10 @@ from typing import Any
 
 from agent.memory_tools import build_memory_tools
 from memory.config import MemoryConfig
-from memory.history.changes import ChangeSource, acting_as
 from memory.history.store import HistoryStore
 from memory.loop.entities import PendingStore, confirm_pending
 from memory.model import NoteDraft
+from memory.notes.changes import ChangeSource, acting_as
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
 

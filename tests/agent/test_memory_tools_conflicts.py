@@ -35,7 +35,7 @@ async def test_the_model_says_what_a_save_updates_or_repeats_and_the_store_check
 ) -> None:
     # mem0's update step, in the chat: the model searched and says add / update / repeat;
     # the decision is checked, recorded in the history with its source, and never deletes
-    from memory.history.changes import conversation_source
+    from memory.notes.changes import conversation_source
 
     state = StateDB(tmp_path / "home" / "state.db")
     with MemoryStore.open(MemoryConfig.for_home(tmp_path / "home", fsync=False)) as store:

@@ -15,7 +15,9 @@ import pytest
 
 from errors import InvalidInputError
 from memory.config import MemoryConfig
-from memory.history.changes import (
+from memory.history.store import HistoryStore
+from memory.model import NoteDraft
+from memory.notes.changes import (
     KEEP_VERSIONS,
     ChangeSource,
     Snapshot,
@@ -26,8 +28,6 @@ from memory.history.changes import (
     kind_of_update,
     versions_to_drop,
 )
-from memory.history.store import HistoryStore
-from memory.model import NoteDraft
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
 

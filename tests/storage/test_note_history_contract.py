@@ -13,9 +13,9 @@ import pytest
 from errors import InvalidInputError, NotFoundError
 from memory.backend import MemoryBackend
 from memory.config import MemoryConfig
-from memory.history.changes import ChangeSource, acting_as
 from memory.history.store import HistoryStore
 from memory.model import NoteDraft
+from memory.notes.changes import ChangeSource, acting_as
 from memory.postgres.state import PostgresStateDB
 from memory.postgres.store import PostgresMemoryStore
 from memory.sqlite.state import StateDB

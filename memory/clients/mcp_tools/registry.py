@@ -18,7 +18,7 @@ from memory.clients.mcp_tools import catalog, notes, observations, review, statu
 from memory.clients.mcp_tools.catalog import RETIRED, ToolSpec
 from memory.clients.mcp_tools.context import ToolContext
 from memory.clients.mcp_tools.schema import Arguments, check
-from memory.history.changes import ChangeSource, acting_as
+from memory.notes.changes import ChangeSource, acting_as
 
 Handler = Callable[[ToolContext, Arguments], str]
 
