@@ -161,6 +161,50 @@ def test_imports_inside_functions_and_under_type_checking_count(tmp_path: Path) 
     ]
 
 
+def _folder_cycles(root: Path, package: str) -> list[list[str]]:
+    """Cycles among the sub-packages (folders) of `package`, each imports of the others counted
+    wherever they stand (inside functions and under `TYPE_CHECKING` too)."""
+    base = root / package
+    folders = sorted(p.name for p in base.iterdir() if (p / "__init__.py").is_file())
+    edges: dict[str, set[str]] = {f: set() for f in folders}
+    for folder in folders:
+        for path in sorted((base / folder).rglob("*.py")):
+            for _, module in imported_modules(root, path):
+                parts = module.split(".")
+                if parts[0] == package and len(parts) > 1 and parts[1] in edges:
+                    edges[folder].add(parts[1])
+    cycles: list[list[str]] = []
+
+    def walk(folder: str, path: list[str]) -> None:
+        for nxt in sorted(edges[folder] - {folder}):
+            if nxt == path[0]:
+                cycles.append([*path, nxt])
+            elif nxt not in path and nxt > path[0]:  # each cycle once, from its least folder
+                walk(nxt, [*path, nxt])
+
+    for folder in folders:
+        walk(folder, [folder])
+    return cycles
+
+
+def test_the_memory_folders_import_each_other_one_way() -> None:
+    # memory/'s folders are layers (docs/architecture.md, "memory/, by job"): a folder that
+    # imports one which imports it back (even lazily) has no place in the order.
+    assert _folder_cycles(ROOT, "memory") == []
+
+
+def test_a_folder_importing_back_is_a_cycle(tmp_path: Path) -> None:
+    for folder in ("history", "loop"):
+        (tmp_path / "memory" / folder).mkdir(parents=True)
+        (tmp_path / "memory" / folder / "__init__.py").write_text("")
+    (tmp_path / "memory" / "__init__.py").write_text("")
+    (tmp_path / "memory" / "loop" / "prompt.py").write_text("from memory.history import store\n")
+    (tmp_path / "memory" / "history" / "store.py").write_text(
+        "def later():\n    from memory.loop.recall import PIN_TAG\n"
+    )
+    assert _folder_cycles(tmp_path, "memory") == [["history", "loop", "history"]]
+
+
 def test_importing_the_memory_store_is_light() -> None:
     # The hook process imports the store: no web framework, no numpy, no tokenizer on that path.
     code = (
