@@ -473,7 +473,7 @@ def test_a_hook_session_runs_on_the_state_and_the_next_one_sees_it(
 
     context = hook("session-start", "s2", source="startup")
     assert "Latest sessions in app:" in context and "refactor the billing module" in context
-    assert "| change | 编辑 src/billing.py |" in context
+    assert "| change | Edited src/billing.py |" in context  # stored 编辑, an English session
     # A client without session ids reuses its recent generated session.
     hook("user-prompt-submit", None, prompt="hello there, what next?")
     hook("user-prompt-submit", None, prompt="and then?")
