@@ -372,8 +372,9 @@ def _nearest_by_signs(
     signs = matrix.signs
     query = _signs(vector.reshape(1, -1))[:, 0]
     distance = np.zeros(signs.shape[1], dtype=np.uint16)
+    count = _popcount(np)
     for word in range(signs.shape[0]):
-        distance += np.bitwise_count(signs[word] ^ query[word])
+        distance += count(signs[word] ^ query[word])
     total = signs.shape[1]
     want = coarse_candidates(total)
     if want >= total:
@@ -392,6 +393,19 @@ def _nearest_by_signs(
     if len(ids) < k:
         return None
     return [(i, best[i]) for i in ids[:k]]
+
+
+def _popcount(np: Any) -> Callable[[Any], Any]:
+    """Set bits of each uint64: numpy's own from 2.0 (the embeddings extra allows 1.26)."""
+    native = getattr(np, "bitwise_count", None)
+    if native is not None:
+        return native  # type: ignore[no-any-return]
+    table = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+    def count(words: Any) -> Any:
+        return table[words.view(np.uint8)].reshape(-1, 8).sum(axis=1, dtype=np.uint16)
+
+    return count
 
 
 def _np() -> Any:
