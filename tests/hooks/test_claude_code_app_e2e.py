@@ -13,25 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from memory.clients.hook_process import HELLO, Served, ask_app, read_run_file
+from memory.clients.hook_process import read_run_file
 from tests.fakes.anthropic_api import FakeMessagesAPI, text
 from tests.hooks.claude_code import claude_env, first_request, run_claude, seed
 from tests.hooks.conftest import free_port
 from tests.hooks.test_server_mode import IMPOSTOR_JSON, IMPOSTOR_TEXT, Impostor, _http, start_app
 
 pytestmark = pytest.mark.e2e
-
-
-def answering(home: Path, within: float = 20.0) -> None:
-    """Wait until the app answers a hook's hello as it does once settled: its first request
-    after the start can take longer than a hook waits for it (`HELLO_SECONDS`) on a loaded
-    machine, and that hook then works directly (context injected all the same)."""
-    address = read_run_file(home)
-    assert address is not None
-    deadline = time.monotonic() + within
-    while not isinstance(ask_app(address, HELLO, "claude-code", b"", str(home), 2.0), Served):
-        assert time.monotonic() < deadline, "the app never answered a hello"
-        time.sleep(0.1)
 
 
 def test_context_is_injected_with_the_app_up_and_with_it_down(
@@ -47,7 +35,6 @@ def test_context_is_injected_with_the_app_up_and_with_it_down(
     env = claude_code(without=("CLAUDE_MEMORY_PORT",), CLAUDE_MEMORY_HOOK_SERVER="1")
     log = mem_home / "logs" / "hooks.log"
     app = start_app(mem_home, tmp_path / "server.log")
-    answering(mem_home)
     try:
         fake_model.on("up: the webhook", text("Checked while the app runs."))
         run_claude("up: the webhook signatures?", cwd=project, env=env)

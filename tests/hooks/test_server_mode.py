@@ -23,8 +23,11 @@ import httpx
 import pytest
 
 from memory.clients.hook_process import (
+    HELLO,
     AppAddress,
+    Served,
     answer_proof,
+    ask_app,
     read_run_file,
     refused_instance,
     run_file,
@@ -80,7 +83,12 @@ def start_app(home: Path, log: Path, *, token: str | None = None, encoder: str =
     while True:
         try:
             httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
-            if read_run_file(home) is not None:
+            address = read_run_file(home)
+            # settled: a just-started app's first request can take longer than a hook waits
+            # for its hello (HELLO_SECONDS) on a loaded machine, and that hook works directly
+            if address is not None and isinstance(
+                ask_app(address, HELLO, "claude-code", b"", str(home), 2.0), Served
+            ):
                 return App(port, home, proc, log)
         except httpx.TransportError:
             pass
