@@ -661,43 +661,40 @@ class BridgeState:
 
     # --- approvals for a team --------------------------------------------------------------------
     def approvers(self, chat_id: str) -> list[str]:
-        rows = self._sql.read(
-            "SELECT open_id FROM {approvers} WHERE chat_id = ? ORDER BY added_at, open_id",
-            (chat_id,),
-        )
-        return [str(r["open_id"]) for r in rows]
+        return self._chat_set("approvers", "open_id", chat_id)
 
     def set_approver(self, chat_id: str, open_id: str, *, by: str, on: bool) -> bool:
-        with self._sql.write() as db:
-            if on:
-                cursor = db.execute(
-                    "INSERT INTO {approvers}(chat_id, open_id, added_by, added_at)"
-                    " VALUES (?, ?, ?, ?) ON CONFLICT (chat_id, open_id) DO NOTHING",
-                    (chat_id, open_id, by, time.time()),
-                )
-            else:
-                cursor = db.execute(
-                    "DELETE FROM {approvers} WHERE chat_id = ? AND open_id = ?", (chat_id, open_id)
-                )
-            return cursor.rowcount == 1
+        return self._put_in_chat_set("approvers", "open_id", chat_id, open_id, by=by, on=on)
 
     def allowed_rules(self, chat_id: str) -> list[str]:
-        rows = self._sql.read(
-            "SELECT rule FROM {allowed} WHERE chat_id = ? ORDER BY added_at, rule", (chat_id,)
-        )
-        return [str(r["rule"]) for r in rows]
+        return self._chat_set("allowed", "rule", chat_id)
 
     def set_allowed(self, chat_id: str, rule: str, *, by: str, on: bool) -> bool:
+        return self._put_in_chat_set("allowed", "rule", chat_id, rule, by=by, on=on)
+
+    def _chat_set(self, table: str, column: str, chat_id: str) -> list[str]:
+        """A chat's members of a set kept per chat (its approvers, its always-allowed calls),
+        oldest first. `table` and `column` are this module's names, never input."""
+        rows = self._sql.read(
+            f"SELECT {column} FROM {{{table}}} WHERE chat_id = ? ORDER BY added_at, {column}",
+            (chat_id,),
+        )
+        return [str(r[column]) for r in rows]
+
+    def _put_in_chat_set(
+        self, table: str, column: str, chat_id: str, value: str, *, by: str, on: bool
+    ) -> bool:
+        """Add (`on`) or remove `value`; whether anything changed."""
         with self._sql.write() as db:
             if on:
                 cursor = db.execute(
-                    "INSERT INTO {allowed}(chat_id, rule, added_by, added_at) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (chat_id, rule) DO NOTHING",
-                    (chat_id, rule, by, time.time()),
+                    f"INSERT INTO {{{table}}}(chat_id, {column}, added_by, added_at)"
+                    f" VALUES (?, ?, ?, ?) ON CONFLICT (chat_id, {column}) DO NOTHING",
+                    (chat_id, value, by, time.time()),
                 )
             else:
                 cursor = db.execute(
-                    "DELETE FROM {allowed} WHERE chat_id = ? AND rule = ?", (chat_id, rule)
+                    f"DELETE FROM {{{table}}} WHERE chat_id = ? AND {column} = ?", (chat_id, value)
                 )
             return cursor.rowcount == 1
 
