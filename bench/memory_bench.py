@@ -989,50 +989,10 @@ def served(url: str, home: Path, log: Path) -> Iterator[str]:
     """`claude-memory serve` (the whole app, a subprocess) on the database at `url`, keyword
     search only (`CLAUDE_MEMORY_ENCODER=none`: the bench's note vectors are random, and a real
     encoder would start embedding every note); yields its base URL once `/health` answers."""
-    import socket
-    import subprocess
+    from served_latency import serve  # here: served_latency imports this module
 
-    import httpx
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_MEMORY_")}
-    env |= {
-        "CLAUDE_MEMORY_HOME": str(home),
-        "CLAUDE_MEMORY_DATABASE_URL": url,
-        "CLAUDE_MEMORY_ENCODER": "none",
-        "CLAUDE_MEMORY_PORT": str(port),
-        "HOME": str(home.parent / "user-home"),  # never the user's ~/.claude
-    }
-    root = Path(__file__).resolve().parents[1]
-    with open(log, "wb") as handle:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "serve", "--port", str(port)],
-            env=env,
-            cwd=root,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-        )
-    base_url = f"http://127.0.0.1:{port}"
-    started = time.perf_counter()
-    try:
-        while True:
-            try:
-                httpx.get(base_url + "/health", timeout=2).raise_for_status()
-                break
-            except httpx.HTTPError:
-                if proc.poll() is not None or time.perf_counter() - started > 180:
-                    raise RuntimeError(f"the app did not start; see {log}") from None
-                time.sleep(0.1)
-        yield base_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with serve(home, "none", log, start_within=180, CLAUDE_MEMORY_DATABASE_URL=url) as app:
+        yield app.url
 
 
 def client_plan(rng: random.Random, run: str, client: int, count: int) -> list[tuple[str, str]]:

@@ -442,14 +442,18 @@ def machine_busy() -> float:
 
 
 @contextmanager
-def serve(home: Path, setting: str, log: Path) -> Iterator[App]:
-    """`claude-memory serve` on `home` until the block ends; yields once `/health` answers."""
+def serve(
+    home: Path, setting: str, log: Path, *, start_within: float = 120.0, **extra: str
+) -> Iterator[App]:
+    """`claude-memory serve` on `home` until the block ends; yields once `/health` answers.
+    `extra`: more settings (`CLAUDE_MEMORY_DATABASE_URL` for a shared PostgreSQL)."""
     port = free_port()
     env = clean_env(
         CLAUDE_MEMORY_HOME=str(home),
         CLAUDE_MEMORY_ENCODER=setting,
         CLAUDE_MEMORY_PORT=str(port),
         HOME=str(home.parent / "user-home"),  # no ~/.claude of the user's
+        **extra,
     )
     started = time.perf_counter()
     with open(log, "wb") as handle:
@@ -467,7 +471,7 @@ def serve(home: Path, setting: str, log: Path) -> Iterator[App]:
                 httpx.get(app.url + "/health", timeout=2).raise_for_status()
                 break
             except httpx.HTTPError:
-                if proc.poll() is not None or time.perf_counter() - started > 120:
+                if proc.poll() is not None or time.perf_counter() - started > start_within:
                     raise RuntimeError(f"the app did not start; see {log}") from None
                 time.sleep(0.05)
         yield app
