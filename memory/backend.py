@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 from memory.config import MemoryConfig
-from memory.model import Note, NoteDraft, SaveResult, SearchHit, SyncReport
+from memory.model import Note, NoteDraft, Reader, SaveResult, SearchHit, SyncReport
 from memory.notes.changes import HistoryRecorder
 from memory.search.fusion import SearchMode, SearchOutcome
 from memory.search.plan import QueryVector
@@ -141,7 +141,12 @@ class MemoryBackend(Protocol):
         limit: int = 50,
         offset: int = 0,
         sort: str = "updated",
-    ) -> builtins.list[Note]: ...
+        *,
+        reader: Reader | None = None,
+    ) -> builtins.list[Note]:
+        """`reader`: only the notes of the scopes it reads (`memory.model.Reader`; None:
+        every note); the same in `count`, `search`, `search_detailed` and `top_notes`."""
+        ...
 
     def count(
         self,
@@ -149,6 +154,8 @@ class MemoryBackend(Protocol):
         scope: str | None = None,
         tag: str | None = None,
         status: str | None = None,
+        *,
+        reader: Reader | None = None,
     ) -> int: ...
 
     def iter_notes(self) -> Iterator[Note]:
@@ -176,6 +183,7 @@ class MemoryBackend(Protocol):
         tag: str | None = None,
         record_access: bool = True,
         floor: float | None = None,
+        reader: Reader | None = None,
     ) -> builtins.list[SearchHit]: ...
 
     def search_detailed(
@@ -190,10 +198,11 @@ class MemoryBackend(Protocol):
         record_access: bool = True,
         mode: SearchMode = "auto",
         floor: float | None = None,
+        reader: Reader | None = None,
     ) -> SearchOutcome: ...
 
     def top_notes(
-        self, limit: int = 50, scope: str | None = None
+        self, limit: int = 50, scope: str | None = None, *, reader: Reader | None = None
     ) -> builtins.list[tuple[Note, float]]: ...
 
     def query_vector(self, text: str) -> QueryVector | None:

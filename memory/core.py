@@ -33,6 +33,7 @@ from memory.model import (
     TYPE_PROFILES,
     Note,
     NoteDraft,
+    Reader,
     SaveResult,
     SearchHit,
     SortKey,
@@ -658,11 +659,14 @@ class StoreCore:
         limit: int = 50,
         offset: int = 0,
         sort: str = "updated",
+        *,
+        reader: Reader | None = None,
     ) -> builtins.list[Note]:
         """Notes filtered and sorted; all statuses unless `status` is given (on SQLite the
-        body is the indexed text: `get` reads a note's file)."""
+        body is the indexed text: `get` reads a note's file). `reader`: only the notes of the
+        scopes that reader reads (`memory.model.Reader`; None: every note)."""
         self._before_read()
-        filters = Filters.of(type, scope, tag, status)
+        filters = Filters.of(type, scope, tag, status, reader=reader)
         return self._list(filters, normalize_sort(sort), check_limit(limit), check_offset(offset))
 
     def count(
@@ -671,9 +675,11 @@ class StoreCore:
         scope: str | None = None,
         tag: str | None = None,
         status: str | None = None,
+        *,
+        reader: Reader | None = None,
     ) -> int:
         self._check_open()
-        return self._count(Filters.of(type, scope, tag, status))
+        return self._count(Filters.of(type, scope, tag, status, reader=reader))
 
     def supersede(self, old_id: str, new_id: str) -> Note:
         """Mark `old_id` superseded by `new_id` (both must exist)."""
@@ -700,6 +706,7 @@ class StoreCore:
         tag: str | None = None,
         record_access: bool = True,
         floor: float | None = None,
+        reader: Reader | None = None,
     ) -> builtins.list[SearchHit]:
         """Ranked search (Chinese, English, mixed, identifiers): hybrid keyword + vector when
         an encoder is attached and notes have vectors, else keyword (`search_detailed` says
@@ -709,7 +716,8 @@ class StoreCore:
         deprecated and superseded notes are left out unless `include_inactive`. Each hit
         counts as an access of its note unless `record_access=False`. Hits whose calibrated
         relevance is below `floor` (None: `config.relevance_floor`; 0: every hit) are left
-        out (docs/retrieval.md, "Relevance and the floors").
+        out (docs/retrieval.md, "Relevance and the floors"). `reader`: only the notes of the
+        scopes that reader reads (a chat member's turn, `memory.model.Reader`).
         """
         return self.search_detailed(
             query,
@@ -720,6 +728,7 @@ class StoreCore:
             tag=tag,
             record_access=record_access,
             floor=floor,
+            reader=reader,
         ).hits
 
     def search_detailed(
@@ -734,6 +743,7 @@ class StoreCore:
         record_access: bool = True,
         mode: SearchMode = "auto",
         floor: float | None = None,
+        reader: Reader | None = None,
     ) -> SearchOutcome:
         """`search` with the mode used (`keyword`, `vector`, `hybrid`) and a `notice` when
         semantic search was wanted but could not run (encoder loading or failed, no vectors
@@ -757,7 +767,12 @@ class StoreCore:
         # (memory.search.versions): they come back, each beside its successor
         past = not include_inactive and asks_about_the_past(query)
         filters = Filters.for_search(
-            type, scope, tag, include_inactive=include_inactive or past, now_ts=now_ts
+            type,
+            scope,
+            tag,
+            include_inactive=include_inactive or past,
+            now_ts=now_ts,
+            reader=reader,
         )
         wanted = limit * 2 if past else limit
         found = self._ranked_hits(plan, filters, wanted, now_ts, record_access)
@@ -788,12 +803,14 @@ class StoreCore:
             return {}
 
     def top_notes(
-        self, limit: int = 50, scope: str | None = None
+        self, limit: int = 50, scope: str | None = None, *, reader: Reader | None = None
     ) -> builtins.list[tuple[Note, float]]:
         """Active notes ranked without a query (type weight, recency, importance)."""
         self._before_read()
         now_ts = self._now().timestamp()
-        filters = Filters.of(None, scope, None, None, include_user=True, active_at=now_ts)
+        filters = Filters.of(
+            None, scope, None, None, include_user=True, active_at=now_ts, reader=reader
+        )
         notes: dict[str, Note] = {}
         rows: dict[str, Any] = {}
         orders: tuple[tuple[SortKey, int], ...] = (

@@ -93,7 +93,9 @@ FRONT_MATTER_KEYS: Final[tuple[str, ...]] = (
     "access_count",
 )
 
-_SCOPE_RE = re.compile(r"^(?:user|project:[\w.\-]{1,100}|chat:[^\s/\\]{1,200})$")
+_SCOPE_RE = re.compile(
+    r"^(?:user|project:[\w.\-]{1,100}|chat:[^\s/\\]{1,200}|(?:person|team):[\w.\-]{1,100})$"
+)
 _ID_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 
@@ -117,15 +119,64 @@ def normalize_type(value: object) -> NoteType:
 
 
 def normalize_scope(value: object) -> str:
-    """`user`, `project:<key>` or `chat:<id>`."""
+    """`user`, `project:<key>`, `chat:<id>`, `person:<id>` or `team:<id>` (docs/memory-format.md,
+    "Whose a note is")."""
     if value is None or value == "":
         return DEFAULT_SCOPE
     if not isinstance(value, str) or not _SCOPE_RE.match(value.strip()):
         raise InvalidInputError(
-            f"invalid scope {value!r}: use 'user', 'project:<key>' (letters, digits, . _ -) "
-            "or 'chat:<id>'"
+            f"invalid scope {value!r}: use 'user', 'project:<key>' (letters, digits, . _ -), "
+            "'chat:<id>', 'person:<id>' or 'team:<id>' (ids: letters, digits, . _ -)"
         )
     return value.strip()
+
+
+PRIVATE_SCOPE_PREFIXES: Final = ("person:", "team:")
+"""Scopes that are not the machine owner's: a chat member's own notes (`person:<open_id>`) and a
+group's team notes (`team:<chat_id>`). Only the readers named in them read them."""
+
+
+def is_private_scope(scope: str) -> bool:
+    """A member's or a team's scope, not the machine owner's (`PRIVATE_SCOPE_PREFIXES`)."""
+    return scope.startswith(PRIVATE_SCOPE_PREFIXES)
+
+
+def person_scope(open_id: str) -> str:
+    """The scope of one chat member's own notes."""
+    return normalize_scope(f"person:{open_id}")
+
+
+def team_scope(chat_id: str) -> str:
+    """The scope of one group's team notes."""
+    return normalize_scope(f"team:{chat_id}")
+
+
+@record
+class Reader:
+    """Whose notes one turn reads and where its saves go (docs/memory-format.md, "Whose a note
+    is"). The machine owner (`owner`) reads their own scopes, every scope but members' and
+    teams' (`user`, `project:<key>`, `chat:<id>`: what Claude Code and Codex share); a chat
+    member reads only `scopes` (their `person:<open_id>`, and in a group its `team:<chat_id>`);
+    the owner reads `scopes` besides their own (a group's team). `saves_to`: where a note saved
+    without a scope goes (None: nowhere, a save is refused)."""
+
+    owner: bool
+    scopes: tuple[str, ...] = ()
+    saves_to: str | None = DEFAULT_SCOPE
+
+    def reads(self, scope: str) -> bool:
+        """Whether a note of `scope` is this reader's to read."""
+        return (self.owner and not is_private_scope(scope)) or scope in self.scopes
+
+    def writes(self, scope: str) -> bool:
+        """Whether this reader's turn may save into or change notes of `scope`: the owner
+        their own scopes, a member their own `person:` scope. A team's notes are saved on
+        purpose only (Feishu's `/team-remember`), never by a turn."""
+        return (self.owner and not is_private_scope(scope)) or scope == self.saves_to
+
+
+OWNER: Final = Reader(owner=True)
+"""The machine owner anywhere outside a group: their own scopes, saves to `user`."""
 
 
 def normalize_status(value: object) -> NoteStatus:

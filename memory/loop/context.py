@@ -23,6 +23,7 @@ from memory.notes.files import PROFILE_PATH
 
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend
+    from memory.model import Reader
 
 SUMMARY_CHARS: Final = 120
 PERSONAL_FLOOR_SHARE: Final = 0.5
@@ -64,12 +65,14 @@ def select_context_entries(
     limit: int = 30,
     floor: float | None = None,
     unasked: bool = False,
+    reader: Reader | None = None,
 ) -> list[ContextEntry]:
     """The notes' lines, most relevant first, within `budget_tokens` (a line and its newline
     count). `exclude_ids` lets a caller skip notes injected in recent turns; `floor` is the
     relevance a hit needs (None: the search's own floor). `unasked`: the lines go into a
     prompt nobody asked to search, so a hit also needs the prompt to be about the person's own
-    world (`memory.loop.recall.own_world`, with `memory.loop.personal` when it can tell)."""
+    world (`memory.loop.recall.own_world`, with `memory.loop.personal` when it can tell).
+    `reader`: only the notes of the scopes it reads (a chat member's turn)."""
     budget = budget_tokens
     if budget <= 0:
         return []
@@ -77,7 +80,9 @@ def select_context_entries(
         # unasked, a prompt the probes read as the person's own needs less of each hit (the
         # search is made at the lower floor, the rest held to `floor` below)
         lowered = _personal_floor(store, floor) if unasked else floor
-        hits = store.search(query, limit=limit, scope=scope, record_access=False, floor=lowered)
+        hits = store.search(
+            query, limit=limit, scope=scope, record_access=False, floor=lowered, reader=reader
+        )
         # after the search: the probe reads the query vector it left in the cache
         reading = read_prompt(store, query) if unasked and hits else None
         about = own_world(query, scope, reading) if unasked and hits else None
@@ -92,7 +97,7 @@ def select_context_entries(
     else:
         found = [
             (n.id, n.type, n.title, n.summary, n.tags, score)
-            for n, score in store.top_notes(limit=limit, scope=scope)
+            for n, score in store.top_notes(limit=limit, scope=scope, reader=reader)
             if not (n.path == PROFILE_PATH and is_profile_skeleton(n))
         ]
     entries: list[ContextEntry] = []

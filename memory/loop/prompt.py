@@ -46,7 +46,7 @@ from memory.loop.windows import Window, WindowStore
 if TYPE_CHECKING:
     from memory.backend import MemoryBackend
     from memory.loop.episodes import Episode, EpisodeMessage, EpisodeStore
-    from memory.model import Note
+    from memory.model import Note, Reader
 
 SESSION_SUMMARIES: Final = 2
 """Finished sessions the brief of a new session lists."""
@@ -80,11 +80,18 @@ CHAT_TOOLS: Final = Tools(save="memory_save", episode=None, observations=None)
 @record
 class Place:
     """Where a session runs: its project (key "" for the chat channels), the name shown to the
-    model, and the scope searches use (None: every scope)."""
+    model, the scope searches use (None: every scope), and whose notes it reads (`reader`: a
+    chat turn's, `memory.model.Reader`; None: every note, as Claude Code and Codex read)."""
 
     key: str = ""
     name: str | None = None
     scope: str | None = None
+    reader: Reader | None = None
+
+    @property
+    def owners(self) -> bool:
+        """The machine owner reads here (the user's own files and their sessions come in)."""
+        return self.reader is None or self.reader.owner
 
 
 CHAT: Final = Place()
@@ -154,7 +161,7 @@ def assemble_brief(
         budget -= estimate_tokens(block)
     block, used = render_notes(
         "Always relevant (pinned by the user):",
-        pinned_notes(pinned, place.scope),
+        pinned_notes(pinned, place.scope, place.reader),
         min(int(whole * 0.25), budget),
     )
     if block:
@@ -387,7 +394,7 @@ class MemoryLoop:
         past = [
             e
             for e in self.episodes.search(prompt, limit=8, floor=floor)
-            if e.project == place.key and e.id not in recent and e.summary
+            if e.project == place.key and e.id not in recent and e.summary and _reads(place, e)
         ][:PAST_SESSIONS]
         budget -= recall_overhead(self.tools)
         budget -= sum(estimate_tokens(session_line(e)) + 1 for e in past)
@@ -404,6 +411,7 @@ class MemoryLoop:
             # small talk and general questions come to every door: the prompt needs evidence
             # that it is about the person's world, less for a project session's own notes
             unasked=True,
+            reader=place.reader,
         )
         # a past session and its summary note are one memory: listed once, as the session
         # (its line leads to the transcript)
@@ -437,16 +445,26 @@ class MemoryLoop:
         self.windows.clear(key)
 
     def _brief(self, key: str, place: Place, *, resumed: bool, budget: int) -> Part:
-        notes = self.store.list(scope="user", status="active", limit=200, sort="updated")
-        pinned = self.store.list(tag=PIN_TAG, status="active", limit=PINNED_NOTES, sort="updated")
+        # the user's own files are the machine owner's: a chat member's turn never reads them
+        notes = (
+            self.store.list(scope="user", status="active", limit=200, sort="updated")
+            if place.owners
+            else []
+        )
+        pinned = self.store.list(
+            tag=PIN_TAG, status="active", limit=PINNED_NOTES, sort="updated", reader=place.reader
+        )
         # what the brief presents as the person's own (their files, their pins) must be theirs:
         # a note a model wrote or last changed comes only as recalled data (memory.loop.reach)
         notes = self._person_made(user_notes(notes))
-        pinned = self._person_made(pinned_notes(pinned, place.scope))
+        pinned = self._person_made(pinned_notes(pinned, place.scope, place.reader))
         if resumed:
             sessions = self.episodes.summaries(key=key, limit=1)
-        else:
+        elif place.reader is None:
             sessions = self.episodes.summaries(project=place.key, limit=SESSION_SUMMARIES)
+        else:  # the sessions of this reader's scopes (a member's own conversations)
+            latest = self.episodes.summaries(project=place.key, limit=SESSION_SUMMARIES * 10)
+            sessions = [e for e in latest if _reads(place, e)][:SESSION_SUMMARIES]
         observations = (
             self.episodes.recent_observations(place.key, limit=OBSERVATION_ROWS)
             if not resumed and self.tools.observations and place.key
@@ -462,3 +480,9 @@ class MemoryLoop:
             budget=budget,
             tools=self.tools,
         )
+
+
+def _reads(place: Place, episode: Episode) -> bool:
+    """Whether a finished session is the place's reader's (its scope: whose conversation it
+    was, `memory.model.Reader`)."""
+    return place.reader is None or place.reader.reads(episode.scope)

@@ -21,7 +21,7 @@ from memory._text import estimate_tokens
 
 if TYPE_CHECKING:
     from memory.loop.personal import Reading
-    from memory.model import Note
+    from memory.model import Note, Reader
 
 # "I", "my", "we", 我, 我们 speak of the person; "tell me", "give us", 给我讲, 帮我写 only ask
 _FIRST_PERSON_RE = re.compile(
@@ -175,16 +175,21 @@ PIN_TAG = "pinned"
 """The tag a user gives a note that is always relevant: every session starts with it."""
 
 
-def pinned_notes(notes: Sequence[Note], scope: str | None) -> list[Note]:
-    """Active notes the user pinned, of the user's scope or the place's, minus the user's own
-    files (those are in the brief already)."""
+def pinned_notes(
+    notes: Sequence[Note], scope: str | None, reader: Reader | None = None
+) -> list[Note]:
+    """Active notes the user pinned, of the user's scope or the place's (and of the scopes a
+    chat member's `reader` reads: their own, their group's team), minus the user's own files
+    (those are in the brief already)."""
+    extra = reader.scopes if reader is not None else ()
     return [
         n
         for n in notes
         if PIN_TAG in n.tags
         and n.status == "active"
         and not n.path.startswith(PROFILE_FOLDER)
-        and n.scope in ("user", scope or "user")
+        and (n.scope in ("user", scope or "user") or n.scope in extra)
+        and (reader is None or reader.reads(n.scope))
     ]
 
 

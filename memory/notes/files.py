@@ -406,13 +406,17 @@ def atomic_write(path: Path, text: str, *, fsync: bool = True, exclusive: bool =
 
 
 def note_folder(note_type: str, scope: str) -> str:
-    """Where a new note goes: project scope -> projects/<key>/, chat scope or conversation
+    """Where a new note goes: project scope -> projects/<key>/, a chat member's own notes ->
+    people/<open_id>/, a group's team notes -> teams/<chat_id>/, chat scope or conversation
     -> sessions/, user-scoped identity/preference -> learned/, anything else -> inbox/.
 
     `user/` is the person's own (seed 001): the system never creates a note there; what it
     learns about the person goes to `learned/`, shown beside `user/` in every brief."""
     if scope.startswith("project:"):
         return f"projects/{_text.slugify(scope.split(':', 1)[1], 60)}"
+    if scope.startswith(("person:", "team:")):  # whose a note is shows in the tree too
+        kind, owner = scope.split(":", 1)
+        return f"{'people' if kind == 'person' else 'teams'}/{_text.slugify(owner, 60)}"
     if scope.startswith("chat:") or note_type == "conversation":
         return "sessions"
     if note_type in ("identity", "preference"):
@@ -537,7 +541,7 @@ title: 修复连接池泄漏
 type: bug                   # identity preference decision architecture project research
                             # code bug conversation general
                             # (Decision Architecture File Preference Concept Habit accepted)
-scope: project:api          # user | project:<key> | chat:<id>
+scope: project:api          # user | project:<key> | chat:<id> | person:<id> | team:<id>
 tags: [database, 连接池]
 created: '2025-06-01T08:00:00+00:00'
 updated: '2025-06-02T09:30:00+00:00'

@@ -73,7 +73,7 @@ from memory.notes.files import (
     safe_relpath,
 )
 from memory.search import engine, fts5
-from memory.search.filters import Filters, prefilter_most
+from memory.search.filters import Filters, prefilter_most, reader_sql
 from memory.search.keyword import (
     HAYSTACK_CHARS,
     Candidate,
@@ -443,6 +443,10 @@ def _where(filters: Filters) -> tuple[str, list[Any]]:
     if filters.active_at is not None:
         clauses.append("n.status = 'active' AND (n.expires_at IS NULL OR n.expires_at > %s)")
         params.append(datetime.fromtimestamp(filters.active_at, UTC))
+    if filters.reader is not None:
+        clause, values = reader_sql(filters.reader, mark="%s")
+        clauses.append(clause)
+        params.extend(values)
     return (" AND ".join(clauses) or "TRUE"), params
 
 

@@ -9,7 +9,13 @@ from __future__ import annotations
 from typing import Any, Final
 
 from memory._record import record
-from memory.model import normalize_scope, normalize_status, normalize_type
+from memory.model import (
+    PRIVATE_SCOPE_PREFIXES,
+    Reader,
+    normalize_scope,
+    normalize_status,
+    normalize_type,
+)
 
 PREFILTER_MAX: Final = 5000
 """Most notes a filter may leave for searches to find them first, on both backends
@@ -37,6 +43,9 @@ class Filters:
     status: str | None = None
     active_at: float | None = None
     """When set: only active notes not expired at this timestamp."""
+    reader: Reader | None = None
+    """When set: only the notes of scopes this reader reads (a chat member's turn: their own
+    and their group's team notes), whatever else is asked (`memory.model.Reader`)."""
 
     @classmethod
     def of(
@@ -48,6 +57,7 @@ class Filters:
         *,
         include_user: bool = False,
         active_at: float | None = None,
+        reader: Reader | None = None,
     ) -> Filters:
         """Filters from what a caller asked for (names normalized as notes store them)."""
         return cls(
@@ -57,6 +67,7 @@ class Filters:
             tag=tag or None,
             status=normalize_status(status) if status else None,
             active_at=active_at,
+            reader=reader,
         )
 
     @classmethod
@@ -68,17 +79,20 @@ class Filters:
         *,
         include_inactive: bool,
         now_ts: float,
+        reader: Reader | None = None,
     ) -> Filters:
         """What a search sees: a project scope includes the user's notes, and only active
         notes not expired at `now_ts` unless `include_inactive`."""
         active_at = None if include_inactive else now_ts
-        return cls.of(type, scope, tag, None, include_user=True, active_at=active_at)
+        return cls.of(type, scope, tag, None, include_user=True, active_at=active_at, reader=reader)
 
     @property
     def narrows(self) -> bool:
-        """Whether a type, scope, tag or status is asked for (not just "active"): then the
-        notes that pass may be few, and are worth finding before ranking."""
-        return bool(self.type or self.scope or self.tag or self.status)
+        """Whether a type, scope, tag or status is asked for (not just "active"), or a member
+        reads (their few scopes): then the notes that pass may be few, and are worth finding
+        before ranking. The owner's reach (every scope but members' and teams') does not."""
+        member = self.reader is not None and not self.reader.owner
+        return bool(self.type or self.scope or self.tag or self.status or member)
 
     @property
     def statistics(self) -> Filters | None:
@@ -95,6 +109,7 @@ class Filters:
             scope_includes_user=self.scope_includes_user,
             tag=self.tag,
             status=self.status,
+            reader=self.reader,
         )
 
     def sql(self, alias: str = "n") -> tuple[str, list[Any]]:
@@ -121,4 +136,27 @@ class Filters:
                 f" OR {alias}.expires_ts > ?)"
             )
             params.append(self.active_at)
+        if self.reader is not None:
+            clause, values = reader_sql(self.reader, alias)
+            clauses.append(clause)
+            params.extend(values)
         return (" AND ".join(clauses) or "1"), params
+
+
+def reader_sql(reader: Reader, alias: str = "n", mark: str = "?") -> tuple[str, list[Any]]:
+    """The condition of the notes `reader` reads, with `mark` placeholders (PostgreSQL's
+    `%s`): the owner's scopes are every scope but `PRIVATE_SCOPE_PREFIXES`', a member's are
+    listed. Read by neither: no note (`1 = 0`)."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if reader.owner:
+        parts.append(
+            "("
+            + " AND ".join(f"{alias}.scope NOT LIKE {mark}" for _ in PRIVATE_SCOPE_PREFIXES)
+            + ")"
+        )
+        params.extend(f"{prefix}%" for prefix in PRIVATE_SCOPE_PREFIXES)
+    if reader.scopes:
+        parts.append(f"{alias}.scope IN ({', '.join(mark for _ in reader.scopes)})")
+        params.extend(reader.scopes)
+    return ("(" + " OR ".join(parts) + ")" if parts else "1 = 0"), params

@@ -764,8 +764,13 @@ def scope_match(filters: Filters, match: str) -> str:
     query: it then seeks the matches within the scope's few notes (their scope word's list
     steps through the word's list by its index) instead of walking every match of the
     home. Unchanged without a scope."""
+    reader = filters.reader
     if not filters.scope:
-        return match
+        if reader is None or reader.owner or not reader.scopes:
+            return match
+        # a member's turn: their few scopes' notes (`Filters.reader`)
+        words = [fts5.scope_word(scope) for scope in reader.scopes]
+        return f"scope: ({' OR '.join(words)}) AND ({match})"
     words = [fts5.scope_word(filters.scope)]
     if filters.scope_includes_user and filters.scope != "user":
         words.append(fts5.scope_word("user"))

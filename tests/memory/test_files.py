@@ -146,7 +146,7 @@ def test_valid_scopes(scope: str) -> None:
     assert normalize_scope(scope) == scope
 
 
-@pytest.mark.parametrize("scope", ["users", "project:", "project:a/b", "chat:", "team:x", "x y"])
+@pytest.mark.parametrize("scope", ["users", "project:", "project:a/b", "chat:", "teams:x", "x y"])
 def test_invalid_scopes(scope: str) -> None:
     with pytest.raises(InvalidInputError):
         normalize_scope(scope)
