@@ -29,6 +29,7 @@ from agent.events import (
 from agent.logs import RequestLog
 from agent.policy import Allowed, Approver, Ask, Decision, Denied
 from agent.replies import ToolFailure, TurnOutcome
+from memory.model import OWNER, Reader
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,10 @@ class TurnState:
         self.on_change: Callable[[], None] | None = None
         # Put before the user's words in the prompt: the last turn was interrupted.
         self.prompt_note = ""
+        # Whose memory the turn reads and saves to (the memory hook and tools ask it).
+        self.reader: Reader = OWNER
+        # What the front door adds to the system prompt if this turn starts the client.
+        self.instructions = ""
 
     async def emit(self, event: TurnEvent) -> None:
         if self.sink is None:

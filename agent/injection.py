@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from claude_agent_sdk import HookMatcher
@@ -25,6 +25,7 @@ from memory.loop.entities import PendingStore
 from memory.loop.episodes import EpisodeStore
 from memory.loop.prompt import CHAT, CHAT_TOOLS, MemoryLoop
 from memory.loop.windows import WindowStore
+from memory.model import OWNER, Reader
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +64,14 @@ class MemoryInjector:
         """After compaction the model has lost the injected text: allow everything again."""
         await asyncio.to_thread(self.loop.compacted, conversation_id)
 
-    async def for_prompt(self, conversation_id: str, prompt: str, *, resumed: bool) -> Injection:
+    async def for_prompt(
+        self, conversation_id: str, prompt: str, *, resumed: bool, reader: Reader = OWNER
+    ) -> Injection:
+        """`reader`: whose notes the prompt may be given (a Feishu member's own and their
+        group's team notes; the machine owner's everywhere else)."""
+        place = replace(CHAT, reader=reader)
         context = await asyncio.to_thread(
-            self.loop.prompt, conversation_id, CHAT, prompt, with_brief=True, resumed=resumed
+            self.loop.prompt, conversation_id, place, prompt, with_brief=True, resumed=resumed
         )
         return Injection(context.text, tuple(i.to_dict() for i in context.injected))
 
@@ -90,17 +96,20 @@ def memory_extras(
 
     async def user_prompt_submit(hook_input: Any, tool_use_id: str | None, context: Any) -> Any:
         prompt = str(hook_input.get("prompt") or "")
+        state = current_turn()
         try:
             injection = await injector.for_prompt(
                 conversation_id,
                 prompt,
                 # a state.db read: off the loop, as every store call from here
                 resumed=await asyncio.to_thread(is_resumed, conversation_id),
+                # whose memory: the running turn's (a conversation shared in a group topic
+                # has turns of several members)
+                reader=state.reader if state is not None else OWNER,
             )
         except Exception:  # memory must never block a turn
             logger.exception("memory injection failed for %s", conversation_id)
             return {}
-        state = current_turn()
         if state is not None:
             state.record_memory(injection.notes, injection.text)
         return hook_output("UserPromptSubmit", injection.text)

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 from claude_agent_sdk import SdkMcpTool, create_sdk_mcp_server, tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from errors import ClaudeMemoryError
+from errors import ClaudeMemoryError, InvalidInputError, NotFoundError
 from memory.backend import MemoryBackend
 from memory.history.store import HistoryStore
 from memory.inputs import SearchText, Text, between, describe
@@ -41,7 +41,7 @@ from memory.loop.reach import (
     review_save,
     waiting_answer,
 )
-from memory.model import Note, NoteDraft
+from memory.model import OWNER, Note, NoteDraft, Reader, normalize_scope
 from memory.notes.changes import ChangeSource, acting_as, conversation_source
 from memory.search.ranking import check_updatable, clean_changes
 
@@ -118,7 +118,10 @@ class DeprecateArgs(_Args):
 
 
 class TurnLedger(Protocol):
-    """The running turn (agent/_turn.py `TurnState`): where its memory changes are listed."""
+    """The running turn (agent/_turn.py `TurnState`): where its memory changes are listed, and
+    whose memory it reads and saves to (`memory.model.Reader`)."""
+
+    reader: Reader
 
     def record_memory_change(self, change: dict[str, Any]) -> None: ...
 
@@ -164,6 +167,32 @@ class ToolContext:
     def turn(self) -> TurnLedger | None:
         return self._current_turn() if self._current_turn is not None else None
 
+    def reader(self) -> Reader:
+        """Whose memory this call reads and saves to: the running turn's (a Feishu member's own
+        and their group's team notes), else the machine owner's."""
+        turn = self.turn()
+        return turn.reader if turn is not None else OWNER
+
+    def save_scope(self, asked: str | None) -> str:
+        """Where a save goes: the scope asked for (normalized), else this turn's own (a
+        member's `person:` scope; the owner's `default_scope`). A scope the turn may not write
+        is refused in the same words as any other the model gets wrong."""
+        reader = self.reader()
+        default = self.default_scope if reader.owner else reader.saves_to
+        scope = normalize_scope(asked) if asked else default
+        if scope is None or not reader.writes(scope):
+            mine = f" save to {default} (leave scope out)" if default else " not save notes"
+            raise InvalidInputError(f"scope {scope!r} is not this conversation's: it may{mine}")
+        return scope
+
+    def get(self, note_id: str) -> Note:
+        """A note this turn may read (blocking): one outside its reader's scopes is "not found",
+        as a missing one, so a member's turn cannot learn that it exists."""
+        note = self.store.get(note_id)
+        if not self.reader().reads(note.scope):
+            raise NotFoundError("note", note_id)
+        return note
+
     def listed(self, change: dict[str, Any]) -> None:
         ledger = self.turn()
         if ledger is not None:
@@ -206,8 +235,14 @@ class ToolContext:
         self.listed(await asyncio.to_thread(self.made, action, note_id, title))
 
     def read_target(self, note_id: str) -> tuple[Note, bool]:
-        """The note a change is about, and whether the person wrote or confirmed it."""
-        note = self.store.get(note_id)
+        """The note a change is about, and whether the person wrote or confirmed it. A note
+        the turn may read but not change (a group's team note in a member's turn) is refused."""
+        note = self.get(note_id)
+        if not self.reader().writes(note.scope):
+            raise InvalidInputError(
+                f"[{note.id}] is a team note ({note.scope}): the group's owner or an admin "
+                "changes it in the chat (/team-remember, /forget); it cannot be changed here"
+            )
         latest = self.history.latest(note.id) if self.history is not None else None
         return note, person_made(note, latest)
 
@@ -261,6 +296,7 @@ async def memory_search(ctx: ToolContext, args: SearchArgs) -> dict[str, Any]:
         limit=args.limit,
         type=args.type or None,
         scope=args.scope or None,
+        reader=ctx.reader(),  # any scope asked for, within the turn's own
     )
     if not hits:
         return _text("No memories found.")
@@ -272,7 +308,7 @@ async def memory_get(ctx: ToolContext, args: GetArgs) -> dict[str, Any]:
     parts, read = [], []
     for note_id in args.ids:
         try:
-            note = await asyncio.to_thread(ctx.store.get, note_id)
+            note = await asyncio.to_thread(ctx.get, note_id)
         except ClaudeMemoryError as exc:
             parts.append(f"[{note_id}] {exc.message}")
             continue
@@ -287,10 +323,10 @@ async def memory_save(ctx: ToolContext, args: SaveArgs) -> dict[str, Any]:
     relation, about = args.relation, args.about
     if args.supersedes and relation == "new":
         relation, about = "updates", args.supersedes
+    scope = ctx.save_scope(args.scope)
     if relation != "new":
-        scope = args.scope or ctx.default_scope
         checked = await asyncio.to_thread(
-            _check_decision, store, relation, about, args.content, scope
+            _check_decision, ctx.get, relation, about, args.content, scope
         )
         if checked is not None:
             return _text(checked, error=True)
@@ -303,7 +339,7 @@ async def memory_save(ctx: ToolContext, args: SaveArgs) -> dict[str, Any]:
         title=args.title,
         summary=args.summary,
         type=args.type or "general",
-        scope=args.scope or ctx.default_scope,
+        scope=scope,
         tags=tuple(args.tags),
         importance=args.importance,
         source=ctx.source,
@@ -344,6 +380,8 @@ async def memory_update(ctx: ToolContext, args: UpdateArgs) -> dict[str, Any]:
     changes = args.model_dump(exclude_unset=True, exclude={"id", "content"})
     if args.content is not None:
         changes["body"] = args.content
+    if args.scope is not None:  # a note moves only into a scope this turn writes
+        changes["scope"] = ctx.save_scope(args.scope)
     # the store's own checks first (nothing to change, a credential left, too long): a change
     # that cannot be made is refused, not proposed
     check_updatable(changes)
@@ -465,7 +503,7 @@ def build_memory_tools(
 
 
 def _check_decision(
-    store: MemoryBackend, relation: str, about: str | None, content: str, scope: str
+    get: Callable[[str], Note], relation: str, about: str | None, content: str, scope: str
 ) -> str | None:
     """Why the model's decision cannot stand (None: it can). An update must name an active
     note of the same scope; a repeat must name one that says what the new text says: a number,
@@ -475,7 +513,7 @@ def _check_decision(
     if not about:
         return f"relation={relation} needs `about`: the id of the note it {relation[:-1]}s."
     try:
-        old = store.get(about)
+        old = get(about)  # within the turn's reach (`ToolContext.get`)
     except ClaudeMemoryError as exc:
         return f"[{about}]: {exc.message}"
     if old.status != "active":

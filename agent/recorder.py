@@ -61,22 +61,30 @@ class MemoryRecorder:
         async with self._lock(info.conversation_id):
             await self._run(self._record_turn, info)
 
-    def _record_turn(self, info: TurnInfo) -> CaptureResult:
+    def _record_turn(self, info: TurnInfo) -> CaptureResult | None:
+        # whose the words are: a Feishu member's go to their own scope, never the owner's
+        whose = info.reader.saves_to
         episode = self.episodes.active(info.conversation_id)
         if episode is None:
             episode = self.episodes.start(
                 info.conversation_id,
                 title=episode_title(channel_name(info.conversation_id), info.started),
+                # the session's summary is theirs too (a reader saving nowhere: its first
+                # scope, a group's team)
+                scope=whose or next(iter(info.reader.scopes), "user"),
                 source=channel_name(info.conversation_id),
             )
         self.episodes.record(episode.id, "user", info.message, turn=True)
         self.episodes.record(
             episode.id, "assistant", info.result.reply, file_changes=info.file_changes
         )
+        if whose is None:
+            return None  # a turn that saves nowhere captures nothing
         return capture_entities(
             self.store,
             self.pending,
             info.message,
+            scope=whose,
             source=f"conversation:{info.conversation_id}",
         )
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -57,6 +58,7 @@ from agent.options import (
 from agent.policy import Allowed, Approver, Denied, PolicyConfig
 from agent.replies import SHUTDOWN_STOP, Locale, Reply, TurnOutcome, build_reply
 from errors import InvalidInputError
+from memory.model import OWNER, Reader
 from settings import Settings
 from storage.lanes import Lane
 from storage.public_text import clean_error
@@ -97,6 +99,9 @@ class TurnInfo:
     result: TurnResult
     file_changes: int
     started: float
+    reader: Reader = OWNER
+    """Whose the turn's words are (captures and the session's summary are saved to
+    `reader.saves_to`)."""
 
 
 @dataclass(slots=True)
@@ -110,6 +115,10 @@ class _TurnRequest:
     model: str | None = None  # None: the configured model (ANTHROPIC_MODEL, else the CLI's)
     locale: Locale = "en"
     """The language of the reply's own sentences (a Chinese Feishu chat: "zh")."""
+    reader: Reader = OWNER
+    """Whose memory the turn reads and saves to (a Feishu member's: `memory.model.Reader`)."""
+    instructions: str = ""
+    """What the front door adds to the system prompt when the conversation's client starts."""
 
 
 class _Stop:
@@ -288,6 +297,10 @@ class _Actor:
             if manager.extras_factory
             else None
         )
+        if state.instructions:  # the front door's own (Feishu: how to send a file)
+            extras = extras or OptionsExtras()
+            joined = "\n\n".join(p for p in (extras.system_prompt, state.instructions) if p)
+            extras = dataclasses.replace(extras, system_prompt=joined)
         options = build_options(
             manager.settings,
             start=start,
@@ -312,6 +325,8 @@ class _Actor:
         log = manager.logs.open(self.conversation_id)
         state = TurnState(log, turn.sink)
         state.approver = turn.approver
+        state.reader = turn.reader
+        state.instructions = turn.instructions
         log.write(
             "request",
             {"conversation_id": self.conversation_id, "message": turn.message, "kind": turn.kind},
@@ -369,7 +384,14 @@ class _Actor:
         if turn.kind == "chat":
             # Recorded before the caller sees the reply, so its next message finds it.
             await manager._notify_turn(
-                TurnInfo(self.conversation_id, turn.message, result, state.file_changes, started)
+                TurnInfo(
+                    self.conversation_id,
+                    turn.message,
+                    result,
+                    state.file_changes,
+                    started,
+                    turn.reader,
+                )
             )
         if not turn.future.done():
             turn.future.set_result(result)
@@ -710,19 +732,33 @@ class SessionManager:
         approver: Approver | None = None,
         model: str | None = None,
         locale: Locale = "en",
+        reader: Reader = OWNER,
+        instructions: str = "",
     ) -> TurnResult:
         """Run one turn and return its honest result. The single entry for every front door.
 
         `approver`: asks a person about the policy's "ask" calls (else they are refused);
         `model`: this turn's model (None: the configured one); `locale`: the language of the
-        reply's own sentences (stops, refusals, errors; never the model's text)."""
+        reply's own sentences (stops, refusals, errors; never the model's text); `reader`:
+        whose memory the turn reads and saves to (the machine owner's unless a Feishu member
+        speaks: docs/memory-format.md, "Whose a note is"), for its injection and its memory
+        tools alike; `instructions`: what the front door adds to the system prompt of a
+        conversation's client when it starts (Feishu: how to send a file to the chat)."""
         self.validate_message(message)
         conversation_id = await self.resolve_conversation(conversation_id, new_conversation)
         await self.run_state(
             self.store.ensure, conversation_id, title=_title(message), source=source
         )
         return await self._submit(
-            conversation_id, message, "chat", on_event, approver, model, locale
+            conversation_id,
+            message,
+            "chat",
+            on_event,
+            approver,
+            model,
+            locale,
+            reader=reader,
+            instructions=instructions,
         )
 
     def validate_message(self, message: str) -> None:
@@ -831,12 +867,23 @@ class SessionManager:
         approver: Approver | None = None,
         model: str | None = None,
         locale: Locale = "en",
+        *,
+        reader: Reader = OWNER,
+        instructions: str = "",
     ) -> TurnResult:
         if self._closed:
             raise InvalidInputError("the app is shutting down; send the message again shortly")
         future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
         turn = _TurnRequest(
-            message, kind, sink, future, approver=approver, model=model, locale=locale
+            message,
+            kind,
+            sink,
+            future,
+            approver=approver,
+            model=model,
+            locale=locale,
+            reader=reader,
+            instructions=instructions,
         )
         self._requeue(conversation_id, turn)
         return await future

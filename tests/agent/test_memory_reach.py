@@ -11,7 +11,7 @@ from agent.memory_tools import build_memory_tools
 from memory.config import MemoryConfig
 from memory.history.store import HistoryStore
 from memory.loop.entities import PendingStore, confirm_pending
-from memory.model import NoteDraft
+from memory.model import OWNER, NoteDraft
 from memory.notes.changes import ChangeSource, acting_as
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
@@ -20,6 +20,7 @@ from memory.sqlite.store import MemoryStore
 class Turn:
     def __init__(self) -> None:
         self.changes: list[dict[str, Any]] = []
+        self.reader = OWNER
 
     def record_memory_change(self, change: dict[str, Any]) -> None:
         self.changes.append(change)
