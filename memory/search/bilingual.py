@@ -18,7 +18,9 @@ search with vectors), searches without it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import itertools
 import logging
 import re
 import threading
@@ -36,6 +38,7 @@ _LINE_RE: Final = re.compile(r"^\S+ (\S+) \[([^\]]*)\] /(.*)/$")
 _PARENS_RE: Final = re.compile(r"\([^)]*\)|\[[^\]]*\]")
 _EN_WORD_RE: Final = re.compile(r"[a-z][a-z'-]*[a-z]|[a-z]")
 _TONE_RE: Final = re.compile(r"[0-9]")
+_POSSESSIVE_RE: Final = re.compile(r"['’]s$")
 _SKIPPED_SENSES: Final = (
     "variant of", "old variant", "surname ", "cl:", "see ", "abbr. for", "used in", "also written",
     "erhua variant", "japanese variant", "(archaic)", "(old)", "(dialect)", "(literary)",
@@ -49,6 +52,17 @@ _GLOSS_STOPWORDS: Final = frozenset(
         "how", "why", "where", "when", "there", "here", "very",
     )
 )  # fmt: skip
+CHINESE_PER_WORD: Final = 4
+SURNAMES: Final = (
+    "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程"
+    "苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝"
+    "龚邵万钱严覃武戴莫孔向汤常温康施文牛樊葛邢安齐易乔伍庞颜倪庄聂章鲁岳翟殷詹申欧耿关兰焦俞"
+    "左柳甘祝包宁尚符舒阮柯纪梅童凌毕单季裴霍涂成苗谷盛曲翁冉骆蓝路游辛靳管柴蒙鲍华喻祁蒲房滕"
+    "屈饶解牟艾尤阳时穆农司卓古吉缪简车项连芦麦褚娄窦戚岑景党宫费卜冷晏席卫米柏宗瞿桂全佟应臧"
+    "闵苟邬边卞姬师和仇栾隋商刁沙荣巫寇桑郎甄丛仲虞敖巩明佘池查麻苑迟邝"
+)
+"""Common Chinese surnames, the most frequent first."""
+"""Chinese words kept for one English word: "cat" has 猫 and a dozen rarer words."""
 WORDS_PER_TERM: Final = 3
 """English words kept from a Chinese word's first sense: "order" from "(purchase) order";
 "kunlun mountain range" is three. More is mostly the dictionary's explaining."""
@@ -62,6 +76,12 @@ class Lexicon:
     """Words the dictionary writes as a name (its pinyin capitalised: 周宁 Zhou1 Ning2)."""
     pinyin: dict[str, str]
     """A character -> its first reading, toneless (许 -> xu)."""
+    sounds: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    """A toneless reading -> the common characters (GB2312 level 1) read so first (chang ->
+    长 常 场 畅 ...): how an English note's pinyin name is written in Chinese."""
+    chinese: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    """An English word -> the Chinese words one of whose senses is that word alone
+    (typhoon -> 台风), at most `CHINESE_PER_WORD`: the words whose first sense it is first."""
 
     def english(self, word: str) -> list[str]:
         """A Chinese word's English keywords: its gloss, and for a name or a word the
@@ -72,6 +92,21 @@ class Lexicon:
             if all(sounds):
                 out.append(" ".join(sounds))
         return out
+
+    def names_of(self, surname: str, given: str) -> list[str]:
+        """A pinyin name's Chinese spellings ("Liu", "Chang" -> 刘畅 刘长 刘常 ...): the most
+        common surname read `surname`, then one character read `given` (a one-syllable given
+        name; two syllables give too many spellings to search). [] when either is not a
+        reading or no common surname is read so."""
+        heads = [c for c in self.sounds.get(surname.casefold(), ()) if c in SURNAMES]
+        if not heads:
+            return []
+        head = min(heads, key=SURNAMES.index)
+        return [head + tail for tail in self.sounds.get(given.casefold(), ())]
+
+    def chinese_of(self, word: str) -> tuple[str, ...]:
+        """An English word's Chinese words (`chinese`), () when the dictionary has none."""
+        return self.chinese.get(word.casefold(), ())
 
 
 _lexicon: Lexicon | None = None
@@ -137,6 +172,31 @@ def english_query(terms: Sequence[str]) -> str:
     return " ".join(seen)
 
 
+def chinese_words(terms: Sequence[str], phrase: str = "") -> list[tuple[str, ...]]:
+    """The Chinese words of an English query's words (`ParsedQuery.terms` texts; `phrase`:
+    the query normalised, to tell words side by side), one group of alternatives per English
+    word or pinyin name; [] when the query holds Chinese already (its own words reach Chinese
+    notes) or the dictionary is not there. An English question about a Chinese note shares
+    no word with it ("which typhoon made us work from home?", 台风…在家办公); its words in
+    Chinese often do, and English notes write Chinese names in pinyin (Liu Chang, 刘畅)."""
+    if not terms or any(_text.CJK_RUN_RE.search(t) for t in terms) or not available():
+        return []
+    found = lexicon()
+    if found is None:
+        return []
+    words = [_POSSESSIVE_RE.sub("", t) for t in terms]
+    groups: list[tuple[str, ...]] = []
+    for first, second in itertools.pairwise(words):
+        # "Liu Chang": two capitalised words side by side, a name in pinyin
+        side_by_side = f"{first} {second}".casefold() in phrase
+        if first[:1].isupper() and second[:1].isupper() and side_by_side:
+            names = found.names_of(first, second)
+            if names:
+                groups.append(tuple(names))
+    groups += [w for w in (found.chinese_of(t) for t in words) if w]
+    return groups
+
+
 def _read() -> Lexicon:
     import importlib.resources
 
@@ -145,6 +205,7 @@ def _read() -> Lexicon:
     words: dict[str, str] = {}
     names: set[str] = set()
     pinyin: dict[str, str] = {}
+    reverse: dict[str, list[tuple[int, int, str]]] = {}
     for line in text.splitlines():
         if line.startswith("#"):
             continue
@@ -154,7 +215,12 @@ def _read() -> Lexicon:
         simplified, reading, senses = match.groups()
         if len(simplified) == 1 and simplified not in pinyin and reading:
             pinyin[simplified] = _TONE_RE.sub("", reading.split()[0]).lower()
-        if simplified in words or len(simplified) > 4:
+        if len(simplified) > 4:
+            continue
+        if len(simplified) >= 2:
+            for place, english in enumerate(_single_word_senses(senses)):
+                reverse.setdefault(english, []).append((place > 0, len(simplified), simplified))
+        if simplified in words:
             continue
         if reading[:1].isupper():
             names.add(simplified)
@@ -163,7 +229,41 @@ def _read() -> Lexicon:
             words[simplified] = gloss
     if not words:
         raise ValueError("the dictionary file holds no entries")
-    return Lexicon(words, frozenset(names), pinyin)
+    chinese = {
+        english: tuple(dict.fromkeys(w for _, _, w in sorted(found)))[:CHINESE_PER_WORD]
+        for english, found in reverse.items()
+    }
+    sounds: dict[str, list[str]] = {}
+    for char, reading in pinyin.items():
+        if _common(char):
+            sounds.setdefault(reading, []).append(char)
+    return Lexicon(
+        words, frozenset(names), pinyin, {k: tuple(v) for k, v in sounds.items()}, chinese
+    )
+
+
+def _common(char: str) -> bool:
+    """A character of GB2312's first level (the 3,755 most used): names are written in them."""
+    try:
+        code = char.encode("gb2312")
+    except UnicodeEncodeError:
+        return False
+    return len(code) == 2 and 0xB0 <= code[0] <= 0xD7
+
+
+def _single_word_senses(senses: str) -> list[str]:
+    """The senses of an entry that are one English word of 3+ letters ("typhoon"; not
+    "to work" or "sb's"), in the dictionary's order."""
+    out = []
+    for sense in senses.split("/"):
+        lowered = sense.casefold()
+        if not lowered or lowered.startswith(_SKIPPED_SENSES):
+            continue
+        for part in _PARENS_RE.sub(" ", lowered).split(";"):
+            kept = [w for w in _EN_WORD_RE.findall(part) if w not in _GLOSS_STOPWORDS]
+            if len(kept) == 1 and len(kept[0]) >= 3 and kept[0] not in out:
+                out.append(kept[0])
+    return out
 
 
 def _first_sense(senses: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Final, Protocol
 
 from memory.config import RankingWeights
 from memory.model import SearchHit, parse_datetime, utcnow
-from memory.search.bilingual import english_query
+from memory.search.bilingual import chinese_words, english_query
 from memory.search.filters import Filters
 from memory.search.fusion import FusionWeights, idf
 from memory.search.keyword import (
@@ -169,16 +169,32 @@ def _hybrid(
 def _translated_side(
     queries: SearchQueries, parsed: ParsedQuery, filters: Filters, pool: int
 ) -> KeywordSide | None:
-    """The keyword hits of the query's Chinese words in English (`memory.search.bilingual`),
-    None when it has none or no dictionary is at hand."""
-    english = english_query([t.text for t in parsed.terms])
-    if not english:
+    """The keyword hits of the query's words in the other language (`memory.search.bilingual`:
+    a Chinese query's words in English, else an English query's in Chinese), None when it has
+    none or no dictionary is at hand."""
+    texts = [t.text for t in parsed.terms]
+    english = english_query(texts)
+    groups = [] if english else chinese_words(texts, parsed.phrase)
+    if not english and not groups:
         return None
-    other = dataclasses.replace(parse_query(english), excluded=parsed.excluded)
+    text = english or " ".join(w for group in groups for w in group)
+    other = dataclasses.replace(parse_query(text), excluded=parsed.excluded)
     if other.empty:
         return None
     found = queries.keyword_candidates(other, filters, pool, require_all=False)
-    return keyword_side(other, found, _Once(lambda: term_weights(queries, other)))
+    # a Chinese query's English: each word its own; an English query's Chinese: alternatives
+    # of one word count once (a note holding 论文 holds "thesis", whatever else it lacks)
+    of_group = [_group_of(t.text, groups) for t in other.terms] if groups else None
+    return keyword_side(other, found, _Once(lambda: term_weights(queries, other)), groups=of_group)
+
+
+def _group_of(term: str, groups: Sequence[tuple[str, ...]]) -> int:
+    """The group of alternatives a translated query's word came from (its own when none:
+    parsing may cut a word the dictionary gave)."""
+    for index, group in enumerate(groups):
+        if any(term in word for word in group):
+            return index
+    return len(groups) + hash(term) % 1_000_000
 
 
 class _Once:

@@ -267,6 +267,19 @@ def weighted_share(hits: Sequence[bool], weights: Sequence[float]) -> float:
     return sum(w for hit, w in zip(hits, weights, strict=True) if hit) / total
 
 
+def grouped_share(hits: Sequence[bool], weights: Sequence[float], groups: Sequence[int]) -> float:
+    """`weighted_share` over groups of alternative words (`groups[i]`: word i's group): a
+    group weighs what its heaviest word does and is found when any of its words is."""
+    weight: dict[int, float] = {}
+    found: set[int] = set()
+    for hit, w, group in zip(hits, weights, groups, strict=True):
+        weight[group] = max(weight.get(group, 0.0), w)
+        if hit:
+            found.add(group)
+    total = sum(weight.values())
+    return sum(weight[g] for g in found) / total if total > 0 else 0.0
+
+
 def term_patterns(query: ParsedQuery) -> list[TermPattern]:
     return [match_pattern(t.norm, t.prefix) for t in query.terms]
 

@@ -35,6 +35,7 @@ from memory.notes.capture import sanitize, without_credentials
 from memory.search.fusion import (
     FusionWeights,
     fuse,
+    grouped_share,
     keyword_coverage,
     term_patterns,
     weighted_share,
@@ -230,10 +231,13 @@ def keyword_side(
     term_weights: Callable[[], Sequence[float]],
     *,
     found: tuple[Sequence[float], Sequence[Sequence[bool]]] | None = None,
+    groups: Sequence[int] | None = None,
 ) -> KeywordSide:
     """`term_weights()` (each query word's IDF, a database query) runs only when there are
     candidates. `found`: the candidates' `relevance_with_hits`, when the caller has it
-    already; each candidate's coverage is its words found, weighted by their IDF."""
+    already; each candidate's coverage is its words found, weighted by their IDF. `groups`
+    (one per query word): words of one group are alternatives, found when any of them is
+    (`grouped_share`)."""
     side = KeywordSide()
     if not candidates:
         return side
@@ -244,9 +248,18 @@ def keyword_side(
         row = candidates[i].row
         side.rows[row["id"]] = row
         side.ids.append(row["id"])
-        side.coverage.append(weighted_share(hits[i], weights))
+        side.coverage.append(
+            weighted_share(hits[i], weights)
+            if groups is None
+            else GROUPED_EVIDENCE * grouped_share(hits[i], weights, groups)
+        )
     return side
 
+
+GROUPED_EVIDENCE: Final = 0.35
+"""What an English query's Chinese words found in a note count for, as a share of the groups
+found: a dictionary's Chinese for "work" or "team" is found in many notes (tuned on the life
+set's tuning third, docs/retrieval.md)."""
 
 TRANSLATED_EVIDENCE: Final = 0.8
 """The share of a translated keyword hit's coverage that counts as evidence (calibrated

@@ -10,7 +10,7 @@ import pytest
 from memory.config import MemoryConfig
 from memory.encoders.models import EncoderSpec, load_encoder
 from memory.model import NoteDraft
-from memory.search.bilingual import Lexicon, english_query
+from memory.search.bilingual import Lexicon, chinese_words, english_query
 from memory.search.fusion import fuse
 from memory.search.keyword import parse_query
 from memory.sqlite.store import MemoryStore
@@ -51,6 +51,50 @@ def test_a_name_is_said_in_pinyin_and_a_word_by_its_meaning() -> None:
     assert lexicon.english("许佳") == []  # characters it does not read: nothing made up
 
 
+def chinese(query: str) -> list[set[str]]:
+    parsed = parse_query(query)
+    return [set(g) for g in chinese_words([t.text for t in parsed.terms], parsed.phrase)]
+
+
+@pytest.mark.parametrize(
+    ("query", "wanted"),
+    [
+        ("Which typhoon made us work from home?", "台风"),
+        ("What was Liu Chang's thesis about?", "论文"),
+        # English notes write a Chinese name in pinyin; the Chinese note writes it in characters
+        ("What was Liu Chang's thesis about?", "刘畅"),
+        ("When did Zhou Ning and I get together?", "周宁"),
+    ],
+)
+def test_english_words_come_with_their_chinese(query: str, wanted: str) -> None:
+    assert any(wanted in group for group in chinese(query))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "订单列表接口为什么慢",  # Chinese already: its own words reach Chinese notes
+        "payments-gw 的 timeout 改了吗",
+        "",
+    ],
+)
+def test_a_query_with_chinese_words_is_not_put_into_chinese(query: str) -> None:
+    assert chinese(query) == []
+
+
+def test_only_capitalised_words_side_by_side_read_as_a_name() -> None:
+    lexicon = Lexicon(
+        {},
+        frozenset(),
+        {},
+        {"liu": ("刘", "流"), "chang": ("畅", "长")},
+    )
+    assert lexicon.names_of("Liu", "Chang") == ["刘畅", "刘长"]  # the common surname only
+    assert lexicon.names_of("Chang", "Liu") == []  # 畅 and 长 are no surnames
+    assert not any("刘畅" in g for g in chinese("liu chang was here"))
+    assert not any("刘畅" in g for g in chinese("Liu met Chang"))
+
+
 def test_translated_hits_are_a_third_list_trusted_by_their_coverage() -> None:
     fused = dict(
         fuse(
@@ -84,4 +128,25 @@ def test_a_chinese_question_finds_an_english_note_by_its_words(tmp_path: Path) -
         assert [h.id for h in outcome.hits][:1] == [wanted]
         # keyword search alone (the hooks working directly) does not translate
         alone = store.search_detailed("订单列表接口为什么慢", mode="keyword", floor=0.0)
+        assert wanted not in [h.id for h in alone.hits]
+
+
+def test_an_english_question_finds_a_chinese_note_by_its_words(tmp_path: Path) -> None:
+    with MemoryStore.open(MemoryConfig.for_home(tmp_path, fsync=False)) as store:
+        store.attach_encoder(load_encoder(EncoderSpec("hashing")))  # vectors that read no meaning
+        wanted = store.save(NoteDraft(content="台风来了，公司通知全员在家办公，麻薯躲在床底。")).id
+        for text in (
+            "The team offsite is in Hangzhou this year.",
+            "周末去岩舞空间抱石，终于完成了 V3。",
+            "订单服务的连接池上限改成 40。",
+        ):
+            store.save(NoteDraft(content=text))
+        store.sync_vectors()
+        question = "Which typhoon made us work from home?"
+        outcome = store.search_detailed(question, floor=0.0)
+        assert outcome.mode == "hybrid"
+        # first of the notes written (the empty profile note, type-weighted, may lead)
+        written = [h.id for h in outcome.hits if h.id != "mem_user_profile"]
+        assert written[:1] == [wanted]
+        alone = store.search_detailed(question, mode="keyword", floor=0.0)
         assert wanted not in [h.id for h in alone.hits]
