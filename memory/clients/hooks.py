@@ -627,15 +627,23 @@ def run_hook(
     client: str,
     cwd: str,
     environ: Mapping[str, str],
+    watch_notes: bool = True,
 ) -> str:
     """One hook call on `service`: stdin in, stdout text out. Raises on bad input."""
-    return answer(service, build_request(event, parse_payload(raw), client, cwd, environ))
+    request = build_request(event, parse_payload(raw), client, cwd, environ)
+    return answer(service, request, watch_notes=watch_notes)
 
 
-def answer(service: HookService, request: HookRequest) -> str:
-    """What one hook call prints: the event's work on `service`, as the hook's output."""
+def answer(service: HookService, request: HookRequest, *, watch_notes: bool = True) -> str:
+    """What one hook call prints: the event's work on `service`, as the hook's output.
+
+    `watch_notes`: a session start names the notes' folders for Claude Code to watch
+    (`watchPaths`, `notes_watch`). The app's route says no: every file written there then
+    started a `file-changed` hook process, our own writes too (a capture, an MCP save: one
+    process each, issue #32), while the app finds hand edits itself (its background rescans,
+    `rescans.py`). A session that works directly has nothing else that would see them."""
     context = service.handle(request)
-    watch = service.watch_paths(request) if request.event == "session-start" else []
+    watch = service.watch_paths(request) if watch_notes and request.event == "session-start" else []
     return hook_output(request.event, context, watch, service.system_message(request))
 
 
@@ -823,6 +831,7 @@ def create_hooks_router(
                     client=client,
                     cwd=cwd or os.getcwd(),
                     environ=os.environ,
+                    watch_notes=False,  # the app's rescans see hand edits (`answer`)
                 )
         except ValueError as exc:
             log.info("hook %s: bad input (%s)", event, exc)

@@ -14,7 +14,7 @@ import pytest
 
 from memory.sqlite.state import StateDB
 from tests.fakes.anthropic_api import FakeMessagesAPI, text, tool
-from tests.hooks.claude_code import run_claude
+from tests.hooks.claude_code import run_claude, seed
 
 pytestmark = pytest.mark.e2e
 
@@ -164,4 +164,41 @@ def test_our_own_summary_write_starts_no_file_changed_hook(
     assert (mem_home / "memory" / "sessions" / f"{session_id(proc)}.md").is_file()
     log = (mem_home / "logs" / "hooks.log").read_text(encoding="utf-8")
     assert "hook post-tool-use done" in log
+    assert "file-changed" not in log, log
+
+
+def test_a_capture_and_an_mcp_save_start_no_file_changed_hook_with_the_app_up(
+    fake_model: FakeMessagesAPI,
+    mem_home: Path,
+    tmp_path: Path,
+    make_project: Callable[..., Path],
+    claude_code: Callable[..., dict[str, str]],
+) -> None:
+    """Issue #32: each note our own processes wrote during a session (a decision the prompt
+    stated, captured by the prompt hook; a `memory_save` through the MCP server) came back from
+    Claude Code's watcher as a `file-changed` hook process. With the app up the session start
+    names no folder to watch (the app's rescans find hand edits): no such process at all."""
+    from tests.hooks.test_server_mode import start_app
+
+    seed(mem_home)
+    project = make_project("app")
+    env = claude_code(without=("CLAUDE_MEMORY_PORT",), CLAUDE_MEMORY_HOOK_SERVER="1")
+    fake_model.on(
+        "PostgreSQL",
+        tool("Bash", {"command": "sleep 2"}),  # the capture is written after the answer
+        tool("mcp__claude-memory__memory_save", {"content": "Deploys go out on Fridays."}),
+        tool("Bash", {"command": "sleep 2"}),  # the watcher reports after 0.5 s of quiet
+        text("Noted."),
+    )
+    app = start_app(mem_home, tmp_path / "server.log")
+    try:
+        run_claude("我们决定用 PostgreSQL 做任务队列", cwd=project, env=env)
+    finally:
+        app.stop()
+    notes = [p.read_text(encoding="utf-8") for p in (mem_home / "memory").rglob("*.md")]
+    assert any("我们决定用 PostgreSQL 做任务队列" in n for n in notes)  # captured
+    assert any("Deploys go out on Fridays." in n for n in notes)  # saved by the MCP server
+    log = (mem_home / "logs" / "hooks.log").read_text(encoding="utf-8")
+    assert "session-start handled by the app" in log
+    assert log.count("hook post-tool-use done") == 3  # the hook processes that did run
     assert "file-changed" not in log, log
