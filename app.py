@@ -247,7 +247,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     container = await asyncio.to_thread(build_container, settings, rescans_in_background=True)
     container.encoder = encoder
     app.state.container = container
-    app.state.memory_api = _memory_api(container)
+    app.state.memory_api = _memory_api(container, names=lambda open_id: _member_name(app, open_id))
     app.state.feishu = None
     try:
         await container.start()
@@ -367,14 +367,23 @@ def _include_memory_api(app: FastAPI) -> None:
         app.include_router(router, dependencies=token)
 
 
-def _memory_api(container: Container) -> memory_api.MemoryApi:
+def _memory_api(
+    container: Container, names: memory_api.NameLookup | None = None
+) -> memory_api.MemoryApi:
     return memory_api.MemoryApi.over(
         container.memory,
         container.state,
         pending=container.pending,
         episodes=container.episodes,
         lane=container.lanes.memory,
+        names=names,
     )
+
+
+def _member_name(app: FastAPI, open_id: str) -> str | None:
+    """A Feishu member's display name, if the running bridge has read it (whose a note is)."""
+    bridge = app.state.feishu
+    return bridge.known_name(open_id) if bridge is not None else None
 
 
 _BRIDGE_WATCH_SECONDS = 1.0

@@ -1,5 +1,5 @@
 """Bridge commands (pure parsing): `/clear /new /compact /stop /status /help /pair`, memory
-(`/remember /forget /recall`, `/memory` an alias of `/recall`), and conversations
+(`/remember /team-remember /forget /recall`, `/memory` an alias of `/recall`), and conversations
 (`/model /sessions /resume`), and approvals (`/approvers /allowed /revoke`). The help text is
 `help` in bridge/strings.py.
 
@@ -14,9 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-# A command is a slash (ASCII or full-width, as Chinese keyboards type it) and a word, alone or
-# followed by whitespace: "/usr/bin" or "/tmp/x" are ordinary text for the model.
-_COMMAND = re.compile(r"^[/／]([A-Za-z]+)(?:\s+(.*))?$", re.DOTALL)
+# A command is a slash (ASCII or full-width, as Chinese keyboards type it) and a word (words
+# joined by "-": `/team-remember`), alone or followed by whitespace: "/usr/bin" or "/tmp/x" are
+# ordinary text for the model.
+_COMMAND = re.compile(r"^[/／]([A-Za-z]+(?:-[A-Za-z]+)*)(?:\s+(.*))?$", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,15 @@ class MemorySearch:
 @dataclass(frozen=True, slots=True)
 class Remember:
     """/remember <text>: save a note from the chat."""
+
+    text: str
+    ordered: ClassVar[bool] = False
+
+
+@dataclass(frozen=True, slots=True)
+class TeamRemember:
+    """/team-remember <text> (or /team): save a note to this group's team memory, used in
+    every member's turns here (the group's owner or admins, or the assistant's owners)."""
 
     text: str
     ordered: ClassVar[bool] = False
@@ -136,6 +146,7 @@ Command = (
     | Status
     | MemorySearch
     | Remember
+    | TeamRemember
     | Forget
     | Model
     | Sessions
@@ -169,6 +180,8 @@ def parse_command(text: str) -> Command | None:
             return MemorySearch(arg)
         case "remember":
             return Remember(arg)
+        case "team-remember" | "teamremember" | "team":
+            return TeamRemember(arg)
         case "forget":
             return Forget(arg)
         case "model":

@@ -41,6 +41,18 @@ FILE_TYPES = {
     ".pptx": "ppt",
 }
 
+FILES_INSTRUCTIONS = f"""\
+# Sending files to the Feishu chat
+You answer in a Feishu chat. To send the person a file or an image you made, save it inside your \
+workspace (your current directory) and name it in your answer with a markdown link whose target \
+is its path relative to the workspace: `![chart](out/chart.png)` for an image (shown in the \
+chat), `[the data](out/data.csv)` for any other file (sent as a file message). Only files inside \
+the workspace go; at most {MAX_FILES} per answer; an image up to {IMAGE_BYTES // 2**20} MB, any \
+file up to {FILE_BYTES // 2**20} MB, never empty. Draw a chart or a table as an image file (for \
+example with matplotlib) when the person should see it. A web address stays a link."""
+"""What the model is told in a Feishu chat (the system prompt, `run_agent(instructions=)`):
+the convention `named_files` reads, and the limits `resolve` applies."""
+
 _TARGET = re.compile(r"(!?)\[([^\]\n]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"\n]*\")?\s*\)")
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 

@@ -13,8 +13,11 @@ In a direct chat the sender is the only person there: every command acts. In a g
   approvers;
 * setting the group's approvers (`/approvers add|remove`): only the assistant's owners;
 * `/resume` and `/model` change a conversation like `/clear` does: the same rule;
-* `/forget` deletes the assistant's memory, which is its owner's: only the assistant's owners
-  and the group's owner and managers;
+* `/forget` deletes notes: anyone, of the notes that are theirs (bridge/whose.py
+  `forgettable`: their own, and the group's team notes for those who may save them); a tap on
+  a `/forget` card (the asker's notes): only the member who asked;
+* saving to a group's team memory (`/team-remember`): only in a group, and only the
+  assistant's owners and the group's owner and managers;
 * keeping or discarding a low-confidence capture ("记住这个吗？"): the member who said it, or
   the assistant's owners and the group's owner and managers.
 
@@ -30,7 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Action = Literal[
-    "stop", "clear", "compact", "approve", "resume", "model", "forget", "keep", "approvers"
+    "stop", "clear", "compact", "approve", "resume", "model", "forget", "keep", "approvers", "team"
 ]
 
 
@@ -67,6 +70,14 @@ def command_right(
     """
     if action == "approvers":  # who approves in a group is the assistant owners' choice
         return Allowed() if sender in owners else Denied("approvers_refused")
+    if action == "forget":  # a /forget card lists the asker's own notes: theirs to delete
+        return Allowed() if not in_group or started_by == sender else Denied("forget_refused")
+    if action == "team":  # a group's memory, kept on purpose by those who run the group
+        if not in_group:
+            return Denied("team_only_in_groups")
+        if sender and (sender in owners or sender in chat_admins):
+            return Allowed()
+        return Denied("team_refused")
     if not in_group or not sender:
         return Allowed()
     if sender in owners or sender in chat_admins:
@@ -80,8 +91,6 @@ def command_right(
             if sender in approvers and sender != started_by:
                 return Allowed()
             return Denied("approve_refused")
-        case "forget":
-            return Denied("forget_refused")
         case "keep":
             # `started_by`: the member whose words the capture came from
             return Allowed() if started_by == sender else Denied("keep_refused")

@@ -25,9 +25,11 @@ STRINGS: dict[str, dict[Locale, str]] = {
         "- `/compact`：压缩当前会话，减少上下文占用\n"
         "- `/stop`：停止正在进行的回答\n"
         "- `/status`：对话、会话、轮数、费用、运行状态\n"
-        "- `/remember <内容>`：记住一条笔记\n"
+        "- `/remember <内容>`：记住一条笔记（在群里也只用于你自己的对话）\n"
+        "- `/team-remember <内容>`：存入本群的团队记忆，全群成员的对话都会用到"
+        "（群主、群管理员或助手的主人）\n"
         "- `/recall <查询>`（或 `/memory`）：搜索长期记忆\n"
-        "- `/forget <笔记 id 或查询>`：删除笔记（按查询时先确认）\n"
+        "- `/forget <笔记 id 或查询>`：删除你自己的笔记（按查询时先确认）\n"
         "- `/approvers [add|remove @成员]`：查看或设置这个群里谁可以批准工具调用"
         "（助手的主人设置）\n"
         "- `/allowed`：这里“总是允许”的调用；`/revoke <编号>` 撤销其中一条\n"
@@ -40,9 +42,11 @@ STRINGS: dict[str, dict[Locale, str]] = {
         "- `/compact`: compact the current session so it uses less context\n"
         "- `/stop`: stop the answer that is running\n"
         "- `/status`: conversation, session, turns, cost, running or idle\n"
-        "- `/remember <text>`: save a note\n"
+        "- `/remember <text>`: save a note (in a group too, for your own conversations only)\n"
+        "- `/team-remember <text>`: save to this group's team memory, used in every member's "
+        "conversations (the group's owner or admins, or the assistant's owner)\n"
         "- `/recall <query>` (or `/memory`): search the long-term memory\n"
-        "- `/forget <note id or query>`: delete a note (a query asks first)\n"
+        "- `/forget <note id or query>`: delete a note of yours (a query asks first)\n"
         "- `/approvers [add|remove @member]`: who approves tool calls in this group (set by the "
         "assistant's owner)\n"
         "- `/allowed`: the calls always allowed here; `/revoke <n>` drops one\n"
@@ -269,8 +273,18 @@ STRINGS: dict[str, dict[Locale, str]] = {
         "group conversation's model.",
     },
     "forget_refused": {
-        "zh": "只有群主或群管理员、或者这个助手的主人可以删除记忆。",
-        "en": "Only the group's owner or admins, or this assistant's owner, can delete memories.",
+        "zh": "只有发出这个 /forget 的人可以删除这些笔记。",
+        "en": "Only the person who sent this /forget can delete these notes.",
+    },
+    "team_refused": {
+        "zh": "只有群主或群管理员、或者这个助手的主人可以保存本群的团队记忆。"
+        "想让助手只为你记住，请用 `/remember <内容>`。",
+        "en": "Only the group's owner or admins, or this assistant's owner, can save to this "
+        "group's team memory. To have it remembered for you alone, send `/remember <text>`.",
+    },
+    "team_only_in_groups": {
+        "zh": "团队记忆属于一个群：请在群里发送 `/team-remember <内容>`。",
+        "en": "A team memory belongs to a group: send `/team-remember <text>` in the group.",
     },
     "keep_refused": {
         "zh": "只有说这句话的人、群主或群管理员、或者这个助手的主人可以决定。",
@@ -284,6 +298,29 @@ STRINGS: dict[str, dict[Locale, str]] = {
         "Wednesday`.",
     },
     "remembered": {"zh": "记住了（`{id}`）。", "en": "Remembered (`{id}`)."},
+    "remembered_for_you": {
+        "zh": "记住了（`{id}`），只用于你自己的对话。想让全群都用上，请群主或管理员发送 "
+        "`/team-remember <内容>`。",
+        "en": "Remembered (`{id}`), for your own conversations only. For the whole group, the "
+        "group's owner or an admin sends `/team-remember <text>`.",
+    },
+    "team_remember_usage": {
+        "zh": "用法：`/team-remember <内容>`，例如 `/team-remember 周报每周五下午五点前交`。"
+        "本群每位成员的对话都会用到它。",
+        "en": "Usage: `/team-remember <text>`, for example `/team-remember Weekly reports are "
+        "due Friday 5 pm`. Every member's conversations in this group use it.",
+    },
+    "team_remembered_title": {
+        "zh": "已存入本群的团队记忆",
+        "en": "Saved to this group's team memory",
+    },
+    "team_remembered": {
+        "zh": "{content}\n\n（`{id}`，{who} 保存）本群每位成员的对话都会用到它；"
+        "删除：`/forget {id}`。",
+        "en": "{content}\n\n(`{id}`, saved by {who}) Every member's conversations in this group "
+        "use it; to delete it: `/forget {id}`.",
+    },
+    "team_known_title": {"zh": "团队记忆里已经有这条", "en": "The team memory already has this"},
     "remembered_known": {
         "zh": "这个我已经知道了（`{id}`）。",
         "en": "I already knew that (`{id}`).",

@@ -47,7 +47,10 @@ class SaveRequest(BaseModel):
     type: str | None = Field(
         default=None, description="Note type or entity name (Decision, File, Habit, ...)."
     )
-    scope: str | None = Field(default=None, description="user | project:<key> | chat:<id>")
+    scope: str | None = Field(
+        default=None,
+        description="user | project:<key> | chat:<id> | person:<open_id> | team:<chat_id>",
+    )
     tags: list[str] | None = None
     importance: float | None = Field(default=None, ge=0, le=1)
     expires_at: datetime | None = None
@@ -88,11 +91,39 @@ class UpdateRequest(BaseModel):
     source: str | None = None
 
 
+NameLookup = Callable[[str], str | None]
+"""A Feishu member's display name by open_id, if the bridge knows it (None: it does not)."""
+
+
+class WhoseOut(BaseModel):
+    """Whose a note is, from its scope (docs/memory-format.md, "Whose a note is")."""
+
+    kind: Literal["owner", "person", "team"] = Field(
+        description="owner: the machine owner's (user, project:, chat:); person: one chat "
+        "member's own; team: one group's team notes."
+    )
+    id: str | None = Field(description="The member's open_id or the group's chat_id.")
+    name: str = Field(
+        description="The member's display name if the Feishu bridge knows it, else the id; "
+        "the group's chat_id; 'owner' for the owner's."
+    )
+
+    @classmethod
+    def of(cls, scope: str, names: NameLookup | None = None) -> WhoseOut:
+        kind, _, ident = scope.partition(":")
+        if kind == "person":
+            return cls(kind="person", id=ident, name=(names(ident) if names else None) or ident)
+        if kind == "team":
+            return cls(kind="team", id=ident, name=ident)
+        return cls(kind="owner", id=None, name="owner")
+
+
 class NoteOut(BaseModel):
     id: str
     title: str
     type: str
     scope: str
+    whose: WhoseOut
     tags: list[str]
     created: datetime
     updated: datetime
@@ -111,17 +142,23 @@ class NoteOut(BaseModel):
     path: str
 
     @classmethod
-    def of(cls, note: Note, successor: str | None = None) -> NoteOut:
-        """`successor`: the title of the note that replaced this one (`_titles`)."""
-        return cls(**_note_fields(note), superseded_by_title=successor)
+    def of(
+        cls, note: Note, successor: str | None = None, names: NameLookup | None = None
+    ) -> NoteOut:
+        """`successor`: the title of the note that replaced this one (`_titles`); `names`:
+        members' display names, for `whose`."""
+        return cls(**_note_fields(note, names), superseded_by_title=successor)
 
 
 class NoteFull(NoteOut):
     body: str
 
     @classmethod
-    def of(cls, note: Note, successor: str | None = None) -> NoteFull:
-        return cls(**_note_fields(note), superseded_by_title=successor, body=note.body)
+    def of(
+        cls, note: Note, successor: str | None = None, names: NameLookup | None = None
+    ) -> NoteFull:
+        fields = _note_fields(note, names)
+        return cls(**fields, superseded_by_title=successor, body=note.body)
 
 
 class NoteList(BaseModel):
@@ -166,6 +203,7 @@ class SearchHitOut(BaseModel):
     title: str
     type: str
     scope: str
+    whose: WhoseOut
     summary: str
     path: str
     tags: list[str]
@@ -187,7 +225,7 @@ class SearchHitOut(BaseModel):
 
     @classmethod
     def of(cls, hit: SearchHit) -> SearchHitOut:
-        return cls(**hit.to_dict())
+        return cls(**hit.to_dict(), whose=WhoseOut.of(hit.scope))
 
 
 class SearchResponse(BaseModel):
@@ -204,12 +242,13 @@ class DeleteResponse(BaseModel):
     deleted: bool
 
 
-def _note_fields(note: Note) -> dict[str, Any]:
+def _note_fields(note: Note, names: NameLookup | None = None) -> dict[str, Any]:
     return {
         "id": note.id,
         "title": note.title,
         "type": note.type,
         "scope": note.scope,
+        "whose": WhoseOut.of(note.scope, names),
         "tags": list(note.tags),
         "created": note.created,
         "updated": note.updated,
@@ -236,21 +275,39 @@ def _titles(store: MemoryBackend, ids: Iterable[str | None]) -> dict[str, str]:
     return titles
 
 
-def _hits_out(store: MemoryBackend, hits: Iterable[SearchHit]) -> list[SearchHitOut]:
+def _hits_out(
+    store: MemoryBackend, hits: Iterable[SearchHit], names: NameLookup | None = None
+) -> list[SearchHitOut]:
     """Search hits as answered: each superseded one names the note that replaced it, and
-    that note's title."""
+    that note's title; each says whose it is."""
     rows = [hit.to_dict() for hit in hits]
     titles = _titles(store, (row["superseded_by"] for row in rows))
     return [
-        SearchHitOut(**row, superseded_by_title=titles.get(row["superseded_by"] or ""))
+        SearchHitOut(
+            **row,
+            whose=WhoseOut.of(row["scope"], names),
+            superseded_by_title=titles.get(row["superseded_by"] or ""),
+        )
         for row in rows
     ]
 
 
-def _full(store: MemoryBackend, note: Note) -> NoteFull:
+def _full(store: MemoryBackend, note: Note, names: NameLookup | None = None) -> NoteFull:
     """A note in full, with the title of the one that replaced it."""
     titles = _titles(store, [note.superseded_by])
-    return NoteFull.of(note, titles.get(note.superseded_by or ""))
+    return NoteFull.of(note, titles.get(note.superseded_by or ""), names)
+
+
+def _scope_of(scope: str | None, person: str | None, group: str | None) -> str | None:
+    """The scope a list asks for: `scope` as given, or one member's own notes (`person`, an
+    open_id) or one group's team notes (`group`, a chat_id); one of the three at most."""
+    if sum(x is not None for x in (scope, person, group)) > 1:
+        raise InvalidInputError("give one of scope, person and group")
+    if person is not None:
+        return f"person:{person}"
+    if group is not None:
+        return f"team:{group}"
+    return scope
 
 
 # The list's order when no status is asked for: current notes first, then retired ones.
@@ -300,6 +357,8 @@ class MemoryApi:
     history: HistoryStore | None = None
     feedback: FeedbackStore | None = None
     lane: Lane | None = None
+    names: NameLookup | None = None
+    """Feishu members' display names (the bridge's, when it runs), for whose a note is."""
 
     @classmethod
     def over(
@@ -310,6 +369,7 @@ class MemoryApi:
         pending: PendingStore,
         episodes: EpisodeStore,
         lane: Lane | None = None,
+        names: NameLookup | None = None,
     ) -> MemoryApi:
         """Every part, the state's stores built once (the app's)."""
         return cls(
@@ -320,6 +380,7 @@ class MemoryApi:
             history=HistoryStore(state),
             feedback=FeedbackStore(state),
             lane=lane,
+            names=names,
         )
 
 
@@ -385,7 +446,12 @@ def _feedback(api: Annotated[MemoryApi, Depends(_api)]) -> FeedbackStore:
     return _part(api.feedback, "feedback")
 
 
+def _names(api: Annotated[MemoryApi, Depends(_api)]) -> NameLookup | None:
+    return api.names
+
+
 Store = Annotated[MemoryBackend, Depends(_store)]
+Names = Annotated[NameLookup | None, Depends(_names)]
 OnLane = Annotated[_OnLane, Depends(_on_lane)]
 Pending = Annotated[PendingStore, Depends(_pending)]
 Episodes = Annotated[EpisodeStore, Depends(_episodes)]
@@ -403,9 +469,14 @@ captures their paths."""
 
 # Fixed paths first, so `/{note_id}` never captures them.
 @memory_router.get("/stats")
-async def memory_stats(store: Store, on_lane: OnLane) -> dict[str, Any]:
-    """Counts by type/scope/status, index and encoder state."""
-    return await on_lane(store.stats)
+async def memory_stats(store: Store, on_lane: OnLane, names: Names) -> dict[str, Any]:
+    """Counts by type/scope/status, index and encoder state; `whose`: whose each counted scope
+    is (a member's display name when the bridge knows it)."""
+    stats = await on_lane(store.stats)
+    stats["whose"] = {
+        scope: WhoseOut.of(scope, names).model_dump() for scope in stats.get("by_scope", {})
+    }
+    return stats
 
 
 @memory_router.post("/search", response_model=SearchResponse)
@@ -413,6 +484,7 @@ async def search_memories(
     body: SearchRequest,
     store: Store,
     on_lane: OnLane,
+    names: Names,
     everything: bool = Query(
         default=False, alias="all", description="Also hits below the relevance floor."
     ),
@@ -432,7 +504,7 @@ async def search_memories(
         floor=0.0 if everything or body.all else None,
     )
     return SearchResponse(
-        results=await on_lane(_hits_out, store, outcome.hits),
+        results=await on_lane(_hits_out, store, outcome.hits, names),
         mode=outcome.mode,
         notice=outcome.notice,
     )
@@ -479,8 +551,15 @@ async def save_memory(body: SaveRequest, store: Store, on_lane: OnLane) -> SaveR
 async def list_memories(
     store: Store,
     on_lane: OnLane,
+    names: Names,
     type: str | None = None,
     scope: str | None = None,
+    person: str | None = Query(
+        default=None, description="Only this Feishu member's own notes (an open_id)."
+    ),
+    group: str | None = Query(
+        default=None, description="Only this Feishu group's team notes (a chat_id)."
+    ),
     tag: str | None = None,
     status: Literal["active", "deprecated", "superseded"] | None = None,
     limit: int = Query(default=50, ge=1, le=500),
@@ -488,7 +567,9 @@ async def list_memories(
     sort: Literal["updated", "created", "importance", "access"] = "updated",
 ) -> NoteList:
     """List notes. Without `status`, all of them with the current ones first: active notes,
-    then deprecated, then superseded ones, each group in the `sort` order."""
+    then deprecated, then superseded ones, each group in the `sort` order. Each says whose it
+    is; `person` and `group` list one member's own notes or one group's team notes."""
+    scope = _scope_of(scope, person, group)
 
     def run() -> tuple[list[Note], int, dict[str, str]]:
         query: dict[str, Any] = {"type": type, "scope": scope, "tag": tag, "sort": sort}
@@ -500,14 +581,14 @@ async def list_memories(
         return notes, total, _titles(store, (n.superseded_by for n in notes))
 
     notes, total, titles = await on_lane(run)
-    items = [NoteOut.of(n, titles.get(n.superseded_by or "")) for n in notes]
+    items = [NoteOut.of(n, titles.get(n.superseded_by or ""), names) for n in notes]
     return NoteList(items=items, total=total, limit=limit, offset=offset)
 
 
 @memory_router.get("/{note_id}", response_model=NoteFull)
-async def get_memory(note_id: str, store: Store, on_lane: OnLane) -> NoteFull:
+async def get_memory(note_id: str, store: Store, on_lane: OnLane, names: Names) -> NoteFull:
     """A note with its full text, read from its file."""
-    return await on_lane(lambda: _full(store, store.get(note_id)))
+    return await on_lane(lambda: _full(store, store.get(note_id), names))
 
 
 @memory_router.put("/{note_id}", response_model=NoteFull)

@@ -109,6 +109,7 @@ class FeishuBridge:
             ctx,
             self._controls,
             self._delivery,
+            self._people,
             search=search,
             memory=memory,
             pending=pending,
@@ -131,6 +132,10 @@ class FeishuBridge:
 
     async def _handle(self, work: Work) -> None:
         await self._intake.handle(work)
+
+    def known_name(self, open_id: str) -> str | None:
+        """A member's display name if the bridge has read it (None: not yet)."""
+        return self._people.name_if_known(open_id)
 
     @property
     def pairing_code(self) -> str | None:

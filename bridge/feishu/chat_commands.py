@@ -1,7 +1,8 @@
 """The chat's commands (bridge/commands.py parses them): `/pair`, `/clear`, `/compact`, `/stop`,
 `/status`, `/model`, `/sessions`, `/resume`, `/help`, and the memory ones handed to
-`MemoryCommands`. In groups, commands that act on a turn, a conversation or the memory need the
-right (bridge/rights.py decides; this gathers what it needs)."""
+`MemoryCommands`. In groups, commands that act on a turn, a conversation or the team's memory
+need the right (bridge/rights.py decides; this gathers what it needs); a `/forget` reaches only
+the sender's own notes (bridge/whose.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from bridge.commands import (
     Sessions,
     Status,
     Stop,
+    TeamRemember,
     Unknown,
 )
 from bridge.events import IncomingMessage
@@ -46,15 +48,15 @@ logger = logging.getLogger("bridge.feishu")
 
 _MODEL_NAME = re.compile(r"[A-Za-z0-9._:\[\]-]{1,80}")
 
-# Commands that act on a turn, a conversation or the memory: in groups they need the right
-# (bridge/rights.py).
+# Commands that act on a turn, a conversation or the team's memory: in groups they need the
+# right (bridge/rights.py). `/forget` needs none: it reaches only the sender's own notes.
 _RIGHTS_NEEDED: dict[type[Command], Action] = {
     Stop: "stop",
     Clear: "clear",
     Compact: "compact",
     Resume: "resume",
     Model: "model",
-    Forget: "forget",
+    TeamRemember: "team",
     Revoke: "approve",  # dropping a rule is an approval's right
 }
 
@@ -107,6 +109,8 @@ class ChatCommands:
                 await self._memory.recall(msg, query)
             case Remember(text=text):
                 await self._memory.remember(msg, text)
+            case TeamRemember(text=text):
+                await self._memory.team_remember(msg, text)
             case Forget(target=target):
                 await self._memory.forget(msg, target)
             case Model(name=name):

@@ -1,6 +1,10 @@
-"""Memory in the chat: `/recall`, `/remember`, `/forget`, the "记住这个吗？" cards of a turn's
-low-confidence captures, the card of a new note contradicting an older one, and the taps on
-those cards (docs/feishu.md, "Memory in the chat").
+"""Memory in the chat: `/recall`, `/remember`, `/team-remember`, `/forget`, the "记住这个吗？"
+cards of a turn's low-confidence captures, the card of a new note contradicting an older one,
+and the taps on those cards (docs/feishu.md, "Memory in the chat").
+
+Whose the notes are (bridge/whose.py): a member's `/remember` saves to their own scope and their
+`/recall` and `/forget` reach only their own notes and their group's team notes; the machine
+owner's reach their own scopes as before; `/team-remember` saves to the group's team scope.
 
 Every change goes through the memory store's own paths (one save with redaction, dedup and
 conflicts; `confirm_pending`; `ConflictStore.resolve`), as at every other front door; an
@@ -22,21 +26,24 @@ from bridge.feishu.cards import toast as make_toast
 from bridge.feishu.context import BridgeContext
 from bridge.feishu.controls import Control, Controls, TapAnswer
 from bridge.feishu.delivery import Delivery
+from bridge.feishu.people import People
 from bridge.inputs import clip
 from bridge.render import escape_card_markdown
 from bridge.sender import QUICK_WINDOW, FeishuAPIError, send_uuid
 from bridge.strings import Locale, both, t
+from bridge.whose import forgettable
 from errors import ClaudeMemoryError, ConfigurationError
 from memory.backend import MemoryBackend
 from memory.history.conflicts import ConflictStore
 from memory.loop.entities import PendingEntity, PendingStore, confirm_pending
-from memory.model import NoteDraft, SaveResult
+from memory.model import NoteDraft, Reader, SaveResult, team_scope
 from memory.notes.changes import ChangeSource, acting_as
 from storage.public_text import clean_error, exception_text, next_step
 
 logger = logging.getLogger("bridge.feishu")
 
-SearchFn = Callable[[str, int], Awaitable[list[dict[str, Any]]]]
+SearchFn = Callable[[str, int, Reader], Awaitable[list[dict[str, Any]]]]
+"""search(query, limit, reader): the notes `reader` reads, best first, as dicts."""
 
 MEMORY_RESULTS = 5  # notes a /recall shows
 FORGET_MATCHES = 5  # notes a /forget by query offers
@@ -51,6 +58,7 @@ class MemoryCommands:
         ctx: BridgeContext,
         controls: Controls,
         delivery: Delivery,
+        people: People,
         *,
         search: SearchFn | None = None,
         memory: MemoryBackend | None = None,
@@ -60,29 +68,35 @@ class MemoryCommands:
         self._ctx = ctx
         self._controls = controls
         self._delivery = delivery
+        self._people = people
         self.search = search
         self.memory = memory
         self.pending = pending
         self.conflicts = conflicts
 
-    async def _search(self, query: str, limit: int) -> list[dict[str, Any]]:
+    def reader(self, msg: IncomingMessage) -> Reader:
+        """Whose memory `msg` reads and saves to (bridge/whose.py)."""
+        return self._people.reader(msg)
+
+    async def _search(self, query: str, limit: int, reader: Reader) -> list[dict[str, Any]]:
         if self.search is not None:
-            return await self.search(query, limit)
+            return await self.search(query, limit, reader)
         if self.memory is not None:
-            return await memory_search(self.memory)(query, limit)
+            return await memory_search(self.memory)(query, limit, reader)
         raise ConfigurationError("no memory store")
 
     # --- /recall ---------------------------------------------------------------------------------
     async def recall(self, msg: IncomingMessage, query: str) -> None:
-        await self._delivery.notify_markdown(msg, await self._memory_text(query, msg.locale))
+        text = await self._memory_text(query, msg.locale, self.reader(msg))
+        await self._delivery.notify_markdown(msg, text)
 
-    async def _memory_text(self, query: str, lang: Locale) -> str:
+    async def _memory_text(self, query: str, lang: Locale, reader: Reader) -> str:
         if not query:
             return t("recall_usage", lang)
         if self.search is None and self.memory is None:
             return t("memory_unavailable", lang)
         try:
-            results = await self._search(query, MEMORY_RESULTS)
+            results = await self._search(query, MEMORY_RESULTS, reader)
         except Exception as exc:  # the memory store is another package: report, do not crash
             logger.exception("memory search failed")
             return t("memory_failed", lang, error=_unexpected(exc))
@@ -109,9 +123,10 @@ class MemoryCommands:
         text = text.strip()
         if not text:
             return t("remember_usage", lang), None
-        if self.memory is None:
+        scope = self.reader(msg).saves_to  # the sender's own: in a group, never everyone's
+        if self.memory is None or scope is None:
             return t("memory_unavailable", lang), None
-        draft = NoteDraft(content=text, source=f"feishu:{msg.chat_id}")
+        draft = NoteDraft(content=text, scope=scope, source=f"feishu:{msg.chat_id}")
         try:
             saved = await asyncio.to_thread(self.memory.save, draft)
         except ClaudeMemoryError as exc:
@@ -121,7 +136,51 @@ class MemoryCommands:
             return t("memory_failed", lang, error=_unexpected(exc)), None
         logger.info("%s remembered %s in %s", msg.sender_open_id, saved.id, msg.chat_id)
         key = "remembered_known" if saved.deduplicated else "remembered"
+        if msg.is_group and not saved.deduplicated:
+            key = "remembered_for_you"  # said, so nobody takes it for the group's
         return t(key, lang, id=saved.id), saved
+
+    # --- /team-remember --------------------------------------------------------------------------
+    async def team_remember(self, msg: IncomingMessage, text: str) -> None:
+        """`/team-remember <text>` in a group, by someone with the "team" right (checked by
+        the caller): a note of the group's team scope, which every member's turns here read,
+        confirmed by a card saying so (and the choice card if it contradicts a team note)."""
+        lang = msg.locale
+        text = text.strip()
+        if not text:
+            await self._delivery.notify_markdown(msg, t("team_remember_usage", lang))
+            return
+        if self.memory is None:
+            await self._delivery.notify(msg, t("memory_unavailable", lang))
+            return
+        draft = NoteDraft(
+            content=text, scope=team_scope(msg.chat_id), source=f"feishu:{msg.chat_id}"
+        )
+        try:
+            saved = await asyncio.to_thread(self.memory.save, draft)
+        except ClaudeMemoryError as exc:
+            await self._delivery.notify(
+                msg, t("memory_failed", lang, error=clean_error(exc.message))
+            )
+            return
+        except Exception as exc:  # the store is another package: say so, never fall silent
+            logger.exception("team remember failed in %s", msg.chat_id)
+            await self._delivery.notify(msg, t("memory_failed", lang, error=_unexpected(exc)))
+            return
+        logger.info("%s saved team note %s in %s", msg.sender_open_id, saved.id, msg.chat_id)
+        who = await self._people.display_name(msg.sender_open_id)
+        title = "team_known_title" if saved.deduplicated else "team_remembered_title"
+        body = t(
+            "team_remembered",
+            lang,
+            content=escape_card_markdown(clip(text, 500)),
+            id=saved.id,
+            who=escape_card_markdown(who),
+        )
+        card = decided_card(t(title, lang), "green", body)
+        await self._delivery.send(msg, "interactive", card, part="team")
+        if saved.pending and saved.conflicts_with:
+            await self._offer_conflict(msg, saved.id, saved.conflicts_with, saved.pending)
 
     async def _offer_conflict(
         self, msg: IncomingMessage, new_id: str, old_id: str, supersession: str
@@ -182,8 +241,16 @@ class MemoryCommands:
         if memory is None:
             await notify(msg, t("memory_unavailable", lang))
             return
+        reader = self.reader(msg)
+        keeps_team = msg.is_group and await self._people.elevated(msg)
+
+        def theirs(scope: str) -> bool:  # what this sender may delete (bridge/whose.py)
+            return forgettable(scope, reader=reader, chat_id=msg.chat_id, keeps_team=keeps_team)
+
         if " " not in target:
             note = await self._ctx.db(_note_or_none, memory, target)
+            if note is not None and not theirs(note.scope):
+                note = None  # another's note reads as no note: not even that it exists
             if note is not None:
                 await self._ctx.db(memory.delete, note.id)
                 logger.info("%s deleted note %s in %s", msg.sender_open_id, note.id, msg.chat_id)
@@ -191,11 +258,12 @@ class MemoryCommands:
                 await notify_markdown(msg, t("forgotten", lang, id=note.id, title=title))
                 return
         try:
-            hits = await self._search(target, FORGET_MATCHES)
+            found = await self._search(target, FORGET_MATCHES, reader)
         except Exception as exc:
             logger.exception("memory search failed")
             await notify(msg, t("memory_failed", lang, error=_unexpected(exc)))
             return
+        hits = [h for h in found if theirs(str(h.get("scope") or ""))]
         notes = tuple(
             (str(h.get("id") or ""), str(h.get("title") or "")) for h in hits if h.get("id")
         )
@@ -366,11 +434,12 @@ def _unexpected(exc: BaseException) -> str:
 
 
 def memory_search(store: Any) -> SearchFn:
-    """Adapt the memory store's (blocking) search to the bridge's `/recall` command."""
+    """Adapt the memory store's (blocking) search to the bridge's `/recall` command: the notes
+    the sender's `reader` reads (bridge/whose.py)."""
 
-    async def search(query: str, limit: int) -> list[dict[str, Any]]:
+    async def search(query: str, limit: int, reader: Reader) -> list[dict[str, Any]]:
         def run() -> list[dict[str, Any]]:
-            return [hit.to_dict() for hit in store.search(query, limit)]
+            return [hit.to_dict() for hit in store.search(query, limit, reader=reader)]
 
         return await asyncio.to_thread(run)
 

@@ -13,6 +13,8 @@ from bridge.events import IncomingMessage
 from bridge.feishu.context import BridgeContext
 from bridge.sender import FeishuAPIError
 from bridge.strings import t
+from bridge.whose import memory_owner, reader_of
+from memory.model import Reader
 
 logger = logging.getLogger("bridge.feishu")
 
@@ -29,7 +31,8 @@ class People:
         self.owner: str | None = None  # read at start, cached: read on every message
         self.pairing_code: str | None = None
         self._pair_failures = 0
-        self._names: dict[str, tuple[float, str]] = {}  # open_id -> (valid until, display name)
+        # open_id -> (valid until, display name, whether Feishu said it)
+        self._names: dict[str, tuple[float, str, bool]] = {}
         self._chat_admins: dict[str, tuple[float, frozenset[str]]] = {}
 
     async def load_owner(self) -> None:
@@ -51,6 +54,21 @@ class People:
             allowed_users=settings.feishu_allowed_users,
             allowed_chats=settings.feishu_allowed_chats,
             owner=self.owner,
+        )
+
+    def memory_owner(self) -> str | None:
+        """The machine owner, whose memory Claude Code and Codex share (bridge/whose.py)."""
+        return memory_owner(
+            paired=self.owner, allowed_users=self._ctx.settings.feishu_allowed_users
+        )
+
+    def reader(self, msg: IncomingMessage) -> Reader:
+        """Whose memory `msg` reads and saves to (bridge/whose.py)."""
+        return reader_of(
+            sender=msg.sender_open_id,
+            chat_id=msg.chat_id,
+            in_group=msg.is_group,
+            owner=self.memory_owner(),
         )
 
     def owners(self) -> frozenset[str]:
@@ -125,6 +143,11 @@ class People:
         return t("paired", lang)
 
     # --- names -----------------------------------------------------------------------------------
+    def name_if_known(self, open_id: str) -> str | None:
+        """A member's name if it was read from Feishu (kept past its reuse time), else None."""
+        known = self._names.get(open_id)
+        return known[1] if known is not None and known[2] else None
+
     def known_name(self, open_id: str) -> str:
         """A member's name if already read, else the end of their open_id (never waits)."""
         known = self._names.get(open_id)
@@ -140,5 +163,5 @@ class People:
         # A name is the member's own text: one short line, no brackets to fake another speaker.
         shown = " ".join((name or f"member …{open_id[-6:]}").split())[:40]
         shown = shown.replace("[", "(").replace("]", ")")
-        self._names[open_id] = (now + NAMES_TTL_SECONDS, shown)
+        self._names[open_id] = (now + NAMES_TTL_SECONDS, shown, name is not None)
         return shown

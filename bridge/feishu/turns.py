@@ -20,7 +20,7 @@ from bridge.feishu.controls import Control, Controls
 from bridge.feishu.delivery import Delivery
 from bridge.feishu.memory_chat import MemoryCommands
 from bridge.feishu.prompt import PromptBuilder
-from bridge.outputs import Refused, named_files, read_checked, resolve
+from bridge.outputs import FILES_INSTRUCTIONS, Refused, named_files, read_checked, resolve
 from bridge.progress import TurnReply
 from bridge.render import card_content, escape_card_markdown, text_content
 from bridge.reply import LiveReply
@@ -188,6 +188,10 @@ class Turns:
                     approver=self._controls.approver(msg, conversation_id),
                     model=await ctx.db(ctx.state.model, ctx.scope(msg).key),
                     locale=msg.locale,  # stops, refusals and errors in the chat's language
+                    # whose memory: the sender's own (and their group's team notes), never
+                    # the machine owner's unless they speak (bridge/whose.py)
+                    reader=self._memory.reader(msg),
+                    instructions=FILES_INSTRUCTIONS,  # how the model sends a file here
                 )
             except ClaudeMemoryError as exc:
                 await reply.finish(

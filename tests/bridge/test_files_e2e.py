@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.outputs import FILES_INSTRUCTIONS
 from bridge.strings import t
 from settings import Settings
 from tests.bridge.conftest import feishu_app, message_id, replies, wait_answer
@@ -102,3 +103,22 @@ async def test_the_fake_refuses_uploads_outside_the_documented_limits(
             await api.upload_file(b"x" * (30 * 1024 * 1024 + 1), "big.bin", "stream")
         assert getattr(big.value, "code", None) == 234006
     assert [r.code for r in fake_feishu.refused] == [234010, 234011, 234006, 234010, 234006]
+
+
+async def test_the_model_is_told_in_feishu_how_to_send_a_file_and_not_elsewhere(
+    feishu_settings: Callable[..., Settings],
+    fake_feishu: FakeFeishu,
+    fake_model: FakeMessagesAPI,
+) -> None:
+    # issue #33: the bridge sent files the model named, but nothing told the model so
+    fake_model.on("draw me", text("好的。"))
+    async with feishu_app(feishu_settings()) as (client, _):
+        event = fake_feishu.push_text("draw me a chart of last week")
+        await wait_answer(fake_feishu, message_id(event))
+        web = await client.post("/api/chat", json={"message": "draw me a table on the web"})
+        assert web.status_code == 200, web.text
+    [feishu] = fake_model.requests_for("draw me a chart")
+    [elsewhere] = fake_model.requests_for("draw me a table")
+    assert FILES_INSTRUCTIONS in feishu.all_text()  # the convention the bridge reads
+    assert "![chart](out/chart.png)" in feishu.all_text()
+    assert "Sending files to the Feishu chat" not in elsewhere.all_text()

@@ -137,11 +137,13 @@ async def test_forget_by_id_at_once_and_by_query_after_one_tap_on_the_confirm_ca
     assert (gone, kept) == (404, 200)
 
 
-async def test_in_a_group_only_owners_and_admins_forget(
+async def test_in_a_group_a_member_forgets_only_their_own_notes_and_admins_the_teams(
     feishu_settings: Callable[..., Settings],
     fake_feishu: FakeFeishu,
     fake_model: FakeMessagesAPI,
 ) -> None:
+    # whose a note is (issue #33): the owner's notes are never a member's to delete, nor
+    # another member's; a member's own are theirs; the group's team notes its admins'
     fake_feishu.set_chat(GROUP, owner=CAROL)
     settings = feishu_settings(feishu_allowed_chats=[GROUP])
     async with feishu_app(settings) as (client, bridge):
@@ -158,31 +160,43 @@ async def test_in_a_group_only_owners_and_admins_forget(
             fake_feishu.push_event(event)
             return event
 
-        by_member = say(f"/forget {note['id']}", BOB)
+        await wait_answer(fake_feishu, message_id(say("/remember 我下周五去杭州出差", BOB)))
+        await wait_answer(
+            fake_feishu, message_id(say("/team-remember 团队出差统一订协议酒店", CAROL))
+        )
+        by_member = say(f"/forget {note['id']}", BOB)  # the owner's note: not his
         refused = await wait_answer(fake_feishu, message_id(by_member))
-        query = say("/forget 上海出差", CAROL)  # the group's owner gets the card...
+        query = say("/forget 出差", CAROL)  # the group's owner: the team's note, not the others'
         await wait_until(lambda: bool(replies(fake_feishu, message_id(query))), timeout=10)
         [card] = replies(fake_feishu, message_id(query))
         value = _button_value(fake_feishu, card.message_id, "forget_all")
-        stranger_tap = await _tap(  # ...but a member's tap on it is refused
+        stranger_tap = await _tap(  # ...and a member's tap on her card is refused
             fake_feishu,
             fake_feishu.push_card_action(
                 value, message_id=card.message_id, chat_id=GROUP, operator=BOB
             ),
         )
-        after_member = (await client.get(f"/api/memories/{note['id']}")).status_code
+        team_note = next(n for n in bridge.memory.list() if "协议酒店" in n.body)
+        after_member = (await client.get(f"/api/memories/{team_note.id}")).status_code
         owner_tap = await _tap(
             fake_feishu,
             fake_feishu.push_card_action(
                 value, message_id=card.message_id, chat_id=GROUP, operator=CAROL
             ),
         )
-        after_owner = (await client.get(f"/api/memories/{note['id']}")).status_code
-    assert refused == t("forget_refused")
+        after_owner = (await client.get(f"/api/memories/{team_note.id}")).status_code
+        bobs = next(n for n in bridge.memory.list() if "杭州" in n.body)
+        own = say(f"/forget {bobs.id}", BOB)  # his own note: his to delete
+        forgotten = await wait_answer(fake_feishu, message_id(own))
+        left = {n.id for n in bridge.memory.list()}
+    assert refused == t("forget_none", query=note["id"])  # as if there were no such note
+    assert TRIP not in card.text and "杭州" not in card.text and "协议酒店" in card.text
     assert stranger_tap["toast"]["type"] == "error"
     assert after_member == 200
     assert owner_tap["toast"]["type"] == "success"
     assert after_owner == 404
+    assert bobs.id in forgotten and bobs.id not in left
+    assert note["id"] in left  # the owner's note stayed through all of it
 
 
 async def test_a_low_confidence_capture_asks_and_one_tap_of_the_speaker_keeps_it(

@@ -95,16 +95,26 @@ export async function showMemory() {
 async function loadFilters() {
   let types = FALLBACK_TYPES;
   let scopes = [];
+  let whose = {};
   try {
     const stats = await json("/api/memories/stats");
     types = Object.keys(stats.by_type || {}).length ? Object.keys(stats.by_type) : types;
     scopes = Object.keys(stats.by_scope || {});
+    whose = stats.whose || {};
   } catch {
     // the filters still work with the known types
   }
   for (const t of types) ui.type.append(h("option", { value: t }, t));
   clear(ui.scopes);
-  for (const s of scopes) ui.scopes.append(h("option", { value: s }));
+  // a member's or a group's scope is offered by name: filter by person or by group
+  for (const s of scopes) ui.scopes.append(h("option", { value: s, label: whoseLabel(whose[s], s) }));
+}
+
+/** Whose a note is, in a few words: a Feishu member's name, a group's team, else its scope. */
+function whoseLabel(whose, scope) {
+  if (whose?.kind === "person") return `${whose.name}'s own`;
+  if (whose?.kind === "team") return `team of ${whose.name}`;
+  return scope;
 }
 
 function filters() {
@@ -174,7 +184,7 @@ export async function runSearch() {
             "span",
             { class: "meta" },
             [
-              note.scope,
+              whoseLabel(note.whose, note.scope),
               ...(note.tags || []).map((t) => `#${t}`),
               timeAgo(note.updated),
               // search hits only: how strongly this note matches, the same scale for any query
@@ -262,6 +272,7 @@ function fillForm(note) {
     ["Id", note.id],
     ["Type", note.type],
     ["Scope", note.scope],
+    ["Whose", note.whose?.kind === "owner" ? "the owner's" : whoseLabel(note.whose, note.scope)],
     ["Status", note.status],
     ...(note.status === "superseded" && note.superseded_by
       ? [["Replaced by", noteLink(note.superseded_by, note.superseded_by_title)]]
