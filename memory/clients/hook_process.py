@@ -22,7 +22,7 @@ Two ways to do the work, both ending in `memory.clients.hooks.HookService.handle
 * **direct**: no app (or no proof): the hook opens the home itself; search is keywords only.
 
 Import weight matters: every prompt and tool call starts a hook process, so the served path
-imports nothing but `os`, `sys`, `time`, `_socket`, `_sha256`, `threading` and the light settings
+imports nothing but `os`, `sys`, `time`, `_socket`, `_sha256`, `_thread` and the light settings
 reader. No `json`, `socket`, `pathlib`, `logging`, `typing` or `dataclasses` at the top: each
 costs milliseconds on a path that should take ~20. The direct path imports what its event
 needs (`memory.clients.hooks` and, for some events, the store).
@@ -543,6 +543,9 @@ class HookSettings:
         )
 
 
+_ANSWERED: list[bool] = []
+"""Not empty once the app answered this process's event (served): its only imports are the
+standard library's lightest, none with work to do at exit."""
 _LEFT_OPEN: list[object] = []
 """SQLite handles a hook process keeps until it ends (`exit_process`). Closing the last
 connection to a WAL database checkpoints it (its pages written back into the database file and
@@ -791,6 +794,7 @@ def run_hook(
             remaining = max(min(deadline - time.monotonic() - 0.3, 3.0), 0.2)
             outcome = ask_app(address, args.event, args.client, raw, os.getcwd(), remaining)
             if isinstance(outcome, Served):
+                _ANSWERED.append(True)
                 append_log(home, "INFO", f"{args.event} handled by the app")
                 return b"" if outcome.body.strip() in (b"", b"{}") else outcome.body
             if isinstance(outcome, AppFailed):
@@ -869,9 +873,14 @@ def main(argv: Sequence[str] | None = None, *, leave_open: bool = False) -> int:
         os.close(devnull)
     except OSError:
         return 0
-    import threading
+    # `_thread`, not `threading`: its import (functools, collections, ...) was ~2-4 ms of CPU
+    # of a served hook whose whole own work is ~10 (docs/claude-code.md, "Where a served
+    # hook's time goes"). The worker is never joined: a stuck one is left to `os._exit`.
+    import _thread
 
     result: list[bytes] = []
+    done = _thread.allocate_lock()
+    done.acquire()
 
     def work() -> None:
         raw = b""
@@ -893,11 +902,11 @@ def main(argv: Sequence[str] | None = None, *, leave_open: bool = False) -> int:
                 result.append(unavailable_answer(args, raw, home))
             except Exception:  # the notice is a courtesy: the hook still exits 0
                 logging.getLogger("memory.clients.hook_process").exception("no notice either")
+        finally:
+            done.release()
 
-    worker = threading.Thread(target=work, name="hook", daemon=True)
-    worker.start()
-    worker.join(max(deadline - time.monotonic(), 0.0))
-    if worker.is_alive():
+    _thread.start_new_thread(work, ())
+    if not done.acquire(timeout=max(deadline - time.monotonic(), 0.001)):
         append_log(
             home,
             "WARNING",
@@ -922,13 +931,15 @@ def main(argv: Sequence[str] | None = None, *, leave_open: bool = False) -> int:
 
 def exit_process(code: int) -> NoReturn:
     """End a hook process: `sys.exit`, or `os._exit` once SQLite handles were left open
-    (`_LEFT_OPEN`), so that the interpreter's teardown does not close them after all. Output
-    and logs are written by then (`main` wrote stdout with `os.write` and shut logging down)."""
-    if _LEFT_OPEN:
-        import contextlib
-
-        with contextlib.suppress(OSError, ValueError):  # closed or gone: nothing of ours lost
+    (`_LEFT_OPEN`), so that the interpreter's teardown does not close them after all, or once
+    the app answered (`_ANSWERED`: nothing of this process needs a teardown, which cost ~1.5 ms
+    of CPU). Output and logs are written by then (`main` wrote stdout with `os.write` and shut
+    logging down)."""
+    if _LEFT_OPEN or _ANSWERED:
+        try:  # noqa: SIM105 - `contextlib` would be 3 ms of imports on the served path
             sys.stderr.flush()
+        except (OSError, ValueError):  # closed or gone: nothing of ours lost
+            pass
         os._exit(code)
     sys.exit(code)
 

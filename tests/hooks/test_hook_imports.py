@@ -203,3 +203,48 @@ def test_a_direct_prompt_compiles_the_cjk_character_class_once(
     assert "login rate limit" in proc.stdout.decode()
     compiled = json.loads(proc.stderr.decode().strip().splitlines()[-1])
     assert len(compiled) == 1
+
+
+ON_THE_SERVED_PATH = frozenset(
+    # what `python -c pass` loads, then the hook's own modules and the four it needs
+    {"__future__", "cli", "gc", "memory", "memory.clients", "memory.settings_fields"}
+    | {"memory.clients.hook_process", "_thread", "_socket", "_sha256", "_sha2", "_operator"}
+)
+
+
+def test_a_served_prompt_hook_loads_only_the_lightest_modules(
+    mem_home: Path, tmp_path: Path, make_project: Callable[..., Path]
+) -> None:
+    """The served path's own work is ~10 ms a prompt (docs/claude-code.md, "Where a served
+    hook's time goes"): `threading` alone (functools, collections, ...) was 2-4 ms of it."""
+    from tests.hooks.test_server_mode import seed, start_app
+
+    seed(mem_home)
+    baseline = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "pass"], capture_output=True, check=True
+    )
+    app = start_app(mem_home, tmp_path / "server.log")
+    try:
+        payload = {
+            "session_id": "s",
+            "cwd": str(make_project("app")),
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": "what is our canary policy for releases?",
+        }
+        env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "CLAUDE_MEMORY_HOOK_SERVER": "1"}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        proc = subprocess.run(
+            [str(CLAUDE_MEMORY), "hook", "user-prompt-submit"],
+            input=json.dumps(payload).encode(),
+            capture_output=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        app.stop()
+    assert proc.returncode == 0
+    assert "user-prompt-submit handled by the app" in (mem_home / "logs" / "hooks.log").read_text()
+    assert "canary policy" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    extra = imported_modules(proc.stderr.decode()) - imported_modules(baseline.stderr.decode())
+    assert sorted(extra - ON_THE_SERVED_PATH) == [], sorted(extra - ON_THE_SERVED_PATH)
