@@ -6,6 +6,11 @@ is a module-level function of a session's `ToolContext` and its checked argument
 `TOOLS` (as the SDK's `create_sdk_mcp_server(tools=[...])` takes them); `build_memory_tools`
 binds the list to one session.
 
+Whose notes a call reaches is the running turn's `reader` (`memory.model.Reader`,
+docs/memory-format.md "Whose a note is"): in a Feishu member's turn only their own notes and
+their group's team notes, whatever scope or id the model names; saves go to the member's own
+scope.
+
 The agent's reach is limited (`memory.loop.reach`, docs/permissions.md "Memory"): a pin, a change of
 the person's own files, of a pinned note or of a note the person wrote, and more than
 `CHANGE_LIMIT` changes of existing notes in one turn wait for the person as pending changes,
@@ -81,7 +86,9 @@ class SaveArgs(_Args):
         "code, bug, conversation or general.",
     )
     scope: str | None = Field(
-        default=None, description="user (default), project:<key> or chat:<id>."
+        default=None,
+        description="Leave it out for this conversation's own (user; in a Feishu member's "
+        "conversation, theirs), or project:<key> or chat:<id>.",
     )
     tags: list[str] = Field(default_factory=list)
     importance: float = Field(default=0.5, ge=0, le=1)
