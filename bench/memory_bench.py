@@ -611,20 +611,31 @@ def run_size(
 # --- PostgreSQL ------------------------------------------------------------------------------
 
 
+SHARED_BUFFERS = "2GB"
+"""The kept server's `shared_buffers`: the 100k store's notes, postings and their indexes
+(1.8 GB with the HNSW graph) fit, as `doctor` asks of a real server (docs/postgres.md)."""
+
+
 class PostgresServer:
     """Where the bench makes its databases: a given server (`--database-url`), a throwaway
     embedded one, or (`--cache`, the default) an embedded one whose data directory is kept in
     `~/.cache/claude-memory-bench/postgres`. Each size's loaded store is a template database,
     made once (and kept with `--cache`); each run works on a copy of it, dropped when done."""
 
-    def __init__(self, url: str | None, base: Path, cache: Path | None = None) -> None:
+    def __init__(
+        self,
+        url: str | None,
+        base: Path,
+        cache: Path | None = None,
+        shared_buffers: str = SHARED_BUFFERS,
+    ) -> None:
         self._embedded: Any = None
         self._kept: Any = None
         self.cache = cache if url is None else None
         self._made: list[str] = []
         """Templates this run made and does not keep (no cache)."""
         if url is None and self.cache is not None:
-            url = self._start_kept(self.cache / "postgres")
+            url = self._start_kept(self.cache / "postgres", shared_buffers)
         elif url is None:
             from tests.fakes.postgres import EmbeddedPostgres
 
@@ -634,11 +645,14 @@ class PostgresServer:
         self._restore_durability(url)
         self.admin_url = url
 
-    def _start_kept(self, root: Path) -> str:
+    def _start_kept(self, root: Path, shared_buffers: str) -> str:
         """The embedded server on a data directory that outlives the run (stopped at the end,
-        started again by the next run). As root, the wheel runs the server as a user of its
-        own and opens the folders above the data directory for it to traverse."""
+        started again by the next run), with `shared_buffers` (restarted once to set it). As
+        root, the wheel runs the server as a user of its own and opens the folders above the
+        data directory for it to traverse."""
         import warnings
+
+        import psycopg
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs, when XDG_RUNTIME_DIR is unset
@@ -647,7 +661,19 @@ class PostgresServer:
         print(f"starting the embedded PostgreSQL kept in {root}...", file=sys.stderr)
         root.mkdir(parents=True, exist_ok=True)
         self._kept = get_server(root / "data", cleanup_mode="stop")
-        return str(self._kept.get_uri("postgres"))
+        url = str(self._kept.get_uri("postgres"))
+        with psycopg.connect(url, autocommit=True) as conn:
+            [(now, wanted)] = conn.execute(
+                "SELECT pg_size_bytes(current_setting('shared_buffers')), pg_size_bytes(%s)",
+                (shared_buffers,),
+            ).fetchall()
+            if now != wanted:
+                conn.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}'")
+        if now != wanted:  # takes a restart
+            self._kept.cleanup()
+            self._kept = get_server(root / "data", cleanup_mode="stop")
+            url = str(self._kept.get_uri("postgres"))
+        return url
 
     @staticmethod
     def _restore_durability(url: str) -> None:
@@ -686,7 +712,7 @@ class PostgresServer:
         meta = _template_meta(self.url_of(name))
         if meta is not None:
             print(f"postgresql: reusing the loaded store {name}", file=sys.stderr)
-            return meta, True
+            return meta | _migrate_template(self.url_of(name)), True
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # cut short before
             conn.execute(f'CREATE DATABASE "{name}"')
@@ -812,8 +838,9 @@ def _fill_template(
             store.restore(notes)
             with db.connection() as conn:
                 # as autovacuum soon would: without it, searches scan the GIN index's
-                # pending list of the bulk insert and run ~2.5x slower
-                conn.execute("VACUUM ANALYZE memory_notes")
+                # pending list of the bulk insert and run ~2.5x slower, and read the
+                # postings' rows besides their index
+                conn.execute("VACUUM ANALYZE memory_notes, memory_note_terms")
             load_s = time.perf_counter() - start
             notes_mb = _database_mb(store)
             print(f"[{size}] postgresql: vectors...", file=sys.stderr)
@@ -840,6 +867,37 @@ def _fill_template(
     finally:
         db.close()
     return meta
+
+
+def _migrate_template(url: str) -> dict[str, float]:
+    """A kept template brought up to the store's schema once, so its copies start current (a
+    newer migration, such as 5's postings, would otherwise run on every copy): what it took."""
+    import psycopg
+
+    from memory.postgres.store import COMPONENT, MIGRATIONS, SCHEMA_VERSION
+    from storage.postgres import PostgresDatabase
+
+    key = f"migrate_{SCHEMA_VERSION}_s"
+    with psycopg.connect(url, autocommit=True) as conn:
+        [(version,)] = conn.execute(
+            "SELECT coalesce(max(version), 0) FROM schema_migrations WHERE component = %s",
+            (COMPONENT,),
+        ).fetchall()
+        if version >= SCHEMA_VERSION:
+            return {}  # its bench_template row says what migrating took
+    print(f"postgresql: migrating the loaded store to schema {SCHEMA_VERSION}...", file=sys.stderr)
+    start = time.perf_counter()
+    db = PostgresDatabase(url, min_size=1, max_size=1)
+    db.open()
+    try:
+        db.migrate(COMPONENT, MIGRATIONS)
+    finally:
+        db.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")  # index-only scans of the new postings need it
+        seconds = time.perf_counter() - start
+        conn.execute("INSERT INTO bench_template VALUES (%s, %s)", (key, seconds))
+    return {key: seconds}
 
 
 def _template_meta(url: str) -> dict[str, float] | None:
@@ -925,6 +983,7 @@ def run_size_pg(
         "notes": size,
         **timings(saves, searches, contexts, context_plain),
         "reindex_s": meta["load_s"],
+        **({"migrate_5_s": meta["migrate_5_s"]} if "migrate_5_s" in meta else {}),
         "reused": float(reused),
         "index_mb": meta["notes_mb"],
         "empty_queries": empty,
@@ -1233,6 +1292,7 @@ COMPARE_ROWS = (
         "reindex_s",
         "{:.1f}",
     ),
+    ("PostgreSQL: migration 5 (postings) on a store loaded before, s", "migrate_5_s", "{:.1f}"),
     ("save p50 ms", "save_p50", "{:.2f}"),
     ("save p95 ms", "save_p95", "{:.2f}"),
     ("search p50 ms", "search_p50", "{:.2f}"),
@@ -1332,6 +1392,12 @@ def main() -> int:
         "%(default)s)",
     )
     parser.add_argument(
+        "--shared-buffers",
+        default=SHARED_BUFFERS,
+        help="the kept embedded server's shared_buffers (%(default)s: more than the 100k"
+        " store's notes, postings and indexes, as `claude-memory doctor` asks)",
+    )
+    parser.add_argument(
         "--encoder",
         default="auto",
         help="also time searches with this real encoder (product setting; 'auto': the packaged"
@@ -1375,7 +1441,7 @@ def main() -> int:
     try:
         if args.backend != "sqlite":
             cache = Path(args.cache).expanduser() if args.cache else None
-            server = PostgresServer(args.database_url, base, cache)
+            server = PostgresServer(args.database_url, base, cache, args.shared_buffers)
             print(f"postgresql: {server.settings()}", file=sys.stderr)
         for size in sizes:
             if args.backend != "postgresql":

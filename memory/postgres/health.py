@@ -93,10 +93,16 @@ def inspect(url: str, *, timeout: float = 5.0) -> MemoryDatabase:
             "SELECT c.relname AS name, i.indisvalid AND i.indisready AS valid,"
             " pg_relation_size(c.oid) AS size FROM pg_index i"
             " JOIN pg_class c ON c.oid = i.indexrelid"
-            " WHERE i.indrelid IN ('memory_notes'::regclass, 'memory_note_vectors'::regclass)"
+            " WHERE i.indrelid IN ('memory_notes'::regclass, 'memory_note_vectors'::regclass,"
+            "   to_regclass('memory_note_terms'))"
             " ORDER BY c.relname"
         ).fetchall()
-        table = _one(conn, "SELECT pg_total_relation_size('memory_notes') AS size")["size"]
+        # what a keyword search reads: the notes and, since migration 5, their postings
+        table = _one(
+            conn,
+            "SELECT pg_total_relation_size('memory_notes')"
+            " + coalesce(pg_total_relation_size(to_regclass('memory_note_terms')), 0) AS size",
+        )["size"]
         models = conn.execute(
             "SELECT m.model, m.dim, CASE WHEN to_regclass(m.index_name) IS NOT NULL"
             "   THEN m.index_name END AS index,"

@@ -11,6 +11,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -214,3 +215,71 @@ def test_a_search_answers_while_background_embedding_holds_its_hit(
         writer.rollback()
     assert [h.id for h in hits] == [saved.id]
     assert waited < 5, f"the search waited {waited:.1f} s for the embedding's lock"
+
+
+# --- keyword search from the postings (docs/postgres.md, "Where a search's time goes") ------
+
+
+@pytest.fixture
+def pg_capped(database_url: str, tmp_path: Path) -> Iterator[PostgresMemoryStore]:
+    """A PostgreSQL memory that ranks at most 5 matches of a word (`max_ranked_matches`)."""
+    db = PostgresDatabase(database_url, min_size=1, max_size=2)
+    db.open()
+    config = replace(MemoryConfig.for_home(tmp_path / "pg"), max_ranked_matches=5)
+    try:
+        store = PostgresMemoryStore.open(db, config)
+        try:
+            yield store
+        finally:
+            store.close()
+    finally:
+        db.close()
+
+
+def test_a_rare_word_finds_its_notes_past_a_common_words_newest_matches(
+    pg_capped: PostgresMemoryStore,
+) -> None:
+    # three older notes hold the rare word; twelve newer ones the common word
+    rare = [
+        pg_capped.save(NoteDraft(content=f"奥米伽 rollback plan {n}", title=f"奥米伽回滚 {n}")).id
+        for n in range(3)
+    ]
+    for n in range(12):
+        pg_capped.save(NoteDraft(content=f"部署 deploy checklist step {n} for the api"))
+
+    found = [h.id for h in pg_capped.search("部署 奥米伽", record_access=False, floor=0)]
+
+    # each word's own newest matches are ranked, not the newest five of either word
+    assert set(rare) <= set(found), found
+
+
+def _postings(db: PostgresDatabase, sql: str) -> list[tuple[str, int, int, int]]:
+    return sorted((r["term"], r["changed"], r["f"], r["d"]) for r in db.fetch(sql))
+
+
+def test_the_postings_follow_every_write(pg_store: PostgresMemoryStore) -> None:
+    first = pg_store.save(NoteDraft(content="连接池 pool_size 的上限是 20", title="连接池上限"))
+    second = pg_store.save(NoteDraft(content="缓存 cache ttl is 60 seconds", tags=("缓存",)))
+    third = pg_store.save(NoteDraft(content="告警 alert routing goes to the oncall"))
+    pg_store.update(
+        first.id, content="数据库 database pool holds 40 connections", title="数据库上限"
+    )
+    pg_store.deprecate(second.id)
+    pg_store.delete(third.id)
+    pg_store.rebuild()
+    pg_store.restore([pg_store.get(first.id)])  # the same note again: replaced
+
+    db = pg_store._db
+    held = _postings(db, "SELECT term, changed, f, d FROM memory_note_terms")
+    derived = _postings(
+        db,
+        "SELECT o.term, n.changed, o.f, n.fts_tokens AS d"
+        " FROM memory_notes n, memory_note_terms_of(n.search) o",
+    )
+    assert held == derived
+    # what a user sees of it: the new words find the note, the old ones and the deleted note
+    # are gone
+    assert [h.id for h in pg_store.search("数据库", record_access=False)] == [first.id]
+    assert pg_store.search("连接池", record_access=False) == []
+    assert pg_store.search("告警", record_access=False) == []
+    assert [h.id for h in pg_store.search("缓存", include_inactive=True)] == [second.id]
