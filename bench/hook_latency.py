@@ -8,7 +8,10 @@ Each row runs the installed console script once per prompt, JSON on stdin, exact
 hook does. Every prompt is new: 5-60 words, English and Chinese in turn, drawn for this run
 (a run counter in the cache folder), never repeated within it, warm-up prompts included. A
 repeated prompt would take its vector from the store's cache and hide what a user waits for
-(issue #32: 14/21 ms measured that way, 220/2,474 ms on new prompts).
+(issue #32: 14/21 ms measured that way, 220/2,474 ms on new prompts). Prompts come `--gap`
+seconds apart (0.5 by default): a person's next prompt comes a model answer later, by when the
+app's work after an answer (the prompt on record, a capture) is done; back to back (`--gap 0`)
+that work lands on the next prompt's time.
 
 Rows, for each home (`--notes`, default 200 and 2,000; embedded once with the real encoder
 and cached as bench/served_latency.py caches its homes, each run on a copy):
@@ -181,16 +184,23 @@ def payload(text: str, project: Path, session: str) -> bytes:
 
 
 def hook_rows(
-    prompts: Prompts, count: int, env: dict[str, str], project: Path, session: str
+    prompts: Prompts,
+    count: int,
+    env: dict[str, str],
+    project: Path,
+    session: str,
+    gap: float = 0.0,
 ) -> list[Sample]:
-    """`WARMUP` new prompts, then `count` measured ones (all different)."""
+    """`WARMUP` new prompts, then `count` measured ones (all different), `gap` seconds apart."""
     for _ in range(WARMUP):
         _, text = prompts.prompt()
         run_hook(payload(text, project, session), env, "")
+        time.sleep(gap)
     out = []
     for _ in range(count):
         language, text = prompts.prompt()
         out.append(run_hook(payload(text, project, session), env, language))
+        time.sleep(gap)
     return out
 
 
@@ -295,7 +305,7 @@ def measure_home(
     hooks_log = HookLog(home)
     direct = Row(
         f"{notes:,} notes, direct",
-        hook_rows(prompts, args.runs, direct_env, project, "d"),
+        hook_rows(prompts, args.runs, direct_env, project, "d", args.gap),
         DIRECT_TARGET,
     )
     direct.outcomes = hooks_log.outcomes()
@@ -305,7 +315,7 @@ def measure_home(
         settled = app.settle()
         before = app_cpu(app)
         hooks_log = HookLog(home)
-        samples = hook_rows(prompts, args.runs, env, project, "s")
+        samples = hook_rows(prompts, args.runs, env, project, "s", args.gap)
         cpu = per_call(before, app_cpu(app), args.runs + WARMUP)
     served = Row(f"{notes:,} notes, served, app ready", samples, None, cpu)
     served.outcomes = hooks_log.outcomes()
@@ -342,6 +352,7 @@ def measure_busy(notes: int, args: argparse.Namespace, prompts: Prompts, base: P
         for _ in range(args.runs):
             language, text = prompts.prompt()
             samples.append(run_hook(payload(text, project, "b"), env, language))
+            time.sleep(args.gap)
         cpu = per_call(before, app_cpu(app), args.runs)
         encoder = app.encoder()
     row = Row(f"{notes:,} notes, served, right after `serve`", samples, None, cpu)
@@ -366,6 +377,13 @@ def main() -> int:
     parser.add_argument("--encoder", default="auto", help="the app's CLAUDE_MEMORY_ENCODER")
     parser.add_argument("--busy-notes", type=int, default=2000)
     parser.add_argument("--skip-busy", action="store_true")
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=0.5,
+        help="seconds between two prompts (0: back to back; a person's prompts are a model "
+        "answer apart, and the app's work after an answer then lands on the next prompt)",
+    )
     parser.add_argument("--rebuild", action="store_true", help="embed the cached homes anew")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder")
     args = parser.parse_args()
@@ -404,7 +422,7 @@ def main() -> int:
     print()
     print(
         f"Hook latency, user-prompt-submit, {args.runs} new prompts a row (5-60 words, English "
-        f"and Chinese in turn; run {run}), app encoder {args.encoder} "
+        f"and Chinese in turn, {args.gap:g} s apart; run {run}), app encoder {args.encoder} "
         f"({platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} "
         f"CPUs, load {os.getloadavg()[0]:.1f}; the machine was busy {others / elapsed:.2f} "
         "cores on average over the run, this bench included); wall ms incl. process start"
