@@ -110,43 +110,44 @@ def test_translated_hits_are_a_third_list_trusted_by_their_coverage() -> None:
     assert fused["zh"] == 1.0  # the query's own words still lead
 
 
-def test_a_chinese_question_finds_an_english_note_by_its_words(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("question", "wanted", "others"),
+    [
+        (
+            "订单列表接口为什么慢",
+            "The list orders endpoint was slow until Lu Ming added an index.",
+            (
+                "Refunds are capped at 50,000 yuan a day per merchant.",
+                "The staging cluster runs two replicas of every service.",
+                "Weekly sync with the data team is on Wednesdays.",
+            ),
+        ),
+        (
+            "Which typhoon made us work from home?",
+            "台风来了，公司通知全员在家办公，麻薯躲在床底。",
+            (
+                "The team offsite is in Hangzhou this year.",
+                "周末去岩舞空间抱石，终于完成了 V3。",
+                "订单服务的连接池上限改成 40。",
+            ),
+        ),
+    ],
+    ids=["zh-question-en-note", "en-question-zh-note"],
+)
+def test_a_question_finds_a_note_in_the_other_language_by_its_words(
+    tmp_path: Path, question: str, wanted: str, others: tuple[str, ...]
+) -> None:
     with MemoryStore.open(MemoryConfig.for_home(tmp_path, fsync=False)) as store:
         store.attach_encoder(load_encoder(EncoderSpec("hashing")))  # vectors that read no meaning
-        wanted = store.save(
-            NoteDraft(content="The list orders endpoint was slow until Lu Ming added an index.")
-        ).id
-        for text in (
-            "Refunds are capped at 50,000 yuan a day per merchant.",
-            "The staging cluster runs two replicas of every service.",
-            "Weekly sync with the data team is on Wednesdays.",
-        ):
+        wanted_id = store.save(NoteDraft(content=wanted)).id
+        for text in others:
             store.save(NoteDraft(content=text))
         store.sync_vectors()
-        outcome = store.search_detailed("订单列表接口为什么慢", floor=0.0)
-        assert outcome.mode == "hybrid"
-        assert [h.id for h in outcome.hits][:1] == [wanted]
-        # keyword search alone (the hooks working directly) does not translate
-        alone = store.search_detailed("订单列表接口为什么慢", mode="keyword", floor=0.0)
-        assert wanted not in [h.id for h in alone.hits]
-
-
-def test_an_english_question_finds_a_chinese_note_by_its_words(tmp_path: Path) -> None:
-    with MemoryStore.open(MemoryConfig.for_home(tmp_path, fsync=False)) as store:
-        store.attach_encoder(load_encoder(EncoderSpec("hashing")))  # vectors that read no meaning
-        wanted = store.save(NoteDraft(content="台风来了，公司通知全员在家办公，麻薯躲在床底。")).id
-        for text in (
-            "The team offsite is in Hangzhou this year.",
-            "周末去岩舞空间抱石，终于完成了 V3。",
-            "订单服务的连接池上限改成 40。",
-        ):
-            store.save(NoteDraft(content=text))
-        store.sync_vectors()
-        question = "Which typhoon made us work from home?"
         outcome = store.search_detailed(question, floor=0.0)
         assert outcome.mode == "hybrid"
         # first of the notes written (the empty profile note, type-weighted, may lead)
         written = [h.id for h in outcome.hits if h.id != "mem_user_profile"]
-        assert written[:1] == [wanted]
+        assert written[:1] == [wanted_id]
+        # keyword search alone (the hooks working directly) does not translate
         alone = store.search_detailed(question, mode="keyword", floor=0.0)
-        assert wanted not in [h.id for h in alone.hits]
+        assert wanted_id not in [h.id for h in alone.hits]
