@@ -95,7 +95,7 @@ def test_entity_names_map_to_types(store: MemoryStore) -> None:
     ("field", "value"),
     [
         ("type", "nonsense"),
-        ("scope", "team:x"),
+        ("scope", "teams:x"),
         ("importance", 1.5),
         ("expires_at", "next tuesday"),
         ("content", "   "),
