@@ -21,6 +21,16 @@ from collections.abc import Sequence
 
 from memory.model import Reader, person_scope, team_scope
 
+WHOSE_INSTRUCTIONS = """\
+# Whose memory, in this Feishu chat
+Each person here has a memory of their own. In a turn, the memory you are given and your memory \
+tools reach only the speaker's own notes (and, in a group, the group's team notes), and what you \
+save goes to the speaker's own notes: never present one member's notes as another's, or as the \
+group's. A group's team memory is saved on purpose by the group's owner or admins with \
+`/team-remember <text>`; suggest that when something should hold for the whole group."""
+"""What the model is told about whose memory it reads in Feishu (the system prompt, with
+`bridge.outputs.FILES_INSTRUCTIONS`)."""
+
 
 def memory_owner(*, paired: str | None, allowed_users: Sequence[str]) -> str | None:
     """The machine owner's open_id: the first user `FEISHU_ALLOWED_USERS` names, else the

@@ -27,6 +27,7 @@ from bridge.reply import LiveReply
 from bridge.sender import FeishuAPIError, send_uuid
 from bridge.stream import StreamReply
 from bridge.strings import t
+from bridge.whose import WHOSE_INSTRUCTIONS
 from errors import ClaudeMemoryError
 from storage.public_text import exception_text, next_step
 
@@ -191,7 +192,8 @@ class Turns:
                     # whose memory: the sender's own (and their group's team notes), never
                     # the machine owner's unless they speak (bridge/whose.py)
                     reader=self._memory.reader(msg),
-                    instructions=FILES_INSTRUCTIONS,  # how the model sends a file here
+                    # how the model sends a file here, and whose memory it reads
+                    instructions=f"{FILES_INSTRUCTIONS}\n\n{WHOSE_INSTRUCTIONS}",
                 )
             except ClaudeMemoryError as exc:
                 await reply.finish(

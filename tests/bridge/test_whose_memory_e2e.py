@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from bridge.strings import t
+from bridge.whose import WHOSE_INSTRUCTIONS
 from settings import Settings
 from tests.bridge.conftest import feishu_app, message_id, replies, wait_answer
 from tests.fakes.anthropic_api import FakeMessagesAPI, RecordedRequest, text, tool
@@ -111,6 +112,8 @@ async def test_a_members_memory_reaches_their_own_turns_and_a_team_fact_everyone
         assert ("外滩" in trip) is (member == OWNER_OPEN_ID), NAMES[member]  # the owner's too
         assert "周五下午五点" in report, NAMES[member]  # the team fact: everyone's, here
         assert "周报改到周一" not in report
+    # the model is told whose memory it reads here
+    assert WHOSE_INSTRUCTIONS in _turn(fake_model, BOB, TRIP_QUESTION).all_text()
     [alone] = fake_model.requests_for(f"{TRIP_QUESTION}（私聊）")
     assert "杭州" in alone.all_text() and "外滩" not in alone.all_text()
     [alone_report] = fake_model.requests_for(f"{REPORT_QUESTION}（私聊）")
