@@ -31,7 +31,7 @@ from memory.inputs import ID_MAX, Flag, SearchText
 from memory.loop.entities import PendingStore, confirm_pending, pending_filter
 from memory.loop.episodes import EpisodeStore
 from memory.loop.feedback import FeedbackStore
-from memory.model import Note, NoteDraft, NoteStatus, SearchHit
+from memory.model import Note, NoteDraft, NoteStatus, Reader, SearchHit, normalize_scope
 from memory.notes.changes import ChangeSource, acting_as
 from storage.lanes import Lane
 
@@ -177,6 +177,12 @@ class SearchRequest(BaseModel):
     limit: int = Field(default=10, ge=1, le=100)
     type: str | None = None
     scope: str | None = None
+    person: str | None = Field(
+        default=None, description="Only this Feishu member's own notes (an open_id)."
+    )
+    group: str | None = Field(
+        default=None, description="Only this Feishu group's team notes (a chat_id)."
+    )
     tag: str | None = None
     include_inactive: Flag = False
     mode: Literal["auto", "keyword", "vector", "hybrid"] = Field(
@@ -491,7 +497,12 @@ async def search_memories(
 ) -> SearchResponse:
     """Ranked search (hybrid keyword + vector when the encoder is ready, else keyword, with a
     `notice`); results carry their calibrated relevance and score parts. Hits below the
-    relevance floor are left out unless `all` (in the body or `?all=true`)."""
+    relevance floor are left out unless `all` (in the body or `?all=true`). `person` and
+    `group` search one member's own notes or one group's team notes, exactly (a `scope` also
+    brings the user's notes)."""
+    whose = _scope_of(None, body.person, body.group)
+    if whose is not None and body.scope is not None:
+        raise InvalidInputError("give one of scope, person and group")
     outcome = await on_lane(
         store.search_detailed,
         body.query,
@@ -502,6 +513,8 @@ async def search_memories(
         include_inactive=body.include_inactive,
         mode=body.mode,
         floor=0.0 if everything or body.all else None,
+        # that scope alone, read as its own reader reads it
+        reader=Reader(owner=False, scopes=(normalize_scope(whose),)) if whose else None,
     )
     return SearchResponse(
         results=await on_lane(_hits_out, store, outcome.hits, names),

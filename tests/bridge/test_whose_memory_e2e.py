@@ -96,6 +96,9 @@ async def test_a_members_memory_reaches_their_own_turns_and_a_team_fact_everyone
         alice_notes = (await client.get("/api/memories", params={"person": ALICE})).json()
         team_notes = (await client.get("/api/memories", params={"group": GROUP})).json()
         everything = (await client.get("/api/memories", params={"limit": 100})).json()
+        searched = await client.post(
+            "/api/memories/search", json={"query": "出差", "person": ALICE}
+        )
 
     assert owners_saved == t("remembered", id=owners_saved.split("`")[1])
     assert alices_saved.startswith(t("remembered_for_you", id="x").split("（")[0])
@@ -127,6 +130,9 @@ async def test_a_members_memory_reaches_their_own_turns_and_a_team_fact_everyone
     assert [n["whose"] for n in team_notes["items"]] == [
         {"kind": "team", "id": GROUP, "name": GROUP}
     ]
+    hits = searched.json()["results"]
+    assert hits and {h["scope"] for h in hits} == {f"person:{ALICE}"}
+    assert hits[0]["whose"]["name"] == "Alice"
     owners = [n for n in everything["items"] if "外滩" in n["summary"] + n["title"]]
     assert [n["whose"]["kind"] for n in owners] == ["owner"]
 
