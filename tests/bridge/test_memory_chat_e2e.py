@@ -237,11 +237,13 @@ async def test_a_low_confidence_capture_asks_and_one_tap_of_the_speaker_keeps_it
         resolved = bridge.pending.get(pending[0].id)
         assert bridge.memory is not None
         notes = [{"id": n.id} for n in _ours(bridge.memory.list())]
+        kept = bridge.memory.get(resolved.note_id or "")
     assert by_bob["toast"]["content"] == t("keep_refused")
     assert by_alice["toast"]["type"] == "success"
     assert by_alice["card"]["data"]["header"]["template"] == "green"
     assert resolved.status == "confirmed" and resolved.note_id
     assert any(n["id"] == resolved.note_id for n in notes)
+    assert kept.scope == f"person:{ALICE}"  # captured from her words: hers (issue #33)
     assert OWNER_OPEN_ID  # the owner could have decided too (rights table, test_commands)
 
 
