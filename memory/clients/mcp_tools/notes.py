@@ -21,7 +21,7 @@ from memory.loop.reach import (
     review_save,
     waiting_answer,
 )
-from memory.model import ENTITY_TYPE_MAP, Note, NoteDraft, normalize_type
+from memory.model import ENTITY_TYPE_MAP, OWNER, Note, NoteDraft, normalize_type
 from memory.search.fusion import SearchOutcome
 from memory.search.ranking import check_updatable, clean_changes
 
@@ -58,16 +58,24 @@ def memory_search(ctx: ToolContext, args: Arguments) -> str:
     all_projects = args.flag("all_projects")
     kind = args.text("type")
     note_type = normalize_type(kind) if kind else None
-    scope = args.text("scope") or (None if all_projects else ctx.project.scope)
+    asked = args.text("scope")
+    scope = asked or (None if all_projects else ctx.project.scope)
+    # the machine owner's session: their own notes and sessions, never a Feishu member's or a
+    # group's unless a scope names them (docs/memory-format.md, "Whose a note is")
+    reader = None if asked else OWNER
     store = ctx.store
     outcome = store.search_detailed(
-        query, limit=args.whole("limit", 8), type=note_type, scope=scope
+        query, limit=args.whole("limit", 8), type=note_type, scope=scope, reader=reader
     )
     sessions: list[Episode] = []
     if note_type is None:  # past sessions have no note type: a typed search is about notes
         floor = store.config.relevance_floor  # as the notes' search above
         found = ctx.episodes.search(query, limit=10, floor=floor)
-        sessions = [e for e in found if all_projects or e.project == ctx.project.key][:5]
+        sessions = [
+            e
+            for e in found
+            if (all_projects or e.project == ctx.project.key) and OWNER.reads(e.scope)
+        ][:5]
     # a past session and its summary note are one memory: listed once, as the session (as
     # the prompt's recall does, memory/loop/prompt.py)
     listed = {e.summary_note_id for e in sessions}
