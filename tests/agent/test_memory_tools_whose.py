@@ -5,15 +5,20 @@ members' are "not found", as a missing note. The store is real."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent.events import TurnResult
 from agent.memory_tools import build_memory_tools
+from agent.recorder import MemoryRecorder
+from agent.sessions import TurnInfo
 from memory.config import MemoryConfig
 from memory.loop.entities import PendingStore
+from memory.loop.episodes import EpisodeStore
 from memory.model import OWNER, NoteDraft, Reader
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
@@ -117,3 +122,25 @@ async def test_the_owners_tools_read_their_own_scopes_and_no_members(
     )
     assert mine.id in found and bob.id not in found
     assert store.get(saved.split("[", 1)[1].split("]", 1)[0]).scope == "user"
+
+
+async def test_what_is_captured_from_a_members_words_and_their_session_are_theirs(
+    store: MemoryStore, tmp_path: Path
+) -> None:
+    state = StateDB(tmp_path / "home" / "state.db")
+    episodes = EpisodeStore(state, store)
+    recorder = MemoryRecorder(store, episodes, PendingStore(state), summarizer=None)
+    alice = Reader(
+        owner=False, scopes=(f"person:{ALICE}", f"team:{GROUP}"), saves_to=f"person:{ALICE}"
+    )
+    conversation = f"feishu:{GROUP}:{ALICE}:v1"
+    result = TurnResult(
+        reply="好的。", conversation_id=conversation, session_id=None, is_error=False, log_file=""
+    )
+    await recorder.on_turn(
+        TurnInfo(conversation, "我决定以后都用 pytest 写测试", result, 0, time.time(), alice)
+    )
+    episode = episodes.active(conversation)
+    [captured] = [n for n in store.list(limit=100) if "pytest" in n.body]
+    assert captured.scope == f"person:{ALICE}"  # a sure capture: saved at once, as hers
+    assert episode is not None and episode.scope == f"person:{ALICE}"  # so is its summary
