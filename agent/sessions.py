@@ -784,8 +784,9 @@ class SessionManager:
             )
         return f"c-{uuid.uuid4().hex[:12]}"
 
-    async def compact(self, conversation_id: str) -> TurnResult:
-        """Compact a conversation's session (Claude Code's /compact)."""
+    async def compact(self, conversation_id: str, *, reader: Reader = OWNER) -> TurnResult:
+        """Compact a conversation's session (Claude Code's /compact); `reader`: whose memory
+        the conversation reads (the memory hook may run for the command too)."""
         known = await self.run_state(self.store.get, conversation_id)
         if known is None or not known.session_id:
             return TurnResult(
@@ -795,7 +796,7 @@ class SessionManager:
                 is_error=False,
                 log_file="",
             )
-        return await self._submit(conversation_id, "/compact", "compact", None)
+        return await self._submit(conversation_id, "/compact", "compact", None, reader=reader)
 
     async def interrupt(self, conversation_id: str, *, why: str | None = None) -> bool:
         """Stop the conversation's running turn; `why` replaces the reply's "Stopped."."""

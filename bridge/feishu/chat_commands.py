@@ -233,7 +233,9 @@ class ChatCommands:
         )
         async with reply:
             try:
-                result = await self._ctx.sessions.compact(conversation_id)
+                result = await self._ctx.sessions.compact(
+                    conversation_id, reader=self._memory.reader(msg)
+                )
             except ClaudeMemoryError as exc:
                 error = t("compact_failed", msg.locale, error=exc.message)
                 await reply.finish(error, is_error=True)
