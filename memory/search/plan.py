@@ -10,7 +10,7 @@ cores E5's two threads need both, and a keyword search running meanwhile stalled
 10,000 notes hybrid search took 25-29 ms p50 / 36-40 ms p95 overlapped, 20 / 29-33 in turn.
 
 A long query is shortened for its vector (`vector_text`): E5's cost grows with every token
-(about 1.2 ms of CPU each on this class of machine), and a prompt pasted into a hook can be
+(about 1 ms of CPU each on this class of machine), and a prompt pasted into a hook can be
 hundreds of words long; its keywords still come from the whole text.
 """
 
@@ -35,10 +35,18 @@ if TYPE_CHECKING:  # loaded with the encoder itself: a keyword-only hook never n
     from memory.encoders.models import Encoder, EncoderUnavailableError
 
 CACHE_SIZE: Final = 256
-VECTOR_TOKENS: Final = 40.0
-"""About how many of E5's tokens of a query go into its vector (`vector_text`): ~30 English
-words or ~45 Chinese characters, 25-50 ms of encoder CPU; the rest of a longer prompt costs
-more than it adds to what it is about."""
+VECTOR_TOKENS: Final = 28.0
+"""About how many of E5's tokens of a query go into its vector (`vector_text`): ~20 English
+words or ~30 Chinese characters. E5 costs ~1 ms of CPU a token on two cores, and it is most of
+a served prompt's time (docs/claude-code.md, "Where a served hook's time goes"). From 40 (issue
+#32): ~30 instead of ~42 real tokens for the hook bench's 5-60-word prompts; the life set's
+prompts are mostly shorter (served hooks: related gold injected .845 -> .842, one prompt of
+373; unrelated .034 either way), and long prompts found their note more often (`HEAD_SHARE`)."""
+HEAD_SHARE: Final = 0.5
+"""The share of `VECTOR_TOKENS` a long query's start gets; its end gets the rest. Measured with
+the life set's 349 questions made long by 2-4 unrelated sentences (bench/long_prompts.py), the
+gold note in the top 5: question last .301 -> .424, question first .587 -> .559 (2/3 of 40
+tokens -> half of 28): what a prompt asks is as often at its end as at its start."""
 NO_VECTORS_YET: Final = (
     "semantic search has no vectors yet (notes are being embedded); keyword results only"
 )
@@ -117,15 +125,16 @@ def _tokens(piece: str) -> float:
 
 
 def vector_text(query: str, tokens: float = VECTOR_TOKENS) -> str:
-    """`query`, or for a longer one its start and its end (two thirds and one third of about
-    `tokens` tokens, joined by " … "): people put the setting first and the question last."""
+    """`query`, or for a longer one its start and its end (`HEAD_SHARE` and the rest of about
+    `tokens` tokens, joined by " … "): people put the setting first and the question last, or
+    the question first and the details after."""
     pieces = [(_tokens(m.group()), m.start(), m.end()) for m in _pieces_re().finditer(query)]
     if sum(cost for cost, _, _ in pieces) <= tokens:
         return query
     head_end = 0
     used = 0.0
     for cost, _, end in pieces:
-        if used + cost > tokens * 2 / 3:
+        if used + cost > tokens * HEAD_SHARE:
             break
         used += cost
         head_end = end
