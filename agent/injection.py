@@ -97,6 +97,9 @@ def memory_extras(
     async def user_prompt_submit(hook_input: Any, tool_use_id: str | None, context: Any) -> Any:
         prompt = str(hook_input.get("prompt") or "")
         state = current_turn()
+        if state is None:  # whose memory would it be? none is given (fails closed)
+            logger.warning("a prompt of %s outside any turn: no memory given", conversation_id)
+            return {}
         try:
             injection = await injector.for_prompt(
                 conversation_id,
@@ -105,13 +108,12 @@ def memory_extras(
                 resumed=await asyncio.to_thread(is_resumed, conversation_id),
                 # whose memory: the running turn's (a conversation shared in a group topic
                 # has turns of several members)
-                reader=state.reader if state is not None else OWNER,
+                reader=state.reader,
             )
         except Exception:  # memory must never block a turn
             logger.exception("memory injection failed for %s", conversation_id)
             return {}
-        if state is not None:
-            state.record_memory(injection.notes, injection.text)
+        state.record_memory(injection.notes, injection.text)
         return hook_output("UserPromptSubmit", injection.text)
 
     async def pre_compact(hook_input: Any, tool_use_id: str | None, context: Any) -> Any:
