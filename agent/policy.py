@@ -10,7 +10,8 @@ the shell would. The rules (see docs/permissions.md for the user-facing version)
   so their patterns are not taken for paths.
 * File tools: their paths inside the workspace after following symbolic links.
 * Any other tool: refused when it matches `denied_tools`, else allowed when it matches
-  `allowed_tools`, else refused.
+  `allowed_tools`, else refused. `WebFetch` also only to a public host (`agent/_web_address.py`:
+  not this machine, whose app answers loopback without a token, nor a private network).
 * The "ask" tier sits between the two: a call the rules above would allow, whose tool matches
   `ask_tools`, gets `Ask(reason)`: it runs only if a person approves it (the Feishu bridge shows
   approve/deny buttons); where nobody can be asked, it is refused. A refusal always wins.
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent._search_commands import Refused, read_search_command
 from agent._shell import Rejected, Word, split_words
+from agent._web_address import refusal as web_address_refusal
 from errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -228,6 +230,10 @@ def _evaluate(tool_name: str, tool_input: Mapping[str, Any], config: PolicyConfi
     if tool_name == "Glob":
         return _evaluate_glob_tool(tool_input, paths)
     if _matches_any(tool_name, config.allowed_tools):
+        if tool_name == "WebFetch" and (why := web_address_refusal(tool_input.get("url"))):
+            return Denied(
+                f"`WebFetch` refused: {why}. Fetch a public web address, or ask the user."
+            )
         return Allowed()
     return Denied(
         f"`{tool_name}` is not an allowed tool; do the task without it, or ask the user to add "

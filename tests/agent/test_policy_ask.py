@@ -67,4 +67,4 @@ def test_without_ask_tools_nothing_is_asked(tmp_path: Path) -> None:
         allowed_tools=("WebFetch",),
         denied_tools=(),
     )
-    assert evaluate_tool_call("WebFetch", {"url": "https://x"}, plain) == Allowed()
+    assert evaluate_tool_call("WebFetch", {"url": "https://example.com"}, plain) == Allowed()
