@@ -182,6 +182,19 @@ def test_hooks_are_served_by_the_running_app(app: App, make_project: Callable[..
     assert "执行: make deploy" in titles
 
 
+def test_a_served_session_start_names_no_folder_to_watch(
+    app: App, make_project: Callable[..., Path]
+) -> None:
+    """Claude Code started a `file-changed` hook process for each note written under the
+    folders a session start named, our own writes too (a capture, an MCP save; issue #32); the
+    app finds hand edits itself, so a session it starts is not watched. Working directly, the
+    session start still names them (`test_a_hook_of_another_home_never_reaches_this_app`)."""
+    start = run_hook_process("session-start", _payload(make_project("app"), source="startup"))
+    assert "session-start handled by the app" in _hooks_log(app.home)
+    assert start.returncode == 0
+    assert start.output is None  # no user note to brief with, and no folder to watch
+
+
 def test_a_served_prompt_is_recorded_and_its_decision_captured_after_the_answer(
     app: App, make_project: Callable[..., Path]
 ) -> None:
