@@ -14,7 +14,9 @@ What is watched is the notes folder's subfolders but `sessions/`: the session su
 ours, rewritten by the hooks during a session, and each rewrite came back as 2-5 `file-changed`
 hook processes (a Python start and an index sync each) for nothing (issue #32). A summary edited
 by hand, or a folder made during the session, is found by the next scan (the session start's,
-the app's).
+the app's). A session the app starts is not watched at all (`hooks.answer`): a note our own
+processes wrote (a capture, an MCP save) started one `file-changed` process each, and the app
+rescans the notes itself; working directly, that one process per write remains.
 
 The app also rescans the notes folder itself, in a background task (`rescans.py`): a note
 edited in place is found without Claude Code's help, and no request waits for the scan.
