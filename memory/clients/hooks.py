@@ -25,7 +25,6 @@ from memory.clients.conventions import EVENT_NAMES, EVENTS, last_assistant_reply
 from memory.clients.degraded import Problem, first_telling, home_problem, notice, write_problem
 from memory.clients.project import ProjectIdentity, identify
 from memory.clients.triggers import summary_trigger
-from memory.search.plan import vector_budget
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -753,6 +752,10 @@ def create_hooks_router(
         SIGNATURE_WINDOW,
         answer_proof,
     )
+
+    # here, not at the top: only the app's route sets a vector budget; a hook process's tool
+    # and stop events never search (~0.8 ms of their import time)
+    from memory.search.plan import vector_budget
 
     router = APIRouter()
     seen = SeenNonces(SIGNATURE_WINDOW)
