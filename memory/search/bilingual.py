@@ -52,6 +52,7 @@ _GLOSS_STOPWORDS: Final = frozenset(
         "how", "why", "where", "when", "there", "here", "very",
     )
 )  # fmt: skip
+SPECIFIC_WORD: Final = 8
 CHINESE_PER_WORD: Final = 4
 SURNAMES: Final = (
     "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程"
@@ -79,9 +80,6 @@ class Lexicon:
     sounds: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     """A toneless reading -> the common characters (GB2312 level 1) read so first (chang ->
     长 常 场 畅 ...): how an English note's pinyin name is written in Chinese."""
-    chinese: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
-    """An English word -> the Chinese words one of whose senses is that word alone
-    (typhoon -> 台风), at most `CHINESE_PER_WORD`: the words whose first sense it is first."""
 
     def english(self, word: str) -> list[str]:
         """A Chinese word's English keywords: its gloss, and for a name or a word the
@@ -103,10 +101,6 @@ class Lexicon:
             return []
         head = min(heads, key=SURNAMES.index)
         return [head + tail for tail in self.sounds.get(given.casefold(), ())]
-
-    def chinese_of(self, word: str) -> tuple[str, ...]:
-        """An English word's Chinese words (`chinese`), () when the dictionary has none."""
-        return self.chinese.get(word.casefold(), ())
 
 
 _lexicon: Lexicon | None = None
@@ -172,13 +166,13 @@ def english_query(terms: Sequence[str]) -> str:
     return " ".join(seen)
 
 
-def chinese_words(terms: Sequence[str], phrase: str = "") -> list[tuple[str, ...]]:
-    """The Chinese words of an English query's words (`ParsedQuery.terms` texts; `phrase`:
-    the query normalised, to tell words side by side), one group of alternatives per English
-    word or pinyin name; [] when the query holds Chinese already (its own words reach Chinese
-    notes) or the dictionary is not there. An English question about a Chinese note shares
-    no word with it ("which typhoon made us work from home?", 台风…在家办公); its words in
-    Chinese often do, and English notes write Chinese names in pinyin (Liu Chang, 刘畅)."""
+def chinese_names(terms: Sequence[str], phrase: str = "") -> list[tuple[str, ...]]:
+    """The Chinese spellings of the pinyin names in an English query (`ParsedQuery.terms` texts;
+    `phrase`: the query normalised, to tell words side by side), one group of alternatives per
+    name; [] when the query holds Chinese already or the dictionary is not there. English notes
+    write a Chinese name in pinyin and Chinese notes in characters ("What did Liu Chang leave
+    behind?" and 刘畅的实习今天结束): the name is often the only word such a question and its
+    note share."""
     if not terms or any(_text.CJK_RUN_RE.search(t) for t in terms) or not available():
         return []
     found = lexicon()
@@ -193,7 +187,6 @@ def chinese_words(terms: Sequence[str], phrase: str = "") -> list[tuple[str, ...
             names = found.names_of(first, second)
             if names:
                 groups.append(tuple(names))
-    groups += [w for w in (found.chinese_of(t) for t in words) if w]
     return groups
 
 
@@ -205,7 +198,6 @@ def _read() -> Lexicon:
     words: dict[str, str] = {}
     names: set[str] = set()
     pinyin: dict[str, str] = {}
-    reverse: dict[str, list[tuple[int, int, str]]] = {}
     for line in text.splitlines():
         if line.startswith("#"):
             continue
@@ -215,12 +207,7 @@ def _read() -> Lexicon:
         simplified, reading, senses = match.groups()
         if len(simplified) == 1 and simplified not in pinyin and reading:
             pinyin[simplified] = _TONE_RE.sub("", reading.split()[0]).lower()
-        if len(simplified) > 4:
-            continue
-        if len(simplified) >= 2:
-            for place, english in enumerate(_single_word_senses(senses)):
-                reverse.setdefault(english, []).append((place > 0, len(simplified), simplified))
-        if simplified in words:
+        if simplified in words or len(simplified) > 4:
             continue
         if reading[:1].isupper():
             names.add(simplified)
@@ -229,17 +216,11 @@ def _read() -> Lexicon:
             words[simplified] = gloss
     if not words:
         raise ValueError("the dictionary file holds no entries")
-    chinese = {
-        english: tuple(dict.fromkeys(w for _, _, w in sorted(found)))[:CHINESE_PER_WORD]
-        for english, found in reverse.items()
-    }
     sounds: dict[str, list[str]] = {}
     for char, reading in pinyin.items():
         if _common(char):
             sounds.setdefault(reading, []).append(char)
-    return Lexicon(
-        words, frozenset(names), pinyin, {k: tuple(v) for k, v in sounds.items()}, chinese
-    )
+    return Lexicon(words, frozenset(names), pinyin, {k: tuple(v) for k, v in sounds.items()})
 
 
 def _common(char: str) -> bool:
@@ -249,21 +230,6 @@ def _common(char: str) -> bool:
     except UnicodeEncodeError:
         return False
     return len(code) == 2 and 0xB0 <= code[0] <= 0xD7
-
-
-def _single_word_senses(senses: str) -> list[str]:
-    """The senses of an entry that are one English word of 3+ letters ("typhoon"; not
-    "to work" or "sb's"), in the dictionary's order."""
-    out = []
-    for sense in senses.split("/"):
-        lowered = sense.casefold()
-        if not lowered or lowered.startswith(_SKIPPED_SENSES):
-            continue
-        for part in _PARENS_RE.sub(" ", lowered).split(";"):
-            kept = [w for w in _EN_WORD_RE.findall(part) if w not in _GLOSS_STOPWORDS]
-            if len(kept) == 1 and len(kept[0]) >= 3 and kept[0] not in out:
-                out.append(kept[0])
-    return out
 
 
 def _first_sense(senses: str) -> str:

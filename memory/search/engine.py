@@ -17,7 +17,7 @@ from typing import Any, Final, Protocol
 
 from memory.config import RankingWeights
 from memory.model import SearchHit, parse_datetime, utcnow
-from memory.search.bilingual import chinese_words, english_query
+from memory.search.bilingual import chinese_names, english_query
 from memory.search.filters import Filters
 from memory.search.fusion import FusionWeights, idf
 from memory.search.keyword import (
@@ -170,11 +170,11 @@ def _translated_side(
     queries: SearchQueries, parsed: ParsedQuery, filters: Filters, pool: int
 ) -> KeywordSide | None:
     """The keyword hits of the query's words in the other language (`memory.search.bilingual`:
-    a Chinese query's words in English, else an English query's in Chinese), None when it has
-    none or no dictionary is at hand."""
+    a Chinese query's words in English, else an English query's pinyin names in Chinese), None
+    when it has none or no dictionary is at hand."""
     texts = [t.text for t in parsed.terms]
     english = english_query(texts)
-    groups = [] if english else chinese_words(texts, parsed.phrase)
+    groups = [] if english else chinese_names(texts, parsed.phrase)
     if not english and not groups:
         return None
     text = english or " ".join(w for group in groups for w in group)
@@ -182,8 +182,8 @@ def _translated_side(
     if other.empty:
         return None
     found = queries.keyword_candidates(other, filters, pool, require_all=False)
-    # a Chinese query's English: each word its own; an English query's Chinese: alternatives
-    # of one word count once (a note holding 论文 holds "thesis", whatever else it lacks)
+    # a Chinese query's English: each word its own; an English query's pinyin names: the
+    # spellings of one name are alternatives, counted once (a note holds 刘畅 or it does not)
     of_group = [_group_of(t.text, groups) for t in other.terms] if groups else None
     return keyword_side(other, found, _Once(lambda: term_weights(queries, other)), groups=of_group)
 

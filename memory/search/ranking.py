@@ -257,9 +257,9 @@ def keyword_side(
 
 
 GROUPED_EVIDENCE: Final = 0.35
-"""What an English query's Chinese words found in a note count for, as a share of the groups
-found: a dictionary's Chinese for "work" or "team" is found in many notes (tuned on the life
-set's tuning third, docs/retrieval.md)."""
+"""What an English query's pinyin names found in a note count for, as a share of the names
+found (their many spellings make a Chinese word of another meaning a possible match:
+刘长 as well as 刘畅; tuned on the life set's tuning third, docs/retrieval.md)."""
 
 TRANSLATED_EVIDENCE: Final = 0.8
 """The share of a translated keyword hit's coverage that counts as evidence (calibrated

@@ -10,7 +10,7 @@ import pytest
 from memory.config import MemoryConfig
 from memory.encoders.models import EncoderSpec, load_encoder
 from memory.model import NoteDraft
-from memory.search.bilingual import Lexicon, chinese_words, english_query
+from memory.search.bilingual import Lexicon, chinese_names, english_query
 from memory.search.fusion import fuse
 from memory.search.keyword import parse_query
 from memory.sqlite.store import MemoryStore
@@ -53,21 +53,26 @@ def test_a_name_is_said_in_pinyin_and_a_word_by_its_meaning() -> None:
 
 def chinese(query: str) -> list[set[str]]:
     parsed = parse_query(query)
-    return [set(g) for g in chinese_words([t.text for t in parsed.terms], parsed.phrase)]
+    return [set(g) for g in chinese_names([t.text for t in parsed.terms], parsed.phrase)]
 
 
 @pytest.mark.parametrize(
     ("query", "wanted"),
     [
-        ("Which typhoon made us work from home?", "台风"),
-        ("What was Liu Chang's thesis about?", "论文"),
         # English notes write a Chinese name in pinyin; the Chinese note writes it in characters
         ("What was Liu Chang's thesis about?", "刘畅"),
         ("When did Zhou Ning and I get together?", "周宁"),
+        ("Did Wang Lei fix it?", "王磊"),
     ],
 )
-def test_english_words_come_with_their_chinese(query: str, wanted: str) -> None:
+def test_a_pinyin_name_comes_with_its_chinese_spellings(query: str, wanted: str) -> None:
     assert any(wanted in group for group in chinese(query))
+
+
+def test_english_words_are_not_put_into_chinese() -> None:
+    # tried on 28 Nov: "typhoon" -> 台风 found the life set's Chinese notes, but every-day
+    # words found the wrong ones in sets B-D (docs/retrieval.md, "Both languages meet")
+    assert chinese("Which typhoon made us work from home?") == []
 
 
 @pytest.mark.parametrize(
@@ -123,8 +128,8 @@ def test_translated_hits_are_a_third_list_trusted_by_their_coverage() -> None:
             ),
         ),
         (
-            "Which typhoon made us work from home?",
-            "台风来了，公司通知全员在家办公，麻薯躲在床底。",
+            "What did Liu Chang leave behind for the team?",
+            "刘畅的实习今天结束，走之前把 5 个 parser 的文档都补全了。",
             (
                 "The team offsite is in Hangzhou this year.",
                 "周末去岩舞空间抱石，终于完成了 V3。",
