@@ -548,10 +548,12 @@ async function send() {
         case "result":
           turn.finish(data);
           finished = true;
+          settle(busy); // the reply is whole: the next message may go while the stream closes
           break;
         case "error":
           turn.finish({ reply: data.message || "The turn failed.", is_error: true });
           finished = true;
+          settle(busy);
           break;
         default:
           break; // unknown events are skipped
@@ -566,9 +568,14 @@ async function send() {
     turn.finish({ reply, is_error: true, status: err.name === "AbortError" ? "stopped" : "failed" });
     if (err instanceof ApiError && !state.current) ui.input.value = message;
   } finally {
-    setBusy(null);
+    settle(busy);
     refreshList();
   }
+}
+
+/** Not busy any more with `busy`'s turn (a later turn's busy state is left alone). */
+function settle(busy) {
+  if (state.busy === busy) setBusy(null);
 }
 
 async function stop() {
