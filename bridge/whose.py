@@ -2,9 +2,11 @@
 
 * The machine owner (the paired owner, or the first user of `FEISHU_ALLOWED_USERS`) is the
   person whose memory Claude Code and Codex share on this machine: their turns read their own
-  scopes (`user`, `project:<key>`, `chat:<id>`; never a member's or a team's) and save to
-  `user`, in their direct chat as today; in a group their turns read that group's team notes
-  too.
+  scopes (`user`, `project:<key>`, `chat:<id>`; never a member's or a team's) and what they
+  said in groups (`person:<open_id>`), and save to `user`, in their direct chat as today. In
+  a group, where every member reads the answer, their turns read like any member's: the
+  group's team notes and what the owner said in groups, never their own memory (asking in the
+  direct chat gets that).
 * Any other member's turns read only their own notes (`person:<open_id>`), in a group also
   the group's team notes (`team:<chat_id>`), and save to their own scope: what they ask to
   remember, what the agent saves in their turn, and what is captured from their words.
@@ -41,8 +43,8 @@ def memory_owner(*, paired: str | None, allowed_users: Sequence[str]) -> str | N
 def reader_of(*, sender: str, chat_id: str, in_group: bool, owner: str | None) -> Reader:
     """Whose memory a message of `sender` in `chat_id` reads and saves to."""
     team = (team_scope(chat_id),) if in_group else ()
-    if sender and sender == owner:
-        return Reader(owner=True, scopes=team, saves_to="user")
+    if sender and sender == owner and not in_group:
+        return Reader(owner=True, scopes=(person_scope(sender),), saves_to="user")
     if not sender:  # no one to keep it for: the group's team notes only, saved nowhere
         return Reader(owner=False, scopes=team, saves_to=None)
     own = person_scope(sender)

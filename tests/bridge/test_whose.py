@@ -19,12 +19,16 @@ def test_the_machine_owner_is_the_first_allowed_user_else_the_paired_one() -> No
     assert memory_owner(paired=None, allowed_users=[]) is None
 
 
-def test_the_owner_reads_their_own_and_in_a_group_its_team_and_saves_to_user() -> None:
+def test_the_owner_reads_their_own_directly_and_in_a_group_only_what_the_group_may_see() -> None:
     alone = reader_of(sender=OWNER, chat_id="oc_p2p", in_group=False, owner=OWNER)
     grouped = reader_of(sender=OWNER, chat_id=GROUP, in_group=True, owner=OWNER)
-    assert (alone.owner, alone.scopes, alone.saves_to) == (True, (), "user")
-    assert grouped.scopes == (f"team:{GROUP}",) and grouped.saves_to == "user"
-    assert grouped.reads("user") and grouped.reads("project:x") and grouped.reads(f"team:{GROUP}")
+    assert (alone.owner, alone.saves_to) == (True, "user")
+    assert alone.reads("user") and alone.reads("project:x") and alone.reads(f"person:{OWNER}")
+    assert not alone.reads(f"person:{ALICE}") and not alone.reads(f"team:{GROUP}")
+    # every member reads the group's answers: the owner's own memory stays out of them
+    assert not grouped.reads("user") and not grouped.reads("project:x")
+    assert grouped.reads(f"team:{GROUP}") and grouped.reads(f"person:{OWNER}")
+    assert grouped.saves_to == f"person:{OWNER}"  # and comes back in their direct chat
     assert not grouped.reads(f"person:{ALICE}") and not grouped.reads("team:oc_other")
     assert not grouped.writes(f"team:{GROUP}")  # the team's: only on purpose, never by a turn
 

@@ -92,6 +92,8 @@ async def test_a_members_memory_reaches_their_own_turns_and_a_team_fact_everyone
             f"{REPORT_QUESTION}（私聊）", sender=ALICE, chat_id=ALICE_CHAT
         )
         await wait_answer(fake_feishu, message_id(direct_report))
+        owners_direct = fake_feishu.push_text(f"{TRIP_QUESTION}（我自己）")  # the owner, directly
+        await wait_answer(fake_feishu, message_id(owners_direct))
 
         alice_notes = (await client.get("/api/memories", params={"person": ALICE})).json()
         team_notes = (await client.get("/api/memories", params={"group": GROUP})).json()
@@ -112,13 +114,16 @@ async def test_a_members_memory_reaches_their_own_turns_and_a_team_fact_everyone
         trip = _turn(fake_model, member, TRIP_QUESTION).all_text()
         report = _turn(fake_model, member, REPORT_QUESTION).all_text()
         assert ("杭州" in trip) is (member == ALICE), NAMES[member]  # Alice's own, hers alone
-        assert ("外滩" in trip) is (member == OWNER_OPEN_ID), NAMES[member]  # the owner's too
+        # the owner's own memory stays out of the group, the owner's turns too: all read them
+        assert "外滩" not in trip, NAMES[member]
         assert "周五下午五点" in report, NAMES[member]  # the team fact: everyone's, here
         assert "周报改到周一" not in report
     # the model is told whose memory it reads here
     assert WHOSE_INSTRUCTIONS in _turn(fake_model, BOB, TRIP_QUESTION).all_text()
     [alone] = fake_model.requests_for(f"{TRIP_QUESTION}（私聊）")
     assert "杭州" in alone.all_text() and "外滩" not in alone.all_text()
+    [owners_own] = fake_model.requests_for(f"{TRIP_QUESTION}（我自己）")
+    assert "外滩" in owners_own.all_text()  # the owner's memory: in their direct chat
     [alone_report] = fake_model.requests_for(f"{REPORT_QUESTION}（私聊）")
     assert "周五下午五点" not in alone_report.all_text()  # a team's fact stays in its group
 
