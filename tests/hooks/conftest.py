@@ -182,3 +182,17 @@ def run_hook_process(
         proc.stderr.decode("utf-8", "replace"),
         time.monotonic() - started,
     )
+
+
+def after_answer_done(home: Path, times: int = 1, timeout: float = 15) -> None:
+    """Wait until the hook processes working directly have done `times` prompts' work after
+    their answer (a forked child does it once Claude Code has the answer: the prompt's record,
+    capture, use counts)."""
+    log = home / "logs" / "hooks.log"
+    deadline = time.monotonic() + timeout
+    while not (
+        log.exists()
+        and log.read_text(encoding="utf-8").count("work after the answer done") >= times
+    ):
+        assert time.monotonic() < deadline, "the work after the answer never finished"
+        time.sleep(0.05)

@@ -14,6 +14,7 @@ from memory.clients.hooks import HookService, run_hook
 from memory.model import NoteDraft
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
+from tests.hooks.conftest import after_answer_done, run_hook_process
 
 DECISION = "我们决定以后都用 PostgreSQL 做主数据库。"
 
@@ -78,3 +79,28 @@ def test_an_injected_note_counts_as_used_once_the_answer_is_out(
     assert store.get(note.id).access_count == 0
     service.finish()
     assert store.get(note.id).access_count == 1
+
+
+def test_a_hook_process_answers_first_and_does_the_rest_outside_claude_codes_pipes(
+    mem_home: Path, make_project: Callable[..., Path]
+) -> None:
+    # `run_hook_process` returns once the hook has exited and its stdout and stderr are closed,
+    # which is what Claude Code waits for: the capture, ~70 ms of a direct prompt, comes after
+    payload = {"session_id": "s1", "cwd": str(make_project("app")), "prompt": DECISION}
+    run = run_hook_process(
+        "user-prompt-submit", json.dumps(payload), env={"CLAUDE_MEMORY_HOOK_SERVER": "0"}
+    )
+    assert (run.returncode, run.stderr) == (0, "")
+    log = mem_home / "logs" / "hooks.log"
+    after_answer_done(mem_home)
+    lines = log.read_text(encoding="utf-8").splitlines()
+    answered = next(i for i, line in enumerate(lines) if "user-prompt-submit done in" in line)
+    rest = next(i for i, line in enumerate(lines) if "work after the answer done" in line)
+    assert answered < rest and "(in the background)" in lines[rest]
+    state = StateDB(mem_home / "state.db")  # and the same things end up stored
+    try:
+        assert _recorded(state) == [DECISION]
+    finally:
+        state.close()
+    captured = list((mem_home / "memory" / "projects").rglob("*postgresql*.md"))
+    assert len(captured) == 1 and "decision" in captured[0].read_text(encoding="utf-8")

@@ -18,7 +18,7 @@ from memory.config import MemoryConfig
 from memory.model import NoteDraft
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
-from tests.hooks.conftest import CLAUDE_MEMORY, run_hook_process
+from tests.hooks.conftest import CLAUDE_MEMORY, after_answer_done, run_hook_process
 
 
 def real_payloads(cwd: Path, transcript: Path) -> dict[str, dict[str, Any]]:
@@ -406,6 +406,7 @@ def test_a_prompt_with_half_a_utf16_pair_is_recorded_and_answered(
     run = run_hook_process("user-prompt-submit", raw)
     assert run.returncode == 0 and run.stderr == ""
     assert run.output is None or "systemMessage" not in run.output, run.output
+    after_answer_done(mem_home)
     state = StateDB(mem_home / "state.db")
     try:
         rows = state.read("SELECT content FROM mem_episode_messages WHERE role = 'user'")
