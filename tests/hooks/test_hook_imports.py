@@ -21,7 +21,7 @@ import pytest
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
 from memory.sqlite.store import MemoryStore
-from tests.hooks.conftest import CLAUDE_MEMORY
+from tests.hooks.conftest import CLAUDE_MEMORY, after_answer_done
 
 NOT_ON_THE_DIRECT_PROMPT_PATH = (
     # the app, its frameworks and the layers above memory: nothing is served here
@@ -154,6 +154,8 @@ def test_prompt_hooks_that_end_without_closing_sqlite_lose_nothing(
         assert (
             "login rate limit" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
         )
+    # each prompt's record and use count are written after its answer, by a child process
+    after_answer_done(recalled, times=3)
     # no checkpoint at exit: the index's last writes are still in its WAL
     assert (recalled / "index.db-wal").stat().st_size > 0
 

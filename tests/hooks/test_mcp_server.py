@@ -23,7 +23,7 @@ from memory.model import NoteDraft
 from memory.sqlite.state import StateDB
 from memory.sqlite.store import MemoryStore
 from tests.embeddings.fake_openai import FakeEmbeddingsAPI
-from tests.hooks.conftest import CLAUDE_MEMORY, MCP_INITIALIZE, run_hook_process
+from tests.hooks.conftest import CLAUDE_MEMORY, MCP_INITIALIZE, after_answer_done, run_hook_process
 
 TOOLS = {
     "memory_search",
@@ -221,6 +221,10 @@ async def test_observations_recorded_by_hooks_are_fetched_by_id(
 
 def prompt_hook(project: Path, session: str, client: str, prompt: str | None = None) -> None:
     payload = {"session_id": session, "cwd": str(project), "prompt": prompt or f"hi {session}"}
+    home = Path(os.environ["CLAUDE_MEMORY_HOME"])
+    log = home / "logs" / "hooks.log"
+    said = log.read_text(encoding="utf-8") if log.exists() else ""
+    done = said.count("work after the answer done")
     subprocess.run(
         [str(CLAUDE_MEMORY), "hook", "user-prompt-submit", "--client", client],
         input=json.dumps(payload).encode(),
@@ -228,6 +232,7 @@ def prompt_hook(project: Path, session: str, client: str, prompt: str | None = N
         timeout=30,
         check=True,
     )
+    after_answer_done(home, times=done + 1)  # the prompt's record: written after its answer
     time.sleep(0.05)  # distinct start times
 
 
