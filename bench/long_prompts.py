@@ -15,6 +15,7 @@ of `search` (the product's defaults), for the question last and the question fir
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import sys
@@ -36,28 +37,7 @@ from memory.encoders.models import cjk_share, load_encoder, parse_encoder_settin
 
 def split_text(head_share: float, tokens: float) -> Callable[[str], str]:
     """`vector_text` with another split and length (for comparison only)."""
-
-    def text(query: str) -> str:
-        pieces = [
-            (plan._tokens(m.group()), m.start(), m.end()) for m in plan._pieces_re().finditer(query)
-        ]
-        if sum(cost for cost, _, _ in pieces) <= tokens:
-            return query
-        head_end, used = 0, 0.0
-        for cost, _, end in pieces:
-            if used + cost > tokens * head_share:
-                break
-            used += cost
-            head_end = end
-        tail_start = len(query)
-        for cost, start, _ in reversed(pieces):
-            if used + cost > tokens or start < head_end:
-                break
-            used += cost
-            tail_start = start
-        return f"{query[:head_end].rstrip()} … {query[tail_start:].lstrip()}".strip(" …")
-
-    return text
+    return functools.partial(plan.vector_text, tokens=tokens, head_share=head_share)
 
 
 def main() -> int:

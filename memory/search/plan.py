@@ -124,8 +124,8 @@ def _tokens(piece: str) -> float:
     return 0.25 + 0.27 * len(piece)
 
 
-def vector_text(query: str, tokens: float = VECTOR_TOKENS) -> str:
-    """`query`, or for a longer one its start and its end (`HEAD_SHARE` and the rest of about
+def vector_text(query: str, tokens: float = VECTOR_TOKENS, head_share: float = HEAD_SHARE) -> str:
+    """`query`, or for a longer one its start and its end (`head_share` and the rest of about
     `tokens` tokens, joined by " … "): people put the setting first and the question last, or
     the question first and the details after."""
     pieces = [(_tokens(m.group()), m.start(), m.end()) for m in _pieces_re().finditer(query)]
@@ -134,7 +134,7 @@ def vector_text(query: str, tokens: float = VECTOR_TOKENS) -> str:
     head_end = 0
     used = 0.0
     for cost, _, end in pieces:
-        if used + cost > tokens * HEAD_SHARE:
+        if used + cost > tokens * head_share:
             break
         used += cost
         head_end = end
