@@ -93,6 +93,29 @@ def recalled(mem_home: Path) -> Path:
     return mem_home
 
 
+def prompt_reporting_imports(
+    project: Path, prompt: str, **env: str
+) -> subprocess.CompletedProcess[bytes]:
+    """`claude-memory hook user-prompt-submit` as Claude Code runs it, with Python's report of
+    every module it imports on stderr (`PYTHONPROFILEIMPORTTIME`)."""
+    payload = {
+        "session_id": "s",
+        "cwd": str(project),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": prompt,
+    }
+    full = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", **env}
+    full.pop("PYTHONDONTWRITEBYTECODE", None)
+    return subprocess.run(
+        [str(CLAUDE_MEMORY), "hook", "user-prompt-submit"],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=full,
+        timeout=60,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize(
     "prompt",
     [
@@ -103,22 +126,7 @@ def recalled(mem_home: Path) -> Path:
 def test_a_direct_prompt_hook_loads_nothing_it_does_not_use(
     recalled: Path, make_project: Callable[..., Path], prompt: str
 ) -> None:
-    payload = {
-        "session_id": "s",
-        "cwd": str(make_project("app")),
-        "hook_event_name": "UserPromptSubmit",
-        "prompt": prompt,
-    }
-    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    proc = subprocess.run(
-        [str(CLAUDE_MEMORY), "hook", "user-prompt-submit"],
-        input=json.dumps(payload).encode(),
-        capture_output=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    proc = prompt_reporting_imports(make_project("app"), prompt)
 
     # the whole direct path ran: no app, the index searched, the note injected
     assert proc.returncode == 0
@@ -227,21 +235,10 @@ def test_a_served_prompt_hook_loads_only_the_lightest_modules(
     )
     app = start_app(mem_home, tmp_path / "server.log")
     try:
-        payload = {
-            "session_id": "s",
-            "cwd": str(make_project("app")),
-            "hook_event_name": "UserPromptSubmit",
-            "prompt": "what is our canary policy for releases?",
-        }
-        env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "CLAUDE_MEMORY_HOOK_SERVER": "1"}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        proc = subprocess.run(
-            [str(CLAUDE_MEMORY), "hook", "user-prompt-submit"],
-            input=json.dumps(payload).encode(),
-            capture_output=True,
-            env=env,
-            timeout=60,
-            check=False,
+        proc = prompt_reporting_imports(
+            make_project("app"),
+            "what is our canary policy for releases?",
+            CLAUDE_MEMORY_HOOK_SERVER="1",
         )
     finally:
         app.stop()
