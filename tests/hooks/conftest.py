@@ -196,3 +196,24 @@ def after_answer_done(home: Path, times: int = 1, timeout: float = 15) -> None:
     ):
         assert time.monotonic() < deadline, "the work after the answer never finished"
         time.sleep(0.05)
+
+
+def hooks_gone(home: Path, timeout: float = 15) -> None:
+    """Wait until no hook process of `home` runs any more (a forked child doing a prompt's work
+    after its answer included): for when its log line cannot be written (a full disk)."""
+    deadline = time.monotonic() + timeout
+    mine = f"CLAUDE_MEMORY_HOME={home}".encode()
+    while True:
+        running = []
+        for proc in Path("/proc").iterdir():
+            try:
+                if b"hook" in (proc / "cmdline").read_bytes() and mine in (
+                    proc / "environ"
+                ).read_bytes().split(b"\0"):
+                    running.append(proc.name)
+            except OSError:  # not a process, or gone meanwhile
+                continue
+        if not running:
+            return
+        assert time.monotonic() < deadline, f"hook processes still running: {running}"
+        time.sleep(0.05)

@@ -13,6 +13,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import pytest
 from memory.config import MemoryConfig
 from memory.model import NoteDraft
 from memory.sqlite.store import MemoryStore
-from tests.hooks.conftest import HookRun, context_of, run_hook_process
+from tests.hooks.conftest import HookRun, context_of, hooks_gone, run_hook_process
 
 
 @pytest.fixture
@@ -158,6 +159,7 @@ def test_a_full_disk_gives_the_brief_and_the_recall_and_saving_resumes_once_free
     )
     assert "5 attempts per minute" in context_of(prompt.output)
     assert said(prompt) == ""
+    hooks_gone(home)  # its record, tried after the answer, failed on the full disk
 
     filler.unlink()
     again = call("session-start", "s4", source="startup")
@@ -166,10 +168,17 @@ def test_a_full_disk_gives_the_brief_and_the_recall_and_saving_resumes_once_free
         "user-prompt-submit", "s4", prompt="and where is our login rate limit for admins set?"
     )
     assert said(recorded) == ""
-    with sqlite3.connect(home / "state.db") as db:  # the prompt is on record again
-        rows = db.execute("SELECT content FROM mem_episode_messages WHERE role = 'user'").fetchall()
-    assert ("and where is our login rate limit for admins set?",) in rows
+    # the prompt is on record again (written after its answer, by a child of the hook)
+    deadline = time.monotonic() + 15
+    while ("and where is our login rate limit for admins set?",) not in (rows := _prompts(home)):
+        assert time.monotonic() < deadline, rows
+        time.sleep(0.05)
     assert ("how is our login rate limit configured in the gateway?",) not in rows  # full
+
+
+def _prompts(home: Path) -> list[tuple[str]]:
+    with sqlite3.connect(home / "state.db") as db:
+        return db.execute("SELECT content FROM mem_episode_messages WHERE role = 'user'").fetchall()
 
 
 def test_a_home_that_cannot_be_opened_says_memory_is_off_once(tmp_path: Path) -> None:
