@@ -58,6 +58,19 @@ class App:
 
 
 def start_app(home: Path, log: Path, *, token: str | None = None, encoder: str = "none") -> App:
+    for _ in range(3):
+        try:
+            return _start_app(home, log, token=token, encoder=encoder)
+        except PortTaken:  # another test's process took the free port before the app bound it
+            continue
+    return _start_app(home, log, token=token, encoder=encoder)
+
+
+class PortTaken(AssertionError):
+    pass
+
+
+def _start_app(home: Path, log: Path, *, token: str | None, encoder: str) -> App:
     port = free_port()
     env = {
         **os.environ,
@@ -94,7 +107,8 @@ def start_app(home: Path, log: Path, *, token: str | None = None, encoder: str =
             pass
         if time.monotonic() > deadline or proc.poll() is not None:
             proc.kill()
-            raise AssertionError(log.read_text()[-3000:])
+            said = log.read_text()[-3000:]
+            raise (PortTaken if "address already in use" in said else AssertionError)(said)
         time.sleep(0.1)
 
 
