@@ -184,17 +184,18 @@ def _translated_side(
     found = queries.keyword_candidates(other, filters, pool, require_all=False)
     # a Chinese query's English: each word its own; an English query's pinyin names: the
     # spellings of one name are alternatives, counted once (a note holds 刘畅 or it does not)
-    of_group = [_group_of(t.text, groups) for t in other.terms] if groups else None
+    of_group = (
+        [_group_of(t.text, groups, own=len(groups) + i) for i, t in enumerate(other.terms)]
+        if groups
+        else None
+    )
     return keyword_side(other, found, _Once(lambda: term_weights(queries, other)), groups=of_group)
 
 
-def _group_of(term: str, groups: Sequence[tuple[str, ...]]) -> int:
-    """The group of alternatives a translated query's word came from (its own when none:
-    parsing may cut a word the dictionary gave)."""
-    for index, group in enumerate(groups):
-        if any(term in word for word in group):
-            return index
-    return len(groups) + hash(term) % 1_000_000
+def _group_of(term: str, groups: Sequence[tuple[str, ...]], *, own: int) -> int:
+    """The group of alternatives a translated query's word came from, `own` (a group of its
+    own) when none: parsing may cut a word the dictionary gave."""
+    return next((i for i, group in enumerate(groups) if any(term in w for w in group)), own)
 
 
 class _Once:
