@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 import urllib.parse
 from typing import Final
 
@@ -70,26 +71,13 @@ def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 
 def _legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
-    """The forms `inet_aton` accepts beyond dotted decimal: 1 to 4 parts, each decimal, octal
-    (leading 0) or hex (0x), the last filling the remaining bytes (`127.1`, `2130706433`)."""
+    """The forms `inet_aton` accepts beyond dotted decimal, as a resolver reads them: 1 to 4
+    parts, each decimal, octal (leading 0) or hex (0x), the last filling the remaining bytes
+    (`127.1`, `2130706433`, `0x7f.0.0.1`, `0177.0.0.1`)."""
     parts = host.split(".")
     if not 1 <= len(parts) <= 4 or not all(_NUMBER_PART_RE.match(p) for p in parts):
-        return None
+        return None  # checked first: the C library's parser skips what follows a space
     try:
-        values = [
-            int(p, 16)
-            if p.startswith("0x")
-            else int(p, 8)
-            if p != "0" and p.startswith("0")
-            else int(p)
-            for p in parts
-        ]
-    except ValueError:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
         return None
-    *leading, last = values
-    if any(v > 255 for v in leading) or last >= 256 ** (5 - len(parts)):
-        return None
-    number = last
-    for index, value in enumerate(leading):
-        number += value << (8 * (3 - index))
-    return ipaddress.IPv4Address(number)
