@@ -635,31 +635,38 @@ class PostgresNoteVectors:
         model: str,
         items: Sequence[tuple[PendingNote, NDArray[np.float32]]],
     ) -> int:
-        written = 0
-        # one order for every writer: two instances embedding the same notes never deadlock
-        for note, vectors in sorted(items, key=lambda item: item[0].id):
-            # the row lock makes concurrent writers of one note's vectors take turns, and the
-            # doc_key check skips a note edited since `pending()` (its next scan redoes it)
-            row = conn.execute(
-                "SELECT doc_key FROM memory_notes WHERE id = %s FOR NO KEY UPDATE", (note.id,)
-            ).fetchone()
-            if row is None or row["doc_key"] != note.doc_key:
-                continue
-            conn.execute(
-                "DELETE FROM memory_note_vectors WHERE note_id = %s AND model = %s",
-                (note.id, model),
-            )
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO memory_note_vectors (note_id, model, chunk, doc_key, embedding)"
-                    " VALUES (%s, %s, %s, %s, %s::vector)",
-                    [
-                        (note.id, model, i, note.doc_key, _vector_text(vectors[i]))
-                        for i in range(vectors.shape[0])
-                    ],
-                )
-            written += 1
-        return written
+        # Three statements for the whole batch, not three per note (a bulk load of 1M notes
+        # spent most of its time in round trips). The row locks, taken in id order (one
+        # order for every writer: two instances embedding the same notes never deadlock),
+        # make concurrent writers of one note's vectors take turns, and the doc_key check
+        # skips a note edited since `pending()` (its next scan redoes it).
+        ids = sorted({note.id for note, _ in items})
+        current = {
+            r["id"]: r["doc_key"]
+            for r in conn.execute(
+                "SELECT id, doc_key FROM memory_notes WHERE id = ANY(%s)"
+                " ORDER BY id FOR NO KEY UPDATE",
+                (ids,),
+            ).fetchall()
+        }
+        fresh = {note.id: (note, vectors) for note, vectors in items}
+        keep = [fresh[i] for i in ids if i in current and current[i] == fresh[i][0].doc_key]
+        if not keep:
+            return 0
+        conn.execute(
+            "DELETE FROM memory_note_vectors WHERE note_id = ANY(%s) AND model = %s",
+            ([note.id for note, _ in keep], model),
+        )
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY memory_note_vectors (note_id, model, chunk, doc_key, embedding) FROM STDIN"
+            ) as copy,
+        ):
+            for note, vectors in keep:
+                for i in range(vectors.shape[0]):
+                    copy.write_row((note.id, model, i, note.doc_key, _vector_text(vectors[i])))
+        return len(keep)
 
     def ensure_model(self, model: str, dim: int) -> None:
         """Register `model` and create its HNSW index the first time its vectors arrive
@@ -1097,16 +1104,21 @@ class PostgresMemoryStore(core.StoreCore):
         chunk: builtins.list[Note] = []
 
         def flush() -> int:
-            stored = [_storable(n) for n in chunk]
-            rows = [(n, _values(n, _derive(n, self.config.max_indexed_chars))) for n in stored]
+            stored = _last_of_each([_storable(n) for n in chunk])
+            rows = [_values(n, _derive(n, self.config.max_indexed_chars)) for n in stored]
             count = 0
-            with self._tx() as conn:
-                for note, values in rows:
-                    conn.execute(
-                        "DELETE FROM memory_notes WHERE id = %s OR path = %s",
-                        (note.id, values["path"]),
-                    )
-                    count += conn.execute(_insert_sql(), values).fetchone() is not None
+            # two round trips a batch (a bulk load of 1M notes spent most of its time in
+            # them): the replaced notes go at once, then the inserts as one pipeline
+            with self._tx() as conn, conn.cursor() as cur:
+                cur.execute(
+                    "DELETE FROM memory_notes WHERE id = ANY(%s) OR path = ANY(%s)",
+                    ([v["id"] for v in rows], [v["path"] for v in rows]),
+                )
+                cur.executemany(_insert_sql(), rows, returning=True)
+                while True:
+                    count += cur.fetchone() is not None
+                    if not cur.nextset():
+                        break
             chunk.clear()
             return count
 
@@ -1771,6 +1783,20 @@ class _SaveQueries:
             " updated = %s, changed = nextval('memory_notes_changed') WHERE id = %s",
             (new_id, now, row["id"]),
         )
+
+
+def _last_of_each(notes: list[Note]) -> list[Note]:
+    """`notes` without those a later one of the list replaces (the same id or path), in
+    their order: restoring a list with repeats keeps the last, as one by one would."""
+    ids: set[str] = set()
+    paths: set[str] = set()
+    kept: list[Note] = []
+    for note in reversed(notes):
+        if note.id not in ids and note.path not in paths:
+            kept.append(note)
+        ids.add(note.id)
+        paths.add(note.path)
+    return kept[::-1]
 
 
 def _insert_sql() -> str:

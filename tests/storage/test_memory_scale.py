@@ -197,6 +197,46 @@ def test_a_large_sqlite_memory_scans_everything_when_the_filters_keep_too_few(
     assert [i for i, _ in found] == [notes[far].id]
 
 
+def test_a_restore_with_repeats_keeps_the_last_of_each_id_and_path(
+    pg_store: PostgresMemoryStore,
+) -> None:
+    # a batch is written in two round trips, not note by note: the replacements one by one
+    # would have made must still hold (`memory migrate` of a home edited while it was read)
+    base = pg_store.get(pg_store.save(NoteDraft(content="部署清单 deploy checklist")).id)
+    a = replace(base, id=f"{base.id}a", path="project/a.md", title="first a")
+    b = replace(base, id=f"{base.id}b", path="project/b.md", title="first b")
+    a_again = replace(a, title="second a")  # the same id, later in the list
+    c = replace(base, id=f"{base.id}c", path="project/b.md", title="c takes b's path")
+
+    pg_store.restore([a, b, a_again, c], batch=10)
+
+    titles = {n.path: (n.id, n.title) for n in pg_store.iter_notes() if n.source != "profile"}
+    assert titles["project/a.md"] == (a.id, "second a")
+    assert titles["project/b.md"] == (c.id, "c takes b's path")
+    assert b.id not in {i for i, _ in titles.values()}
+
+
+def test_a_vectors_batch_skips_only_the_note_edited_since_it_was_read(
+    pg_store: PostgresMemoryStore,
+) -> None:
+    encoder = HashingEncoder()
+    topics = ["Redis 缓存淘汰策略", "Kubernetes pod 重启循环", "PostgreSQL vacuum 计划",
+              "飞书卡片大小限制", "Docker compose healthcheck"]  # fmt: skip
+    saved = [pg_store.save(NoteDraft(content=t)).id for t in topics]
+    pending = [p for p in pg_store.vectors.pending(encoder.name) if p.id in saved]
+    pg_store.update(saved[2], content="PostgreSQL vacuum 计划: edited while being embedded")
+
+    written = pg_store.vectors.write(
+        encoder.name, [(p, encoder.encode(list(p.chunks))) for p in pending]
+    )
+
+    assert written == 4
+    assert [p.id for p in pg_store.vectors.pending(encoder.name) if p.id in saved] == [saved[2]]
+    pg_store.attach_encoder(encoder)
+    found = pg_store.search_detailed("飞书卡片大小限制", mode="vector", limit=5)
+    assert found.mode == "vector" and found.hits[0].id == saved[3]
+
+
 def test_a_search_answers_while_background_embedding_holds_its_hit(
     pg_store: PostgresMemoryStore, database_url: str
 ) -> None:
