@@ -772,8 +772,9 @@ def hnsw_bulk_build(
     store: PostgresMemoryStore, encoder: RandomEncoder
 ) -> Callable[[Callable[[], float]], tuple[float, float]]:
     """Write vectors with the model's HNSW index dropped, then build it in one go (CREATE
-    INDEX, `maintenance_work_mem` 1GB): how a bulk load fills pgvector, instead of inserting
-    into the graph note by note as `vectors.write` does once the index exists."""
+    INDEX, `maintenance_work_mem` twice the vectors, 1-12 GB): how a bulk load fills pgvector,
+    instead of inserting into the graph note by note as `vectors.write` does once the index
+    exists."""
     from psycopg import sql
 
     db = store._db
@@ -797,7 +798,10 @@ def hnsw_bulk_build(
 
             conn.add_notice_handler(notice)
             try:
-                conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
+                # the whole graph in memory: one built past it is several times slower
+                chunks = int(db.fetch("SELECT count(*) AS n FROM memory_note_vectors")[0]["n"])
+                megabytes = max(1024, min(12 * 1024, chunks * (encoder.dim * 4 + 512) >> 19))
+                conn.execute(f"SET LOCAL maintenance_work_mem = '{megabytes}MB'")
                 conn.execute(row["ddl"])
             finally:
                 conn.remove_notice_handler(notice)
@@ -818,11 +822,102 @@ def generator_key(size: int, seed: int) -> str:
     return f"bench_{size}_{seed}_t{TEXT_VERSION}_{digest}"
 
 
+_DEFERRED_TABLES: tuple[str, ...] = ("memory_notes", "memory_note_terms")
+_POSTINGS_TRIGGER = "memory_note_terms"
+
+
+@contextlib.contextmanager
+def indexes_deferred(db: Any) -> Iterator[None]:
+    """A bulk load as pg_restore does one: the notes' and postings' indexes (all but the
+    primary key and unique path, which `restore()` looks notes up by) and the postings'
+    trigger are dropped, the notes written, then the postings made in one statement (the
+    migration's own) and the indexes built again from their saved definitions, which keeps
+    their options (`fastupdate = off`). What is left is the database `restore()` note by note
+    would have made (`tests/storage/test_bench_bulk_load.py`)."""
+    from psycopg import sql
+
+    with db.connection() as conn:
+        found = conn.execute(
+            "SELECT c.relname AS name, pg_get_indexdef(i.indexrelid) AS ddl FROM pg_index i"
+            " JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE i.indrelid = ANY(%s::regclass[])"
+            " AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)",
+            (list(_DEFERRED_TABLES),),
+        ).fetchall()
+        for row in found:
+            conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(row["name"])))
+        conn.execute(f"ALTER TABLE memory_notes DISABLE TRIGGER {_POSTINGS_TRIGGER}")
+    try:
+        yield
+    finally:
+        start = time.perf_counter()
+        with db.transaction() as conn:
+            conn.execute("SET LOCAL maintenance_work_mem = '2GB'")
+            conn.execute("TRUNCATE memory_note_terms")  # the profile's, written on open
+            conn.execute(
+                "INSERT INTO memory_note_terms SELECT o.term, n.changed, o.f, n.fts_tokens"
+                " FROM memory_notes n, memory_note_terms_of(n.search) o"
+            )
+            conn.execute(f"ALTER TABLE memory_notes ENABLE TRIGGER {_POSTINGS_TRIGGER}")
+            for row in found:
+                conn.execute(row["ddl"])
+        print(
+            f"postgresql: postings and {len(found)} indexes made in"
+            f" {time.perf_counter() - start:.0f} s",
+            file=sys.stderr,
+        )
+
+
+_LOADER: dict[str, Any] = {}
+"""A loading process's own store (`restore_in_parallel`)."""
+
+
+def _open_loader(url: str, config: MemoryConfig) -> None:
+    from memory.postgres.store import PostgresMemoryStore
+    from storage.postgres import PostgresDatabase
+
+    db = PostgresDatabase(url, min_size=1, max_size=1)
+    db.open()
+    _LOADER["store"] = PostgresMemoryStore.open(db, config)
+
+
+def _restore_part(notes: list[Note]) -> int:
+    return int(_LOADER["store"].restore(notes))
+
+
+def restore_in_parallel(
+    url: str, config: MemoryConfig, notes: Sequence[Note], part: int = 2000
+) -> int:
+    """`PostgresMemoryStore.restore()` of `notes` by one process a core, `part` notes at a time
+    (deriving a note's words and bands is a core's work, as much as the server's insert)."""
+    import multiprocessing
+
+    workers = os.cpu_count() or 2
+    parts = [list(notes[i : i + part]) for i in range(0, len(notes), part)]
+    written = 0
+    context = multiprocessing.get_context("spawn")  # the parent holds a pool's threads
+    with context.Pool(workers, _open_loader, (url, config)) as pool:
+        for n, count in enumerate(pool.imap_unordered(_restore_part, parts), 1):
+            written += count
+            if n % 50 == 0:
+                print(f"  {written:,} notes restored", file=sys.stderr)
+    assert written == len(notes), f"{written} of {len(notes)} notes restored"
+    return written
+
+
 def _fill_template(
-    url: str, config: MemoryConfig, notes: Sequence[Note], encoder: RandomEncoder, hnsw: str
+    url: str,
+    config: MemoryConfig,
+    notes: Sequence[Note],
+    encoder: RandomEncoder,
+    hnsw: str,
+    *,
+    bulk: bool = True,
 ) -> dict[str, float]:
     """Load `notes` into the empty database at `url` with a random vector for each note but a
     tail (1,000, or a tenth of fewer notes), which the runs write through the live index.
+    `bulk`: with the indexes built after the notes (`indexes_deferred`) and one `restore()`
+    process a core; else `restore()` of every note in this process, with the indexes live.
     Returns what it took (seconds) and the sizes (MB)."""
     from memory.postgres.store import PostgresMemoryStore
     from storage.postgres import PostgresDatabase
@@ -835,19 +930,24 @@ def _fill_template(
             size = len(notes)
             print(f"[{size}] postgresql: restore() of {size} notes...", file=sys.stderr)
             start = time.perf_counter()
-            store.restore(notes)
+            if bulk:
+                with indexes_deferred(db):
+                    restore_in_parallel(url, config, notes)
+            else:
+                store.restore(notes)
             with db.connection() as conn:
                 # as autovacuum soon would: without it, searches scan the GIN index's
                 # pending list of the bulk insert and run ~2.5x slower, and read the
                 # postings' rows besides their index
                 conn.execute("VACUUM ANALYZE memory_notes, memory_note_terms")
             load_s = time.perf_counter() - start
+            print(f"[{size}] postgresql: notes loaded in {load_s:.0f} s", file=sys.stderr)
             notes_mb = _database_mb(store)
             print(f"[{size}] postgresql: vectors...", file=sys.stderr)
             pending = store.vectors.pending(encoder.name)
             head = pending[: len(pending) - min(1000, len(pending) // 10)]
             build = hnsw_bulk_build(store, encoder) if hnsw == "bulk" else None
-            meta = {"load_s": load_s, "notes_mb": notes_mb}
+            meta = {"load_s": load_s, "notes_mb": notes_mb, "bulk_load": float(bulk)}
             if build is None:
                 meta["vectors_s"] = write_vectors(store, encoder, head)
             else:
@@ -922,6 +1022,7 @@ def run_size_pg(
     *,
     hnsw: str = "bulk",
     real: Encoder | None = None,
+    bulk: bool = True,
 ) -> dict[str, float]:
     """The SQLite run's notes, saves and queries (same seed), on `PostgresMemoryStore`: in a
     copy of the loaded store (`PostgresServer.template`), so a cached one is reused."""
@@ -935,7 +1036,7 @@ def run_size_pg(
     encoder = RandomEncoder(seed)
     name = generator_key(size, seed)
     meta, reused = server.template(
-        name, lambda url: _fill_template(url, config, notes, encoder, hnsw)
+        name, lambda url: _fill_template(url, config, notes, encoder, hnsw, bulk=bulk)
     )
     notes.clear()  # 1M notes hold ~2 GB
     with server.copy_of(name) as url:
@@ -985,6 +1086,7 @@ def run_size_pg(
         "reindex_s": meta["load_s"],
         **({"migrate_5_s": meta["migrate_5_s"]} if "migrate_5_s" in meta else {}),
         "reused": float(reused),
+        "bulk_load": meta.get("bulk_load", 0.0),
         "index_mb": meta["notes_mb"],
         "empty_queries": empty,
         "vectors_s": meta["vectors_s"],
@@ -1297,6 +1399,11 @@ COMPARE_ROWS = (
         "reindex_s",
         "{:.1f}",
     ),
+    (
+        "PostgreSQL: loaded in bulk (1: a restore() process a core, indexes built after)",
+        "bulk_load",
+        "{:.0f}",
+    ),
     ("PostgreSQL: migration 5 (postings) on a store loaded before, s", "migrate_5_s", "{:.1f}"),
     ("save p50 ms", "save_p50", "{:.2f}"),
     ("save p95 ms", "save_p95", "{:.2f}"),
@@ -1370,6 +1477,13 @@ def main() -> int:
         default="bulk",
         help="PostgreSQL vectors: written with the HNSW index dropped then built (bulk), or "
         "through the live index note by note, as vectors.write does (incremental: slow)",
+    )
+    parser.add_argument(
+        "--load",
+        choices=("bulk", "restore"),
+        default="bulk",
+        help="PostgreSQL, a store's first load: restore() by one process a core with the"
+        " indexes built afterwards (bulk), or restore() in one process with the indexes live",
     )
     parser.add_argument(
         "--scoped",
@@ -1457,7 +1571,14 @@ def main() -> int:
                 results.append(("SQLite", row))
             if server is not None:
                 row = run_size_pg(
-                    size, base, args.seed, args.ops, server, hnsw=args.hnsw, real=real
+                    size,
+                    base,
+                    args.seed,
+                    args.ops,
+                    server,
+                    hnsw=args.hnsw,
+                    real=real,
+                    bulk=args.load == "bulk",
                 )
                 results.append(("PostgreSQL", row))
         if args.concurrent and server is not None:
