@@ -56,6 +56,15 @@ What a user waits for, beside the index's own time (issue #34):
   each run works on a copy (CREATE DATABASE ... TEMPLATE, ~10 s a GB). The load row is the
   first load's time; a row says whether it was reused. 1M notes: `--sizes 1000000 --backend
   postgresql` (hours for the first load on 2 cores).
+- SQLite keeps its homes there too (`cache/sqlite/<name>`, the name holding `generator_key`, the
+  index's schema and text versions and the making code's): a size's note files, the index
+  rebuilt from them and random vectors for every note but a tail; the scoped rows' shared
+  home and the homes of a scope alone, with their vectors. Each run works on a copy: the
+  index copied, the note files hard-linked (the store never writes into a note file, it
+  renames a new one over it, so the kept files stay as they were): seconds at 100k notes
+  where writing and indexing them took minutes. The reindex row is then the first making's.
+  `--cache ''` makes throwaway homes, as before.
+- The process runs with one BLAS thread (`WORKER_THREAD_ENV`), as `claude-memory serve` does.
 - `--concurrent 16`: `claude-memory serve` subprocesses on a copy of the largest size's store,
   keyword search (no encoder in the apps): one client through one app, then 16 through one
   app, then 16 through two apps sharing the database; each client searches four times and
@@ -83,6 +92,7 @@ import contextlib
 import functools
 import hashlib
 import inspect
+import json
 import math
 import os
 import random
@@ -93,7 +103,7 @@ import tempfile
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -455,19 +465,82 @@ def scoped_notes(rng: random.Random, now: datetime) -> list[Note]:
     return notes
 
 
-def sqlite_home(base: Path, name: str, notes: Sequence[Note]) -> MemoryStore:
-    """A home holding `notes`, indexed, with their vectors (`TextSeededEncoder`), attached."""
+def sqlite_home(base: Path, name: str, notes: Sequence[Note]) -> None:
+    """Write a home holding `notes`, indexed, with their vectors (`TextSeededEncoder`)."""
     config = MemoryConfig.for_home(base / name, **HOME_OVERRIDES)
+    write_note_files(config, notes)
+    store = MemoryStore.open(config)
+    try:
+        encoder = TextSeededEncoder(0)
+        write_vectors(store, encoder, store.vectors.pending(encoder.name))
+    finally:
+        store.close()
+
+
+def open_scoped(home: Path) -> MemoryStore:
+    """A scoped row's home (`sqlite_home`), its encoder attached."""
+    store = MemoryStore.open(MemoryConfig.for_home(home, **HOME_OVERRIDES))
+    store.attach_encoder(TextSeededEncoder(0))
+    return store
+
+
+def write_note_files(config: MemoryConfig, notes: Iterable[Note]) -> None:
     ensure_memory_layout(config.root)
     for note in notes:
         path = config.root / note.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render_note(note), encoding="utf-8")
-    store = MemoryStore.open(config)
-    encoder = TextSeededEncoder(0)
-    write_vectors(store, encoder, store.vectors.pending(encoder.name))
-    store.attach_encoder(encoder)
-    return store
+
+
+KEPT_META = "bench-home.json"
+"""What a kept SQLite home's making recorded (written last: a folder without it was cut
+short)."""
+
+
+def kept_homes(
+    cache: Path | None, base: Path, key: str, fill: Callable[[Path], dict[str, float]]
+) -> tuple[Path, dict[str, float], bool]:
+    """The folder of SQLite homes `key`: kept in `cache/sqlite/key` (made once by
+    `fill(folder)`, which writes the homes and returns what it recorded) and reused by the
+    next runs, or without a cache made in `base` for this run. Returns (folder, what `fill`
+    recorded, whether it was reused)."""
+    if cache is None:
+        folder = base / key
+        return folder, fill(folder), False
+    folder = cache / "sqlite" / key
+    if (folder / KEPT_META).exists():
+        print(f"sqlite: reusing the kept homes {folder}", file=sys.stderr)
+        return folder, json.loads((folder / KEPT_META).read_text(encoding="utf-8")), True
+    partial = folder.with_name(f"{folder.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)  # cut short before
+    meta = fill(partial)
+    (partial / KEPT_META).write_text(json.dumps(meta), encoding="utf-8")
+    partial.rename(folder)
+    return folder, meta, False
+
+
+def copy_home(kept: Path, home: Path) -> Path:
+    """A home to run on, copied from a kept one: its index copied (a run writes to it), its
+    note files hard-linked. A link is safe because the store never writes into a note file:
+    it writes a new one and renames it over the old (`memory.notes.files.atomic_write`), and
+    deletes by unlinking, so the kept file stays as it was (~10 s for 100k notes against
+    minutes for writing them and indexing them again)."""
+    home.mkdir(parents=True)
+    shutil.copytree(kept / "memory", home / "memory", copy_function=os.link)
+    for name in ("index.db", "index.db-wal"):
+        if (kept / name).exists():
+            shutil.copyfile(kept / name, home / name)
+    return home
+
+
+def sqlite_key(kind: str, size: int, seed: int, *code: Callable[..., object]) -> str:
+    """A kept SQLite home's name: `generator_key` (the generator's code, words and seed) with
+    `code`, the index's schema and text versions."""
+    from memory.sqlite.index import SCHEMA_VERSION, TEXT_VERSION
+
+    parts = [generator_key(size, seed), *map(inspect.getsource, code)]
+    digest = hashlib.sha1("\n".join(parts).encode(), usedforsecurity=False).hexdigest()[:10]
+    return f"sqlite_{kind}_{size}_{seed}_s{SCHEMA_VERSION}t{TEXT_VERSION}_{digest}"
 
 
 def time_scoped(
@@ -512,30 +585,74 @@ def time_scoped(
     }
 
 
-def run_scoped(base: Path, seed: int, operations: int) -> dict[str, float]:
-    """The scoped-search row on SQLite."""
+def run_scoped(
+    base: Path, seed: int, operations: int, cache: Path | None = None
+) -> dict[str, float]:
+    """The scoped-search row on SQLite (its homes kept in `cache`, `kept_homes`)."""
     rng = random.Random(seed)
     now = datetime.now(UTC)
     notes = scoped_notes(rng, now)
     queries = [query(rng) for _ in range(operations)]
-    print(f"[scoped] sqlite: {len(notes)} notes in {SCOPES} scopes...", file=sys.stderr)
     picked = [f"project:s{s:04d}" for s in range(0, SCOPES, SCOPES // SCOPES_ALONE)]
+
+    def fill(folder: Path) -> dict[str, float]:
+        print(f"[scoped] sqlite: {len(notes)} notes in {SCOPES} scopes...", file=sys.stderr)
+        start = time.perf_counter()
+        sqlite_home(folder, "shared", notes)
+        for scope in picked:
+            sqlite_home(folder, scope[-5:], [n for n in notes if n.scope == scope])
+        return {"load_s": time.perf_counter() - start}
+
+    code = (scoped_notes, sqlite_home, TextSeededEncoder)
+    key = sqlite_key(f"scoped{SCOPES}x{SCOPE_NOTES}", SCOPES * SCOPE_NOTES, seed, *code)
+    kept, _meta, reused = kept_homes(cache, base, key, fill)
     stores: list[MemoryStore] = []
     try:
-        shared = sqlite_home(base, "scoped-shared", notes)
+        homes = ["shared", *(scope[-5:] for scope in picked)]
+        run = base / f"{key}-run"
+        if cache is not None:
+            for name in homes:
+                copy_home(kept / name, run / name)
+        else:
+            run = kept
+        shared = open_scoped(run / "shared")
         stores.append(shared)
         alone: dict[str, MemoryStore | PostgresMemoryStore] = {}
         for scope in picked:
-            store = sqlite_home(
-                base, f"scoped-{scope[-3:]}", [n for n in notes if n.scope == scope]
-            )
-            stores.append(store)
+            stores.append(store := open_scoped(run / scope[-5:]))
             alone[scope] = store
         print(f"[scoped] sqlite: {operations} searches in each home...", file=sys.stderr)
-        return time_scoped(shared, alone, queries)
+        return time_scoped(shared, alone, queries) | {"reused": float(reused)}
     finally:
         for store in stores:
             store.close()
+
+
+def fill_sqlite_home(
+    folder: Path, *, notes: Sequence[Note], seed: int, vectors: bool
+) -> dict[str, float]:
+    """A SQLite home in `folder`: the note files, the index rebuilt from them (timed), and
+    with `vectors` a random vector for every note but a tail (1,000, or a tenth of fewer
+    notes), which the run writes into the full index. Returns what it took and sizes."""
+    size = len(notes)
+    config = MemoryConfig.for_home(folder)
+    print(f"[{size}] writing {size} note files...", file=sys.stderr)
+    write_note_files(config, notes)
+    store = MemoryStore.open(config)  # indexes everything (first sync)
+    try:
+        print(f"[{size}] full reindex...", file=sys.stderr)
+        meta = {"reindex_s": timed(store.rebuild) / 1000}
+        store.index.conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        meta["index_mb"] = config.index_path.stat().st_size / 1e6
+        if vectors:
+            print(f"[{size}] vectors...", file=sys.stderr)
+            encoder = RandomEncoder(seed)
+            pending = store.vectors.pending(encoder.name)
+            head = pending[: len(pending) - min(1000, len(pending) // 10)]
+            meta["vectors_s"] = write_vectors(store, encoder, head)
+    finally:
+        store.close()
+    return meta
 
 
 def run_size(
@@ -547,23 +664,23 @@ def run_size(
     hybrid: bool = False,
     keep: bool = False,
     real: Encoder | None = None,
+    cache: Path | None = None,
 ) -> dict[str, float]:
+    """One size on SQLite. The home (note files, the index rebuilt from them, with `cache`
+    the random vectors of every note but a tail) is made once and kept in `cache`
+    (`kept_homes`); each run works on a copy of it (`copy_home`)."""
     rng = random.Random(seed + size)
-    home = base / f"home-{size}"
-    config = MemoryConfig.for_home(home)
-    ensure_memory_layout(config.root)
     now = datetime.now(UTC)
-    print(f"[{size}] writing {size} note files...", file=sys.stderr)
-    for note in make_notes(rng, now, size):
-        path = config.root / note.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_note(note), encoding="utf-8")
-
-    store = MemoryStore.open(config)  # indexes everything (first sync)
+    notes = make_notes(rng, now, size)
+    vectors = hybrid or cache is not None  # a kept home serves both kinds of run
+    fill = functools.partial(fill_sqlite_home, notes=notes, seed=seed, vectors=vectors)
+    key = sqlite_key("home", size, seed, fill_sqlite_home, write_note_files)
+    kept, meta, reused = kept_homes(cache, base, key, fill)
+    notes.clear()
+    home = kept if cache is None else copy_home(kept, base / f"home-{size}")
+    config = MemoryConfig.for_home(home)
+    store = MemoryStore.open(config)
     try:
-        print(f"[{size}] full reindex...", file=sys.stderr)
-        reindex_s = timed(store.rebuild) / 1000
-
         print(f"[{size}] {operations} saves...", file=sys.stderr)
         saves = [
             timed(functools.partial(store.save, d)) for d in drafts(rng, now, size, operations)
@@ -580,13 +697,18 @@ def run_size(
         context_plain = timed(lambda: loop_context(store, None, 1500))
         sync_ms = statistics.median(timed(store.sync) for _ in range(3))
         conn = store.index.conn()
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        index_mb = config.index_path.stat().st_size / 1e6
         extra: dict[str, float] = {}
         if hybrid:
             print(f"[{size}] vectors and {operations} hybrid searches...", file=sys.stderr)
             encoder = RandomEncoder(seed)
-            extra = {**load_vectors(store, encoder), **time_hybrid(store, encoder, queries)}
+            rest = store.vectors.pending(encoder.name)  # the tail and the saved notes
+            vector_note_ms = write_vectors(store, encoder, rest) * 1000 / max(len(rest), 1)
+            extra = {
+                "vectors_s": meta["vectors_s"],
+                "vector_tail": len(rest),
+                "vector_note_ms": vector_note_ms,
+                **time_hybrid(store, encoder, queries),
+            }
             if real is not None:
                 extra |= time_real_hybrid(store, encoder, real, rng, operations)
             extra["load_end"] = os.getloadavg()[0]
@@ -594,16 +716,17 @@ def run_size(
             extra["size_vectors_mb"] = config.index_path.stat().st_size / 1e6
     finally:
         store.close()
-    if hybrid and not keep:
+    if not keep:
         shutil.rmtree(home, ignore_errors=True)  # 100k files: free the disk for the next run
     return {
         "notes": size,
         **timings(saves, searches, contexts, context_plain),
         "sync_ms": sync_ms,
-        "reindex_s": reindex_s,
-        "index_mb": index_mb,
+        "reindex_s": meta["reindex_s"],
+        "index_mb": meta["index_mb"],
         "empty_queries": empty,
         "load_start": load_start,
+        "reused": float(reused),
         **extra,
     }
 
@@ -1506,9 +1629,10 @@ def main() -> int:
     parser.add_argument(
         "--cache",
         default=str(CACHE),
-        help="PostgreSQL: keep the embedded server's data here, so each size's loaded store "
-        "(notes and vectors) is made once and reused ('' for a throwaway server; default "
-        "%(default)s)",
+        help="keep the loaded stores here, made once and reused: PostgreSQL's embedded server"
+        " (each size's notes and vectors a template database), SQLite's homes (note files,"
+        " index, vectors; each run works on a copy) ('' for throwaway ones; default"
+        " %(default)s)",
     )
     parser.add_argument(
         "--shared-buffers",
@@ -1555,18 +1679,31 @@ def main() -> int:
     results: list[tuple[str, dict[str, float]]] = []
     scoped: list[tuple[str, dict[str, float]]] = []
     concurrent: list[tuple[str, dict[str, float]]] = []
+    from memory.encoders.models import WORKER_THREAD_ENV
+
+    # as `claude-memory serve` and `mcp` do before numpy loads: BLAS's own thread pool made
+    # each vector product of a 100k search 8 ms instead of 2 on two busy cores
+    for key, value in WORKER_THREAD_ENV.items():
+        os.environ.setdefault(key, value)
     real = None if args.encoder == "none" else load_real_encoder(args.encoder)
     print(f"load average at the start: {os.getloadavg()}", file=sys.stderr)
+    cache = Path(args.cache).expanduser() if args.cache else None
     try:
         if args.backend != "sqlite":
-            cache = Path(args.cache).expanduser() if args.cache else None
             server = PostgresServer(args.database_url, base, cache, args.shared_buffers)
             print(f"postgresql: {server.settings()}", file=sys.stderr)
         for size in sizes:
             if args.backend != "postgresql":
                 hybrid = server is not None or args.hybrid
                 row = run_size(
-                    size, base, args.seed, args.ops, hybrid=hybrid, keep=args.keep, real=real
+                    size,
+                    base,
+                    args.seed,
+                    args.ops,
+                    hybrid=hybrid,
+                    keep=args.keep,
+                    real=real,
+                    cache=cache,
                 )
                 results.append(("SQLite", row))
             if server is not None:
@@ -1594,7 +1731,7 @@ def main() -> int:
             )
         if args.scoped:
             if args.backend != "postgresql":
-                scoped.append(("SQLite", run_scoped(base, args.seed, args.ops)))
+                scoped.append(("SQLite", run_scoped(base, args.seed, args.ops, cache)))
             if server is not None:
                 scoped.append(("PostgreSQL", run_scoped_pg(base, args.seed, args.ops, server)))
     finally:
