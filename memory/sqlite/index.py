@@ -703,18 +703,34 @@ def fts_rows(
             " ORDER BY f.bm25, n.id LIMIT ?",
             [match, max(floor, low), high, *params, limit],
         ).fetchall()
-    floor = _rowid_floor(conn, "notes_fts", match, cap) if cap > 0 else 0
+    ranked = f"SELECT rowid, bm25(notes_fts, {BM25_WEIGHTS}) AS bm25 FROM notes_fts"
+    ranked += " WHERE notes_fts MATCH ?"
+    found: list[object] = [match]
+    if cap > 0 and _more_notes_than(conn, cap):
+        # the newest `cap` matches ranked in one walk, newest first, which stops there: a
+        # walk to find the cap's lowest rowid first cost ~1-4 ms more a query at 100k notes
+        ranked = f"SELECT rowid, bm25 FROM ({ranked} ORDER BY rowid DESC LIMIT ?)"
+        found.append(cap)
     outer = f" JOIN notes n ON n.nid = f.rowid WHERE {where} ORDER BY f.bm25, n.id LIMIT ?"
     rows = conn.execute(
-        f"SELECT {cols}, f.bm25 AS bm25 FROM ({inner} ORDER BY bm25 LIMIT ?) f{outer}",
-        [match, floor, limit * 4, *params, limit],
+        f"SELECT {cols}, f.bm25 AS bm25 FROM ({ranked} ORDER BY bm25 LIMIT ?) f{outer}",
+        [*found, limit * 4, *params, limit],
     ).fetchall()
     if len(rows) < limit and where != "1":
         rows = conn.execute(
-            f"SELECT {cols}, f.bm25 AS bm25 FROM ({inner}) f{outer}",
-            [match, floor, *params, limit],
+            f"SELECT {cols}, f.bm25 AS bm25 FROM ({ranked}) f{outer}",
+            [*found, *params, limit],
         ).fetchall()
     return rows
+
+
+def _more_notes_than(conn: sqlite3.Connection, cap: int) -> bool:
+    """Whether the index may hold more than `cap` notes (their rowids span more), so a
+    query's matches may too."""
+    span = conn.execute(
+        "SELECT (SELECT min(nid) FROM notes), (SELECT max(nid) FROM notes)"
+    ).fetchone()
+    return span[0] is not None and span[1] - span[0] + 1 > cap
 
 
 @record
