@@ -237,7 +237,8 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).isoformat(timespec="seconds")
 
 
-def _tri_value(title: str, tags_json: str, summary: str, body: str) -> str:
+def trigram_text(title: str, tags_json: str, summary: str, body: str) -> str:
+    """What a note gives the trigram index: its unique code-like tokens."""
     return _text.latin_tokens(" ".join((title, " ".join(json.loads(tags_json)), summary, body)))
 
 
@@ -484,7 +485,7 @@ class Index:
         )
         conn.execute(
             "INSERT INTO notes_tri (rowid, words) VALUES (?, ?)",
-            (nid, _tri_value(note.title, tags_json, note.summary, entry.body)),
+            (nid, trigram_text(note.title, tags_json, note.summary, entry.body)),
         )
         conn.executemany(
             "INSERT OR IGNORE INTO note_tags VALUES (?, ?)",
@@ -514,7 +515,7 @@ class Index:
         )
         conn.execute(
             "INSERT INTO notes_tri (notes_tri, rowid, words) VALUES ('delete', ?, ?)",
-            (nid, _tri_value(row["title"], row["tags"], row["summary"], row["body"])),
+            (nid, trigram_text(row["title"], row["tags"], row["summary"], row["body"])),
         )
         conn.execute("DELETE FROM note_tags WHERE nid = ?", (nid,))
         conn.execute("DELETE FROM note_bands WHERE nid = ?", (nid,))
@@ -931,6 +932,32 @@ def _best_rows(
         )
     }
     return [(rows[nid], bm25) for bm25, _id, nid in best if nid in rows]
+
+
+def trigram_hits(conn: sqlite3.Connection, match: str, most: int) -> int:
+    """Notes whose identifiers match a trigram query, counted up to `most`."""
+    row = conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM notes_tri WHERE notes_tri MATCH ? LIMIT ?)",
+        (match, most),
+    ).fetchone()
+    return int(row[0])
+
+
+def trigram_rows_of(
+    conn: sqlite3.Connection, nids: Sequence[int], filters: Filters, limit: int
+) -> list[sqlite3.Row]:
+    """`trigram_rows` when the matches are known already (`nids`, a scope's own index): those
+    that pass the filters, newest first."""
+    if not nids:
+        return []
+    where, params = filters.sql()
+    cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
+    marks = ", ".join("?" * len(nids))
+    return conn.execute(
+        f"SELECT {cols} FROM notes n WHERE n.nid IN ({marks}) AND {where}"
+        " ORDER BY n.updated_ts DESC, n.id LIMIT ?",
+        [*nids, *params, limit],
+    ).fetchall()
 
 
 def trigram_rows(

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from memory.search import fts5
-from memory.sqlite.index import BM25_WEIGHTS
+from memory.sqlite.index import BM25_WEIGHTS, trigram_text
 
 SCOPE_INDEX_MOST: Final = 500
 """Most notes a scope may hold for its own index: building one costs ~0.05 ms a note (5 ms for
@@ -53,17 +53,23 @@ class ScopeIndex:
             f"CREATE VIRTUAL TABLE t USING fts5({', '.join(fts5.COLUMNS)}, scope,"
             f" content='', tokenize='{fts5.TOKENIZER}')"
         )
+        # the identifiers' substrings, as the home's `notes_tri` holds them
+        self._conn.execute(
+            "CREATE VIRTUAL TABLE tri USING fts5(words, content='', tokenize='trigram')"
+        )
         self.ids: dict[int, str] = {}
         """Each note's id by rowid (the home index's nid)."""
         self._life: dict[int, tuple[str, float | None]] = {}
         self._scores: dict[str, dict[int, float]] = {}
         self._kept = 0
         fts_rows = []
+        tri_rows = []
         for nid, note_id, title, tags, summary, body, scope, status, expires_ts in rows:
             self.ids[nid] = note_id
             self._life[nid] = (status, expires_ts)
             columns = fts5.fts_columns_json(title, tags, summary, body)
             fts_rows.append((nid, *columns, fts5.scope_word(scope)))
+            tri_rows.append((nid, trigram_text(title, tags, summary, body)))
         with self._lock:
             self._conn.execute("BEGIN")
             self._conn.executemany(
@@ -71,6 +77,7 @@ class ScopeIndex:
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 fts_rows,
             )
+            self._conn.executemany("INSERT INTO tri (rowid, words) VALUES (?, ?)", tri_rows)
             self._conn.execute("COMMIT")
 
     @property
@@ -101,6 +108,12 @@ class ScopeIndex:
             return [
                 r[0] for r in self._conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (match,))
             ]
+
+    def identifiers(self, match: str) -> list[int]:
+        """The notes whose identifiers match a trigram query (`ParsedQuery.trigram`)."""
+        with self._lock:
+            found = self._conn.execute("SELECT rowid FROM tri WHERE tri MATCH ?", (match,))
+            return [r[0] for r in found]
 
     def allowed(self, active_at: float | None) -> set[int]:
         """The notes a search sees: all of them, or only those active and not expired at

@@ -80,7 +80,9 @@ from memory.sqlite.index import (
     narrowed,
     narrowed_ids,
     phrase_hits,
+    trigram_hits,
     trigram_rows,
+    trigram_rows_of,
 )
 from memory.sqlite.index_json import write_index_json
 from memory.sqlite.scope_index import (
@@ -552,6 +554,21 @@ class MemoryStore(core.StoreCore):
             return 0
         return cap
 
+    def _identifier_cap(self, match: str) -> int:
+        """`max_ranked_matches` for a trigram query, or 0 when it matches no more notes than
+        that (counted up to the cap once, kept until the index changes): then the cap cannot
+        apply, and finding its floor walked every match of the whole index on each search, a
+        scoped one too (1.3 ms of a scope's 4 at 100k notes, against 0.02 ms in a home
+        holding the scope alone)."""
+        cap = self.config.max_ranked_matches
+        if cap <= 0 or self._note_count() <= cap:
+            return 0
+        conn = self.index.conn()
+        found = self._kept(
+            self._df_counts(), f"tri\x00{match}", lambda: trigram_hits(conn, match, cap + 1)
+        )
+        return cap if found > cap else 0
+
     @staticmethod
     def _kept(counts: dict[str, int], key: str, count: Callable[[], int]) -> int:
         """A count kept in `counts` (`_df_counts`: until the index changes)."""
@@ -940,8 +957,14 @@ class _SearchQueries:
         trigram = parsed.trigram()
         if not trigram:
             return []
-        cap = self._store.config.max_ranked_matches
-        return trigram_rows(self._conn, trigram, filters, limit, cap, first=self.first())
+        cap = self._store._identifier_cap(trigram)
+        first = self.first()
+        local = self._local() if filters == self._filters else None
+        index = self.scope_index() if local is not None else None
+        if first is not None and index is not None and cap == 0:
+            # the scope's own index: the home's walks its trigrams through every note
+            return trigram_rows_of(self._conn, index.identifiers(trigram), filters, limit)
+        return trigram_rows(self._conn, trigram, filters, limit, cap, first=first)
 
     def doc_freqs(self, parsed: ParsedQuery) -> tuple[int, builtins.list[int]]:
         stats = self._local()
