@@ -934,13 +934,10 @@ def _best_rows(
     return [(rows[nid], bm25) for bm25, _id, nid in best if nid in rows]
 
 
-def trigram_hits(conn: sqlite3.Connection, match: str, most: int) -> int:
-    """Notes whose identifiers match a trigram query, counted up to `most`."""
-    row = conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM notes_tri WHERE notes_tri MATCH ? LIMIT ?)",
-        (match, most),
-    ).fetchone()
-    return int(row[0])
+def identifier_floor(conn: sqlite3.Connection, match: str, cap: int) -> int:
+    """The smallest rowid among the newest `cap` notes a trigram query matches in the whole
+    index (0 when fewer do): `trigram_rows` ranks only those."""
+    return _rowid_floor(conn, "notes_tri", match, cap)
 
 
 def trigram_rows_of(
@@ -968,16 +965,19 @@ def trigram_rows(
     cap: int = 0,
     *,
     first: Narrowed | None = None,
+    floor: int | None = None,
 ) -> list[sqlite3.Row]:
     """Notes whose identifiers contain the query's identifiers as substrings (newest first;
     with `cap`, among the newest `cap` matches only). `first`: the few notes that pass the
-    filters (`narrowed`): only matches within their rowids are read."""
+    filters (`narrowed`): only matches within their rowids are read. `floor`: the cap's
+    `identifier_floor` when known already."""
     where, params = filters.sql()
     cols = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
     low, high = (first.low, first.high) if first is not None else (0, -1)
     if first is not None and not first.count:
         return []
-    floor = _rowid_floor(conn, "notes_tri", match, cap, low) if cap > 0 else 0
+    if floor is None:
+        floor = _rowid_floor(conn, "notes_tri", match, cap, low) if cap > 0 else 0
     span = " AND rowid <= ?" if first is not None else ""
     return conn.execute(
         f"SELECT {cols} FROM notes n WHERE n.nid IN (SELECT rowid FROM notes_tri"
