@@ -259,6 +259,16 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         FOR EACH ROW EXECUTE FUNCTION memory_note_terms_sync();
     CREATE INDEX memory_notes_lengths ON memory_notes (fts_tokens);
     """,
+    # 6: BM25's statistics of the whole table, kept for every instance (`_CorpusCounts`):
+    # counting a common word's postings reads all of them (50-230 ms at 1M notes), and each
+    # instance, and each restart, counted every word again.
+    """
+    CREATE TABLE memory_count_cache (
+        key TEXT COLLATE "C" PRIMARY KEY,
+        counts BIGINT[] NOT NULL,
+        generation BIGINT NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
@@ -866,6 +876,8 @@ class _CorpusCounts:
         """Counts over the whole table: key -> (generation counted at, counts), kept across
         changes while the notes changed since are at most `_slack` (`SLACK_SHARE`)."""
         self._slack = 0
+        self._made: dict[str, tuple[int, tuple[int, ...]]] = {}
+        """Whole-table counts this instance made, for `memory_count_cache` (`keep`)."""
 
     def refresh(self, conn: Connection) -> None:
         """Forget the counts when the notes changed since they were made. Also sets the
@@ -891,23 +903,65 @@ class _CorpusCounts:
         with self._lock:
             generation, known = self._generation, self._counts.get(key)
             kept = self._whole.get(key) if whole and known is None else None
-            if kept is not None and generation - kept[0] <= self._slack:
+            if kept is not None and 0 <= generation - kept[0] <= self._slack:
                 known = kept[1]
+        if known is not None:
+            return known
+        counted_at, made = generation, False
+        if whole:
+            known, counted_at = self._kept(conn, key, generation)
         if known is None:
             found = conn.execute(sql, params).fetchone()
             known = tuple(int(v or 0) for v in found.values()) if found else (0,)
-            with self._lock:
-                if self._generation == generation:
-                    if len(self._counts) >= 4096:
-                        self._counts.clear()
-                    self._counts[key] = known
-                    if whole:
-                        if len(self._whole) >= 4096:
-                            self._whole.clear()
-                        self._whole[key] = (generation, known)
-                        if key == "":  # the notes: how far the whole table's counts may lag
-                            self._slack = known[0] // SLACK_SHARE if known[0] >= SLACK_MIN else 0
+            made = True
+        with self._lock:
+            if self._generation == generation:
+                if len(self._counts) >= 4096:
+                    self._counts.clear()
+                self._counts[key] = known
+                if whole:
+                    if len(self._whole) >= 4096:
+                        self._whole.clear()
+                    self._whole[key] = (counted_at, known)
+                    if key == "":  # the notes: how far the whole table's counts may lag
+                        self._slack = _slack(known[0])
+                    if made and self._slack:  # a large table: worth keeping for all
+                        self._made[key] = (generation, known)
         return known
+
+    def _kept(
+        self, conn: Connection, key: str, generation: int
+    ) -> tuple[tuple[int, ...] | None, int]:
+        """Counts another instance (or this one before a restart) made and kept in
+        `memory_count_cache`, while still within the slack: (counts or None, made at)."""
+        row = conn.execute(
+            "SELECT counts, generation FROM memory_count_cache WHERE key = %s", (_pg_text(key),)
+        ).fetchone()
+        if row is None:
+            return None, generation
+        counts, made = tuple(int(v) for v in row["counts"]), int(row["generation"])
+        slack = _slack(counts[0]) if key == "" else self._slack
+        if slack and 0 <= generation - made <= slack:
+            return counts, made
+        return None, generation
+
+    def keep(self, db: PostgresDatabase) -> None:
+        """Store the whole-table counts this instance made since the last call, for every
+        instance: after the search's transaction (its row locks), in key order (two
+        instances keeping the same words never deadlock), the newest kept."""
+        with self._lock:
+            made, self._made = self._made, {}
+        if not made:
+            return
+        rows = sorted((_pg_text(key), list(counts), at) for key, (at, counts) in made.items())
+        with db.transaction() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO memory_count_cache (key, counts, generation) VALUES (%s, %s, %s)"
+                " ON CONFLICT (key) DO UPDATE SET counts = excluded.counts,"
+                " generation = excluded.generation"
+                " WHERE memory_count_cache.generation < excluded.generation",
+                rows,
+            )
 
     def corpus(self, conn: Connection, stats: Filters | None = None) -> tuple[int, int]:
         """(notes, words FTS5 makes of them all)."""
@@ -951,6 +1005,12 @@ search waited for a WAL flush before answering, and held its hits' row locks mea
 prepares a statement run five times on a connection; a generic plan of a prepared search knows
 neither the words (how many notes hold them) nor the query's constants (`%s::tsquery` parsed
 again on every row ranked), so each search gets a plan of its own values."""
+
+
+def _slack(notes: int) -> int:
+    """How many notes may change before whole-table counts over `notes` notes are made
+    again (`SLACK_SHARE`); 0: exact."""
+    return notes // SLACK_SHARE if notes >= SLACK_MIN else 0
 
 
 SLACK_MIN: Final = 10_000
@@ -1384,6 +1444,7 @@ class PostgresMemoryStore(core.StoreCore):
         with self._tx() as conn:
             self._corpus.refresh(conn)
             yield _SearchQueries(self, conn, filters)
+        self._corpus.keep(self._db)
 
     def _fts_rows(
         self,

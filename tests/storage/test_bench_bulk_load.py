@@ -80,8 +80,11 @@ def test_a_bulk_load_makes_the_store_restore_makes_note_by_note(
     assert found["orphans"] == expected["orphans"] == 0
     rng = random.Random(5)
     for q in [query(rng) for _ in range(40)]:
-        want = [(h.id, round(h.score, 9)) for h in by_note.search(q, record_access=False)]
-        assert [(h.id, round(h.score, 9)) for h in bulk.search(q, record_access=False)] == want
+        want = by_note.search(q, record_access=False)
+        got = bulk.search(q, record_access=False)
+        assert [h.id for h in got] == [h.id for h in want]
+        # the same sums, added in the rows' order on disk (which the parallel load changes)
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-12)
     # and it stays kept by the trigger afterwards
     bulk.delete(notes[0].id)
     assert not bulk._db.fetch(

@@ -21,6 +21,7 @@ import pytest
 from memory.config import MemoryConfig
 from memory.encoders.models import HashingEncoder
 from memory.model import NoteDraft
+from memory.postgres import store as store_module
 from memory.postgres.health import doctor_lines, inspect
 from memory.postgres.store import PostgresMemoryStore
 from memory.sqlite import vectors
@@ -235,6 +236,61 @@ def test_a_vectors_batch_skips_only_the_note_edited_since_it_was_read(
     pg_store.attach_encoder(encoder)
     found = pg_store.search_detailed("飞书卡片大小限制", mode="vector", limit=5)
     assert found.mode == "vector" and found.hits[0].id == saved[3]
+
+
+def _open_pg(url: str, home: Path) -> tuple[PostgresDatabase, PostgresMemoryStore]:
+    db = PostgresDatabase(url, min_size=1, max_size=2)
+    db.open()
+    return db, PostgresMemoryStore.open(db, MemoryConfig.for_home(home))
+
+
+def test_a_large_memorys_word_counts_are_made_once_for_every_instance(
+    pg_store: PostgresMemoryStore, database_url: str, tmp_path: Path
+) -> None:
+    # from SLACK_MIN notes on, BM25's whole-table counts may lag by a thousandth of the notes:
+    # counting a common word reads all its postings (50-230 ms at 1M notes), so the first
+    # instance to count one keeps it in the database for the others and for restarts
+    base = pg_store.get(pg_store.save(NoteDraft(content="seed")).id)
+    notes = [
+        replace(
+            base,
+            id=f"{base.id}{n:05d}",
+            path=f"user/bulk-{n}.md",
+            title=f"note {n}",
+            body="部署 deploy checklist" if n % 3 == 0 else f"unrelated text {n}",
+        )
+        for n in range(store_module.SLACK_MIN)
+    ]
+    pg_store.restore(notes)
+    first = [(h.id, h.score) for h in pg_store.search("deploy", record_access=False)]
+    kept = {r["key"]: r for r in pg_store._db.fetch("SELECT * FROM memory_count_cache")}
+    assert {"", "\x01deploi"} <= set(kept), sorted(kept)
+    assert kept["\x01deploi"]["counts"] == [sum(1 for n in range(len(notes)) if n % 3 == 0)]
+
+    # another instance reads the kept count ("deploy" stemmed as FTS5 stems it) instead of
+    # counting: one made wrong on purpose
+    # shows in its scores
+    with pg_store._db.connection() as conn:
+        conn.execute("UPDATE memory_count_cache SET counts = '{1}' WHERE key = '\x01deploi'")
+    db, other = _open_pg(database_url, tmp_path / "other")
+    try:
+        scores = [(h.id, h.score) for h in other.search("deploy", record_access=False)]
+        assert [i for i, _ in scores] and scores != first
+        # past the slack (10 notes changed at 10k notes) it counts again, and keeps that
+        for n in range(11):
+            other.save(NoteDraft(content=f"another unrelated note number {n} 更多"))
+        db2, third = _open_pg(database_url, tmp_path / "third")
+        try:
+            again = [(h.id, h.score) for h in third.search("deploy", record_access=False)]
+            assert [i for i, _ in again] == [i for i, _ in first]
+            [row] = db2.fetch("SELECT counts FROM memory_count_cache WHERE key = '\x01deploi'")
+            assert row["counts"] == kept["\x01deploi"]["counts"]
+        finally:
+            third.close()
+            db2.close()
+    finally:
+        other.close()
+        db.close()
 
 
 def test_a_search_answers_while_background_embedding_holds_its_hit(
