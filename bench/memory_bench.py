@@ -1136,6 +1136,29 @@ def _template_meta(url: str) -> dict[str, float] | None:
         return None
 
 
+def time_another_instance(
+    db: Any, config: MemoryConfig, rng: random.Random, operations: int
+) -> dict[str, float]:
+    """Searches of another store on the same database, as a second instance (or the first
+    after a restart) makes them: its own caches empty, BM25's counts read from those the first
+    kept in the database (`memory_count_cache`, from 10k notes), other queries of the same
+    words."""
+    from memory.postgres.store import PostgresMemoryStore
+
+    other = PostgresMemoryStore.open(db, config)
+    try:
+        queries = [query(rng) for _ in range(operations)]
+        other.search(queries[0], record_access=False)  # its first statements
+        times = [timed(functools.partial(other.search, q, limit=10)) for q in queries]
+    finally:
+        other.close()
+    return {
+        "instance_p50": statistics.median(times),
+        "instance_p95": pct(times, 95),
+        "instance_p99": pct(times, 99),
+    }
+
+
 def run_size_pg(
     size: int,
     base: Path,
@@ -1185,6 +1208,9 @@ def run_size_pg(
                     timed(functools.partial(loop_context, store, q, 1500)) for q in queries[:50]
                 ]
                 context_plain = timed(lambda: loop_context(store, None, 1500))
+                instance = time_another_instance(
+                    db, config, random.Random(seed + size + 1), operations
+                )
 
                 print(
                     f"[{size}] postgresql: vectors and {operations} hybrid searches...",
@@ -1208,6 +1234,7 @@ def run_size_pg(
         **timings(saves, searches, contexts, context_plain),
         "reindex_s": meta["load_s"],
         **({"migrate_5_s": meta["migrate_5_s"]} if "migrate_5_s" in meta else {}),
+        **instance,
         "reused": float(reused),
         "bulk_load": meta.get("bulk_load", 0.0),
         "index_mb": meta["notes_mb"],
@@ -1535,6 +1562,13 @@ COMPARE_ROWS = (
     ("search p99 ms", "search_p99", "{:.2f}"),
     ("search max ms", "search_max", "{:.1f}"),
     ("context ms (query)", "context_p50", "{:.2f}"),
+    (
+        "PostgreSQL: search p50 ms, another instance (the counts the first kept)",
+        "instance_p50",
+        "{:.2f}",
+    ),
+    ("PostgreSQL: search p95 ms, another instance", "instance_p95", "{:.2f}"),
+    ("PostgreSQL: search p99 ms, another instance", "instance_p99", "{:.2f}"),
     ("queries without hits (of 50)", "empty_queries", "{:.0f}"),
     ("vectors write s (896-d, all notes but a tail of <= 1,000)", "vectors_s", "{:.1f}"),
     ("HNSW index build s (CREATE INDEX after that write)", "hnsw_build_s", "{:.1f}"),
