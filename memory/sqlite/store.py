@@ -956,13 +956,14 @@ class _SearchQueries:
         trigram = parsed.trigram()
         if not trigram:
             return []
-        floor = self._store._identifier_floor(trigram)
         first = self.first()
         local = self._local() if filters == self._filters else None
         index = self.scope_index() if local is not None else None
-        if first is not None and index is not None and floor == 0:
-            # the scope's own index: the home's walks its trigrams through every note
+        if first is not None and index is not None:
+            # the scope's own index, every match of the scope, as its words are ranked
+            # (`fts_rows_scope_index`): the home's walks its trigrams through every note
             return trigram_rows_of(self._conn, index.identifiers(trigram), filters, limit)
+        floor = self._store._identifier_floor(trigram)
         return trigram_rows(self._conn, trigram, filters, limit, first=first, floor=floor)
 
     def doc_freqs(self, parsed: ParsedQuery) -> tuple[int, builtins.list[int]]:
