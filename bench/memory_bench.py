@@ -308,26 +308,6 @@ def write_vectors(
     return time.perf_counter() - start
 
 
-def load_vectors(
-    store: MemoryStore | PostgresMemoryStore,
-    encoder: RandomEncoder,
-    build: Callable[[Callable[[], float]], tuple[float, float]] | None = None,
-) -> dict[str, float]:
-    """Vectors for every note: all but the last `tail` notes first (through `build`, which
-    may wrap the write in dropping and re-creating an index), then the tail, timed per note
-    (the cost of embedding one more note into a full store)."""
-    pending = store.vectors.pending(encoder.name)
-    tail = min(1000, len(pending) // 10)
-    head, rest = pending[: len(pending) - tail], pending[len(pending) - tail :]
-    out: dict[str, float] = {"vector_tail": tail}
-    if build is None:
-        out["vectors_s"] = write_vectors(store, encoder, head)
-    else:
-        out["vectors_s"], out["hnsw_build_s"] = build(lambda: write_vectors(store, encoder, head))
-    out["vector_note_ms"] = write_vectors(store, encoder, rest) * 1000 / max(tail, 1)
-    return out
-
-
 def time_hybrid(
     store: MemoryStore | PostgresMemoryStore, encoder: RandomEncoder, queries: list[str]
 ) -> dict[str, float]:
