@@ -544,6 +544,21 @@ def _where(filters: Filters) -> tuple[str, list[Any]]:
     return (" AND ".join(clauses) or "TRUE"), params
 
 
+def _listing(columns: str, filters: Filters, order: SortKey) -> tuple[str, list[Any]]:
+    """The notes passing `filters` in `order` (add the LIMIT). A tag's notes are found
+    through its GIN index first, then sorted: the planner cannot tell how many notes hold a
+    tag its statistics never met (the pinned tag, read by every prompt's brief, which few
+    or no notes have), guessed thousands, and walked the whole `updated` index for the
+    first 20 of them (1M notes: 1.6 s to find none, 1 ms this way). OFFSET 0 keeps the
+    filter planned on its own."""
+    where, params = _where(filters)
+    source = "memory_notes n"
+    if filters.tag:
+        source = f"(SELECT * FROM memory_notes n WHERE {where} OFFSET 0) n"
+        where = "TRUE"
+    return f"SELECT {columns} FROM {source} WHERE {where} ORDER BY {_ORDER[order]}", params
+
+
 def _vector_text(vector: Any) -> str:
     """pgvector's text form; float32 values print exactly as Python floats."""
     return "[" + ",".join(map(str, vector.reshape(-1).tolist())) + "]"
@@ -1341,12 +1356,10 @@ class PostgresMemoryStore(core.StoreCore):
     def _list(
         self, filters: Filters, sort: SortKey, limit: int, offset: int
     ) -> builtins.list[Note]:
-        where, params = _where(filters)
+        listing, params = _listing(_NOTE_COLS, filters, sort)
         with self._conn() as conn:
             rows = conn.execute(
-                f"SELECT {_NOTE_COLS} FROM memory_notes n WHERE {where}"
-                f" ORDER BY {_ORDER[sort]} LIMIT %s OFFSET %s",
-                (*params, limit, offset),
+                f"{listing} LIMIT %s OFFSET %s", (*params, limit, offset)
             ).fetchall()
         return [_note(r) for r in rows]
 
@@ -1369,13 +1382,9 @@ class PostgresMemoryStore(core.StoreCore):
     def _top_rows(
         self, filters: Filters, order: SortKey, limit: int
     ) -> builtins.list[tuple[dict[str, Any], Note]]:
-        where, params = _where(filters)
+        listing, params = _listing(_NOTE_COLS, filters, order)
         with self._conn() as conn:
-            rows = conn.execute(
-                f"SELECT {_NOTE_COLS} FROM memory_notes n WHERE {where}"
-                f" ORDER BY {_ORDER[order]} LIMIT %s",
-                (*params, limit),
-            ).fetchall()
+            rows = conn.execute(f"{listing} LIMIT %s", (*params, limit)).fetchall()
         return [(_rank_row(r), _note(r)) for r in rows]
 
     def _counts(self, now: datetime) -> core.Counts:

@@ -83,8 +83,8 @@ def test_a_bulk_load_makes_the_store_restore_makes_note_by_note(
         want = by_note.search(q, record_access=False)
         got = bulk.search(q, record_access=False)
         assert [h.id for h in got] == [h.id for h in want]
-        # the same sums, added in the rows' order on disk (which the parallel load changes)
-        assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-12)
+        # the same scores but for their freshness, computed at each search's own moment
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-6)
     # and it stays kept by the trigger afterwards
     bulk.delete(notes[0].id)
     assert not bulk._db.fetch(
