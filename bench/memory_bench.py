@@ -28,14 +28,17 @@ needs CREATEDB and the vector and pg_trgm extensions) and drops it afterwards; t
 the URL itself is not touched. Each size then gets, on the same generated notes, saves and
 queries as the SQLite run:
 - load: `PostgresMemoryStore.restore()` of every note, then VACUUM ANALYZE (the analogue of
-  reindex);
+  reindex); `--load bulk` (default) as pg_restore does, one `restore()` process a core with the
+  indexes and postings built afterwards (`indexes_deferred`), `--load restore` in one process
+  with the indexes live;
 - save, search, context: as above (a PostgreSQL search also commits its access counts);
 - vectors: a random unit vector (896 dimensions, like the default encoder) per note chunk,
   written through `vectors.pending()` / `vectors.write()` in batches of 1,000 notes: every
   note but a tail (1,000, or a tenth of smaller stores), then the tail, timed per note. On
   PostgreSQL `--hnsw bulk` (default) drops the model's HNSW index for the first part and
-  builds it afterwards (CREATE INDEX, maintenance_work_mem 1GB, timed apart), so only the
-  tail goes through the live graph; `--hnsw incremental` writes everything through it, as
+  builds it afterwards (CREATE INDEX with maintenance_work_mem for the whole graph, timed
+  apart), so only the tail goes through the live graph; `--hnsw incremental` writes
+  everything through it, as
   background embedding does (about 7 ms a note at 10k on 2 cores);
 - hybrid: `search_detailed()` with an encoder that returns a random unit vector at once (so
   query encoding, measured by bench/retrieval_eval.py, is left out); mode must be "hybrid";
@@ -55,7 +58,7 @@ What a user waits for, beside the index's own time (issue #34):
   database made once (named by the generator's code, seed and the store's TEXT_VERSION) and
   each run works on a copy (CREATE DATABASE ... TEMPLATE, ~10 s a GB). The load row is the
   first load's time; a row says whether it was reused. 1M notes: `--sizes 1000000 --backend
-  postgresql` (hours for the first load on 2 cores).
+  postgresql` (the first load takes an hour on 2 cores, and a run needs ~45 GB of disk).
 - SQLite keeps its homes there too (`cache/sqlite/<name>`, the name holding `generator_key`, the
   index's schema and text versions and the making code's): a size's note files, the index
   rebuilt from them and random vectors for every note but a tail; the scoped rows' shared
