@@ -285,6 +285,27 @@ def test_a_large_memorys_word_counts_are_made_once_for_every_instance(
             assert [i for i, _ in again] == [i for i, _ in first]
             [row] = db2.fetch("SELECT counts FROM memory_count_cache WHERE key = '\x01deploi'")
             assert row["counts"] == kept["\x01deploi"]["counts"]
+
+            # a word every note holds is counted to just past half the notes only: from there
+            # FTS5's IDF is its floor, so it ranks as with its whole count (planted below)
+            capped = [(h.id, h.score) for h in third.search("note deploy", record_access=False)]
+            [row] = db2.fetch("SELECT counts FROM memory_count_cache WHERE key = '\x01note'")
+            notes = third.count()
+            assert row["counts"] == [notes // 2 + 1]
+            with db2.connection() as conn:
+                conn.execute(
+                    "UPDATE memory_count_cache SET counts = %s WHERE key = '\x01note'",
+                    ([notes - 1],),
+                )
+            db3, fourth = _open_pg(database_url, tmp_path / "fourth")
+            try:
+                whole = [(h.id, h.score) for h in fourth.search("note deploy", record_access=False)]
+            finally:
+                fourth.close()
+                db3.close()
+            assert capped and [i for i, _ in whole] == [i for i, _ in capped]
+            # the same scores but for their freshness, computed at each search's own moment
+            assert [v for _, v in whole] == pytest.approx([v for _, v in capped], rel=1e-6)
         finally:
             third.close()
             db2.close()
