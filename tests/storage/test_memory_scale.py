@@ -290,12 +290,12 @@ def test_a_large_memorys_word_counts_are_made_once_for_every_instance(
             # FTS5's IDF is its floor, so it ranks as with its whole count (planted below)
             capped = [(h.id, h.score) for h in third.search("note deploy", record_access=False)]
             [row] = db2.fetch("SELECT counts FROM memory_count_cache WHERE key = '\x01note'")
-            notes = third.count()
-            assert row["counts"] == [notes // 2 + 1]
+            total = third.count()
+            assert row["counts"] == [total // 2 + 1]
             with db2.connection() as conn:
                 conn.execute(
                     "UPDATE memory_count_cache SET counts = %s WHERE key = '\x01note'",
-                    ([notes - 1],),
+                    ([total - 1],),
                 )
             db3, fourth = _open_pg(database_url, tmp_path / "fourth")
             try:
