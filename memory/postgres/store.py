@@ -544,7 +544,7 @@ def _where(filters: Filters) -> tuple[str, list[Any]]:
     return (" AND ".join(clauses) or "TRUE"), params
 
 
-def _listing(columns: str, filters: Filters, order: SortKey) -> tuple[str, list[Any]]:
+def _listing(filters: Filters, order: SortKey) -> tuple[str, list[Any]]:
     """The notes passing `filters` in `order` (add the LIMIT). A tag's notes are found
     through its GIN index first, then sorted: the planner cannot tell how many notes hold a
     tag its statistics never met (the pinned tag, read by every prompt's brief, which few
@@ -556,7 +556,7 @@ def _listing(columns: str, filters: Filters, order: SortKey) -> tuple[str, list[
     if filters.tag:
         source = f"(SELECT * FROM memory_notes n WHERE {where} OFFSET 0) n"
         where = "TRUE"
-    return f"SELECT {columns} FROM {source} WHERE {where} ORDER BY {_ORDER[order]}", params
+    return f"SELECT {_NOTE_COLS} FROM {source} WHERE {where} ORDER BY {_ORDER[order]}", params
 
 
 def _vector_text(vector: Any) -> str:
@@ -891,6 +891,8 @@ class _CorpusCounts:
         """Counts over the whole table: key -> (generation counted at, counts), kept across
         changes while the notes changed since are at most `_slack` (`SLACK_SHARE`)."""
         self._slack = 0
+        self._sized = False
+        """Whether the notes were counted once: until then the kept counts may apply."""
         self._made: dict[str, tuple[int, tuple[int, ...]]] = {}
         """Whole-table counts this instance made, for `memory_count_cache` (`keep`)."""
 
@@ -923,7 +925,8 @@ class _CorpusCounts:
         if known is not None:
             return known
         counted_at, made = generation, False
-        if whole:
+        # kept counts apply to a large table only: a small one never reads them (nor keeps any)
+        if whole and (self._slack or (key == "" and not self._sized)):
             known, counted_at = self._kept(conn, key, generation)
         if known is None:
             found = conn.execute(sql, params).fetchone()
@@ -939,7 +942,7 @@ class _CorpusCounts:
                         self._whole.clear()
                     self._whole[key] = (counted_at, known)
                     if key == "":  # the notes: how far the whole table's counts may lag
-                        self._slack = _slack(known[0])
+                        self._slack, self._sized = _slack(known[0]), True
                     if made and self._slack:  # a large table: worth keeping for all
                         self._made[key] = (generation, known)
         return known
@@ -1362,7 +1365,7 @@ class PostgresMemoryStore(core.StoreCore):
     def _list(
         self, filters: Filters, sort: SortKey, limit: int, offset: int
     ) -> builtins.list[Note]:
-        listing, params = _listing(_NOTE_COLS, filters, sort)
+        listing, params = _listing(filters, sort)
         with self._conn() as conn:
             rows = conn.execute(
                 f"{listing} LIMIT %s OFFSET %s", (*params, limit, offset)
@@ -1388,7 +1391,7 @@ class PostgresMemoryStore(core.StoreCore):
     def _top_rows(
         self, filters: Filters, order: SortKey, limit: int
     ) -> builtins.list[tuple[dict[str, Any], Note]]:
-        listing, params = _listing(_NOTE_COLS, filters, order)
+        listing, params = _listing(filters, order)
         with self._conn() as conn:
             rows = conn.execute(f"{listing} LIMIT %s", (*params, limit)).fetchall()
         return [(_rank_row(r), _note(r)) for r in rows]
