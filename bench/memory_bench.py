@@ -297,6 +297,12 @@ class RandomEncoder:
         return raw / self._np.linalg.norm(raw, axis=1, keepdims=True)
 
 
+def loaded_part(pending: Sequence[PendingNote]) -> Sequence[PendingNote]:
+    """The notes a kept store gets its vectors for when made: all but a tail (1,000, or a
+    tenth of fewer notes), which each run writes into the full index and times."""
+    return pending[: len(pending) - min(1000, len(pending) // 10)]
+
+
 def write_vectors(
     store: MemoryStore | PostgresMemoryStore, encoder: RandomEncoder, notes: Sequence[PendingNote]
 ) -> float:
@@ -631,7 +637,7 @@ def fill_sqlite_home(
             print(f"[{size}] vectors...", file=sys.stderr)
             encoder = RandomEncoder(seed)
             pending = store.vectors.pending(encoder.name)
-            head = pending[: len(pending) - min(1000, len(pending) // 10)]
+            head = loaded_part(pending)
             meta["vectors_s"] = write_vectors(store, encoder, head)
     finally:
         store.close()
@@ -1051,7 +1057,7 @@ def _fill_template(
             notes_mb = _database_mb(store)
             print(f"[{size}] postgresql: vectors...", file=sys.stderr)
             pending = store.vectors.pending(encoder.name)
-            head = pending[: len(pending) - min(1000, len(pending) // 10)]
+            head = loaded_part(pending)
             build = hnsw_bulk_build(store, encoder) if hnsw == "bulk" else None
             meta = {"load_s": load_s, "notes_mb": notes_mb, "bulk_load": float(bulk)}
             if build is None:
